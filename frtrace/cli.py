@@ -1,0 +1,233 @@
+"""The `frtrace` command: a thin click layer over load -> analyze -> report.
+
+Results go to stdout; progress, skipped files and warnings go to stderr. Errors the user can
+fix are one line on stderr and exit status 2, never a traceback (unless --debug).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from frtrace import __version__
+from frtrace.errors import FrtraceError
+
+EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
+
+EPILOG = """\b
+Examples:
+  frtrace /tmp/ --prefix trace_          analyze the dumps /tmp/trace_0, /tmp/trace_1, ...
+  frtrace                                analyze where PyTorch writes by default
+                                         ($TORCH_FR_DUMP_TEMP_FILE, else /tmp/nccl_trace_rank_)
+  frtrace dumps/ --format json -o r.json the report as JSON, also saved to r.json
+  frtrace -j --selected-ranks 0 1        raw entries of ranks 0 and 1, as JSON
+  frtrace dumps/ -j --format table --pg-filters default_pg
+                                         raw entries side by side, one column per rank
+
+\b
+Exit status:
+  0  the dumps look healthy
+  1  findings: a desync, mismatch or hang was found (fails a CI step)
+  2  usage error, or no usable dump
+"""
+
+_INT_LIST = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*,?$")
+_MULTI_VALUE = {"--selected-ranks": "ranks", "--pg-filters": "names"}
+
+
+def expand_multi_values(args: Sequence[str]) -> list[str]:
+    """Let `--selected-ranks 0 1 2` and `--pg-filters tp dp` take several values.
+
+    click options take a fixed number of values, so each further value is rewritten as a
+    repeated option. Rank values must look like ranks (0, 3-5, 1,2); filter values stop at
+    the next option or at something that looks like a path (the trace folder).
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            out.extend(args[i:])
+            break
+        out.append(arg)
+        i += 1
+        mode = _MULTI_VALUE.get(arg)
+        if mode is None or i >= len(args):
+            continue
+        out.append(args[i])  # the first value is taken as is; click validates it
+        i += 1
+        while i < len(args) and _is_more_value(mode, args[i]):
+            out.extend([arg, args[i]])
+            i += 1
+    return out
+
+
+def _is_more_value(mode: str, token: str) -> bool:
+    if token.startswith("-"):
+        return False
+    if mode == "ranks":
+        return bool(_INT_LIST.match(token))
+    return "/" not in token and not Path(token).exists()
+
+
+def parse_ranks(values: Sequence[str]) -> list[int] | None:
+    """'0', '3-5', '1,2' -> sorted ranks; None when no selection was given."""
+    if not values:
+        return None
+    ranks: set[int] = set()
+    for value in values:
+        for part in filter(None, value.split(",")):
+            if not _INT_LIST.match(part):
+                raise click.BadParameter(f"'{part}' is not a rank or a range like 0-7",
+                                         param_hint="--selected-ranks")  # fmt: skip
+            lo, _, hi = part.partition("-")
+            ranks.update(range(int(lo), int(hi or lo) + 1))
+    return sorted(ranks)
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"frtrace: error: {message}", err=True)
+    sys.exit(EXIT_UNUSABLE)
+
+
+@click.command(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=EPILOG,
+)
+@click.argument("trace_dir", required=False, type=click.Path(path_type=Path))
+@click.option(
+    "-p", "--prefix", help="Only files whose name starts with PREFIX (default: inferred)."
+)
+@click.option(
+    "-j",
+    "--just-print-entries",
+    "raw",
+    is_flag=True,
+    help="Raw mode: print the normalized entries instead of analyzing.",
+)
+@click.option(
+    "--selected-ranks",
+    multiple=True,
+    metavar="RANK...",
+    help="Only these ranks (e.g. 0 1, 0-7, 3,5).",
+)
+@click.option(
+    "--pg-filters",
+    multiple=True,
+    metavar="NAME_OR_DESC...",
+    help="Only groups whose name or desc matches (e.g. 0, mesh_tp).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default=None,
+    help="Output format [default: table; json with -j].",
+)
+@click.option(
+    "--print-stack-trace",
+    "stacks",
+    is_flag=True,
+    help="Show whole stacks (with -j --format json: a frames list per entry).",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Worker processes for parsing [default: all cores for large jobs].",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Say what was inferred and repaired.")
+@click.option("--debug", is_flag=True, help="Show Python tracebacks of internal errors.")
+@click.version_option(__version__, "--version", prog_name="frtrace")
+def cli(**options: Any) -> None:
+    """Find the rank that broke a hung PyTorch job, from its Flight Recorder dumps.
+
+    TRACE_DIR holds one dump per rank (pickle or JSON, optionally gzip-compressed; one level
+    of sub-folders is searched too). The rank is the trailing number of each file name.
+    """
+    debug = options["debug"]
+    try:
+        code = run(options)
+    except FrtraceError as exc:
+        skipped = getattr(exc, "skipped", [])
+        for item in skipped:
+            click.echo(f"skipped {item.file}: {item.reason}", err=True)
+        if debug:
+            raise
+        _fail(str(exc))
+    except (KeyboardInterrupt, BrokenPipeError):
+        sys.exit(130)
+    except Exception as exc:  # never a traceback for the user
+        if debug:
+            raise
+        _fail(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)")
+    sys.exit(code)
+
+
+def run(options: dict[str, Any]) -> int:
+    """Load, then print raw entries or the report; returns the exit status."""
+    from frtrace.dumps.discover import discover
+    from frtrace.report.fmt import Style, use_color
+    from frtrace.tables.load import load_discovered
+
+    ranks = parse_ranks(options["selected_ranks"])
+    pg_filters = list(options["pg_filters"])
+    found = discover(options["trace_dir"], options["prefix"])
+    if found.prefix_inferred:
+        click.echo(f"frtrace: using prefix '{found.prefix}' (inferred; set it with --prefix)",
+                   err=True)  # fmt: skip
+    trace = load_discovered(found, ranks=ranks if options["raw"] else None, jobs=options["jobs"])
+    for item in trace.skipped:
+        click.echo(f"skipped {item.file}: {item.reason}", err=True)
+    for warning in trace.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if options["verbose"]:
+        for note in trace.notes:
+            click.echo(f"note: {note}", err=True)
+    entries = select_entries(trace.entries, trace.groups, ranks, pg_filters)
+    style = Style(use_color())
+    if options["raw"]:
+        from frtrace.report.raw import entries_table, write_entries_json
+
+        if (options["fmt"] or "json") == "json":
+            write_entries_json(trace, entries, sys.stdout, with_frames=options["stacks"])
+        else:
+            click.echo(entries_table(entries))
+        return EXIT_OK
+    from frtrace.report.summary import loaded_summary
+
+    click.echo(loaded_summary(trace, entries, style))
+    return EXIT_OK
+
+
+def select_entries(
+    entries: Any, groups: Any, ranks: list[int] | None, pg_filters: list[str]
+) -> Any:
+    """Narrow entries to the selected ranks and to groups matching a name or desc."""
+    mask = None
+    if ranks is not None:
+        mask = entries["rank"].isin(ranks)
+    if pg_filters:
+        wanted = set(pg_filters)
+        names = {str(n) for n, d in zip(groups["pg_name"], groups["pg_desc"], strict=True)
+                 if str(n) in wanted or str(d) in wanted}  # fmt: skip
+        if not names:
+            known = ", ".join(f"{n} ({d})" for n, d in zip(groups["pg_name"], groups["pg_desc"],
+                                                           strict=True))  # fmt: skip
+            raise FrtraceError(f"no process group matches {', '.join(pg_filters)}; "
+                               f"groups: {known}")  # fmt: skip
+        pg_mask = entries["pg_name"].isin(names)
+        mask = pg_mask if mask is None else mask & pg_mask
+    return entries if mask is None else entries.loc[mask]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    cli.main(args=expand_multi_values(args), prog_name="frtrace")

@@ -1,0 +1,169 @@
+"""Find the per-rank dump files of one job and the rank each file belongs to.
+
+The rank is the trailing integer of the file name once `.json`/`.pkl`/`.gz` suffixes are
+removed, so host names inside the name (`nccl_trace_rank_node03-host_27`) do not confuse it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from frtrace.errors import FrtraceError
+
+DEFAULT_PREFIX_PATH = "/tmp/nccl_trace_rank_"
+PREFIX_ENV_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+_SUFFIXES = (".gz", ".json", ".pkl", ".pickle")
+_TRAILING_INT = re.compile(r"(\d+)$")
+_SEPARATORS = "_-."
+
+
+@dataclass(frozen=True)
+class DumpFile:
+    """One file that claims to hold the dump of `rank`."""
+
+    path: Path
+    rank: int
+
+
+@dataclass
+class Discovery:
+    """What was found: the folder, the prefix used, and one file per rank."""
+
+    trace_dir: Path
+    prefix: str
+    prefix_inferred: bool
+    files: list[DumpFile]
+    ignored: list[Path] = field(default_factory=list)
+
+
+def strip_suffixes(name: str) -> str:
+    """`trace_3.json.gz` -> `trace_3`: compression and format suffixes are not part of the rank."""
+    changed = True
+    while changed:
+        changed = False
+        for suffix in _SUFFIXES:
+            if name.endswith(suffix) and len(name) > len(suffix):
+                name = name[: -len(suffix)]
+                changed = True
+    return name
+
+
+def rank_from_name(name: str) -> int | None:
+    """The trailing integer of a file name, or None when it has none."""
+    match = _TRAILING_INT.search(strip_suffixes(name))
+    return int(match.group(1)) if match else None
+
+
+def default_location() -> tuple[Path, str]:
+    """Where PyTorch writes dumps when the user gives no folder: env prefix, else /tmp."""
+    for var in PREFIX_ENV_VARS:
+        value = os.environ.get(var)
+        if value:
+            break
+    else:
+        value = DEFAULT_PREFIX_PATH
+    path = Path(value)
+    if value.endswith(os.sep) or path.is_dir():
+        return path, ""
+    return path.parent, path.name
+
+
+def _candidates(trace_dir: Path) -> list[Path]:
+    """Files in the folder and one level of sub-folders (one folder per host is common)."""
+    found: list[Path] = []
+    try:
+        children = sorted(trace_dir.iterdir())
+    except OSError as exc:
+        raise FrtraceError(f"cannot read {trace_dir}: {exc.strerror or exc}") from exc
+    for child in children:
+        if child.name.startswith("."):
+            continue
+        if child.is_dir():
+            try:
+                found.extend(
+                    p for p in sorted(child.iterdir()) if p.is_file() and not p.name.startswith(".")
+                )
+            except OSError:
+                continue
+        elif child.is_file():
+            found.append(child)
+    return found
+
+
+def _first_segment(name: str) -> str:
+    for i, ch in enumerate(name):
+        if ch in _SEPARATORS:
+            return name[:i]
+    return name
+
+
+def _trim_prefix(common: str) -> str:
+    """Cut a common prefix back to a separator, and before any segment holding a digit."""
+    end = len(common)
+    while end > 0 and common[end - 1] not in _SEPARATORS:
+        end -= 1
+    common = common[:end]
+    start = 0
+    for i, ch in enumerate(common):
+        if ch in _SEPARATORS:
+            if any(c.isdigit() for c in common[start:i]):
+                return common[:start]
+            start = i + 1
+    return common
+
+
+def infer_prefix(names: list[str]) -> tuple[str, int]:
+    """Pick the largest family of rank-numbered names and their common prefix.
+
+    Returns the prefix and how many rank-numbered names belong to other families.
+    """
+    numbered = [n for n in names if rank_from_name(n) is not None]
+    if not numbered:
+        return "", 0
+    families: dict[str, list[str]] = {}
+    for name in numbered:
+        families.setdefault(_first_segment(strip_suffixes(name)), []).append(name)
+    family = max(families.values(), key=len)
+    common = os.path.commonprefix(  # noqa: RUF071 - character prefix is wanted
+        [_TRAILING_INT.sub("", strip_suffixes(n)) for n in family]
+    )
+    return _trim_prefix(common), len(numbered) - len(family)
+
+
+def discover(trace_dir: str | Path | None, prefix: str | None) -> Discovery:
+    """Find one dump file per rank; two files claiming one rank is an error naming both."""
+    env_prefix: str | None = None
+    if trace_dir is None:
+        directory, env_prefix = default_location()
+    else:
+        directory = Path(trace_dir)
+    if not directory.exists():
+        raise FrtraceError(f"{directory}: no such folder")
+    if not directory.is_dir():
+        raise FrtraceError(f"{directory}: not a folder (give the folder that holds the dumps)")
+    if prefix is None and env_prefix:
+        prefix = env_prefix
+    candidates = _candidates(directory)
+    inferred = prefix is None
+    if prefix is None:
+        prefix, _others = infer_prefix([p.name for p in candidates])
+    files: list[DumpFile] = []
+    ignored: list[Path] = []
+    by_rank: dict[int, Path] = {}
+    for path in candidates:
+        rank = rank_from_name(path.name)
+        if not path.name.startswith(prefix) or rank is None:
+            ignored.append(path)
+            continue
+        if rank in by_rank:
+            raise FrtraceError(
+                f"two files claim rank {rank}: {by_rank[rank]} and {path} "
+                "(move one away or narrow the selection with --prefix)"
+            )
+        by_rank[rank] = path
+        files.append(DumpFile(path, rank))
+    files.sort(key=lambda f: f.rank)
+    return Discovery(directory, prefix, inferred, files, ignored)

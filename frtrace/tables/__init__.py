@@ -1,0 +1,1 @@
+"""Normalized, columnar tables built from all ranks' dumps: what every analyzer reads."""

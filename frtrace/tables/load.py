@@ -1,0 +1,162 @@
+"""Load a job's dumps: discover files, parse them in parallel, build the shared tables.
+
+Parsing is the expensive part (Python's unpickler builds millions of small objects), so files
+are parsed in worker processes that turn entries into columns before sending anything back.
+One broken dump is skipped with its reason; the others are still analyzed.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from frtrace.dumps.discover import Discovery, DumpFile, discover
+from frtrace.dumps.read import read_dump
+from frtrace.errors import DumpError, FrtraceError
+from frtrace.tables.columns import RankColumns, columnize
+from frtrace.tables.repair import add_global_peers, infer_memberships, pg_status_frame
+from frtrace.tables.trace import Skipped, Trace, files_frame, merge_columns
+
+Progress = Callable[[int, int, int], None]  # files done, files total, entries so far
+ParseResult = tuple[int, str, RankColumns | None, str, bool, str]
+
+# Below this much data, starting workers costs more than it saves.
+PARALLEL_MIN_BYTES = 16 * 1024 * 1024
+PARALLEL_MIN_FILES = 8
+
+
+class NoUsableDumpError(FrtraceError):
+    """Every candidate file was skipped; the reasons travel with the error."""
+
+    def __init__(self, message: str, skipped: list[Skipped]) -> None:
+        super().__init__(message)
+        self.skipped = skipped
+
+
+def parse_file(item: tuple[str, int]) -> ParseResult:
+    """Read and columnize one file: (rank, path, columns or None, format, compressed, reason)."""
+    path, rank = item
+    try:
+        raw = read_dump(Path(path))
+        return rank, path, columnize(raw.data, rank), raw.fmt, raw.compressed, ""
+    except DumpError as exc:
+        return rank, path, None, "", False, str(exc)
+    except RecursionError:
+        return rank, path, None, "", False, "nested too deeply to be a dump"
+    except MemoryError:
+        return rank, path, None, "", False, "too large to load in memory"
+
+
+def default_jobs(files: list[DumpFile]) -> int:
+    """Workers to use: all cores for a big job, none for a few small files."""
+    if len(files) < PARALLEL_MIN_FILES:
+        return 1
+    total = 0
+    for f in files:
+        try:
+            total += f.path.stat().st_size
+        except OSError:
+            continue
+    if total < PARALLEL_MIN_BYTES:
+        return 1
+    return max(1, min(os.cpu_count() or 1, len(files)))
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    # fork shares the already-imported modules with the workers, so they start in milliseconds.
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else None)
+
+
+def iter_parsed(items: list[tuple[str, int]], jobs: int) -> Iterator[ParseResult]:
+    """Parse files, in `jobs` worker processes when jobs > 1, yielding as they finish."""
+    if jobs <= 1:
+        yield from map(parse_file, items)
+        return
+    chunksize = max(1, min(16, len(items) // (jobs * 8) or 1))
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=_pool_context()) as pool:
+        yield from pool.map(parse_file, items, chunksize=chunksize)
+
+
+def load_discovered(
+    found: Discovery,
+    *,
+    ranks: Iterable[int] | None = None,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+) -> Trace:
+    """Build the Trace from discovered files; `ranks` limits which files are read at all."""
+    files = found.files
+    if ranks is not None:
+        wanted = set(ranks)
+        files = [f for f in files if f.rank in wanted]
+    if not files:
+        where = f"{found.trace_dir}" + (f" with prefix '{found.prefix}'" if found.prefix else "")
+        raise FrtraceError(f"no dump files found in {where}")
+    n_jobs = default_jobs(files) if jobs is None else max(1, jobs)
+    items = [(str(f.path), f.rank) for f in files]
+    parts: list[RankColumns] = []
+    skipped: list[Skipped] = []
+    file_rows = []
+    entries_seen = 0
+    for done, (rank, path, cols, fmt, compressed, reason) in enumerate(
+        iter_parsed(items, n_jobs), start=1
+    ):
+        if cols is None:
+            skipped.append(Skipped(path, reason))
+        else:
+            parts.append(cols)
+            entries_seen += cols.n
+            file_rows.append({
+                "path": path, "rank": rank, "format": fmt, "compressed": compressed,
+                "version": cols.version, "comm_lib_version": cols.comm_lib_version,
+                "entries": cols.n,
+            })  # fmt: skip
+        if progress is not None:
+            progress(done, len(items), entries_seen)
+    if not parts:
+        raise NoUsableDumpError(
+            f"no usable dump in {found.trace_dir} ({len(skipped)} file(s) skipped)", skipped
+        )
+    entries, stacks = merge_columns(parts)
+    members = infer_memberships(entries, parts, [p.rank for p in parts])
+    add_global_peers(entries, members.groups)
+    status = pg_status_frame(parts, entries)
+    files_df = files_frame(file_rows)
+    warnings = list(members.warnings)
+    versions = sorted({p.version for p in parts})
+    if len(versions) > 1:
+        by_version = files_df.groupby("version")["rank"].apply(lambda r: sorted(r)[:8])
+        detail = "; ".join(f"{v}: ranks {list(r)}" for v, r in by_version.items())
+        warnings.append(f"dumps mix format versions ({detail})")
+    notes = list(members.notes)
+    missing = sorted({f for p in parts for f in p.missing_fields})
+    if missing:
+        notes.append(f"fields absent from some dumps, given defaults: {', '.join(missing)}")
+    return Trace(
+        trace_dir=str(found.trace_dir),
+        prefix=found.prefix,
+        entries=entries,
+        groups=members.groups,
+        pg_status=status,
+        stacks=stacks,
+        files=files_df,
+        skipped=skipped,
+        notes=notes,
+        warnings=warnings,
+    )
+
+
+def load_trace(
+    trace_dir: str | Path | None = None,
+    prefix: str | None = None,
+    *,
+    ranks: Iterable[int] | None = None,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+) -> Trace:
+    """Discover and load one job's dumps (see `discover` for how files are found)."""
+    return load_discovered(discover(trace_dir, prefix), ranks=ranks, jobs=jobs, progress=progress)

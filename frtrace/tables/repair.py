@@ -1,0 +1,219 @@
+"""Work out who belongs to which process group, even when the dumps say it wrongly.
+
+NCCL dumps carry a correct `pg_config`. torch 2.13's gloo dumps do not: a single key `''` with
+empty names and empty or partial rank lists. Membership is then inferred from the other ranks'
+configs and from which ranks recorded entries in each group; every inference is noted so that
+`--verbose` can say what was guessed.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from frtrace.tables.columns import RankColumns
+
+DEFAULT_PG = "0"
+DEFAULT_DESC = "default_pg"
+
+
+@dataclass
+class Memberships:
+    groups: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def parse_ranks(value: Any) -> list[int] | None:
+    """pg_config's ranks: a string such as '[0, 1, 2]' (or a list); None when unusable."""
+    if isinstance(value, str):
+        try:
+            value = ast.literal_eval(value.strip() or "[]")
+        except (ValueError, SyntaxError):
+            return None
+    if not isinstance(value, (list, tuple)):
+        return None
+    try:
+        return sorted({int(v) for v in value})
+    except (TypeError, ValueError):
+        return None
+
+
+def _size_hints(entries: pd.DataFrame) -> dict[str, int]:
+    """Group sizes implied by all_gather / reduce_scatter numel ratios (output/input)."""
+    gather = entries["op"].isin(["all_gather", "_allgather_base", "all_gather_into_tensor"])
+    scatter = entries["op"].isin(
+        ["reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor"]
+    )
+    hints: dict[str, int] = {}
+    for mask, num, den in ((gather, "output_numel", "input_numel"),
+                           (scatter, "input_numel", "output_numel")):  # fmt: skip
+        rows = entries.loc[mask & (entries[den] > 0), ["pg_name", num, den]]
+        if rows.empty:
+            continue
+        ratio = (rows[num] // rows[den]).astype(np.int64)
+        best = ratio.groupby(rows["pg_name"].astype(object)).max()
+        for name, size in best.items():
+            hints[str(name)] = max(hints.get(str(name), 0), int(size))
+    return hints
+
+
+def infer_memberships(
+    entries: pd.DataFrame, parts: list[RankColumns], dumped_ranks: list[int]
+) -> Memberships:
+    """One row per group: name, desc, sorted global member ranks, and where they came from."""
+    notes: list[str] = []
+    warnings: list[str] = []
+    config_votes: dict[str, Counter[tuple[int, ...]]] = {}
+    config_desc: dict[str, str] = {}
+    anonymous: list[tuple[int, list[int]]] = []
+    for part in parts:
+        for key, cfg in part.pg_config.items():
+            if not isinstance(cfg, dict):
+                continue
+            name = str(cfg.get("name") or key)
+            ranks = parse_ranks(cfg.get("ranks"))
+            if name == "":
+                anonymous.append((part.rank, ranks or []))
+                continue
+            if cfg.get("desc"):
+                config_desc.setdefault(name, str(cfg["desc"]))
+            if ranks:
+                config_votes.setdefault(name, Counter())[tuple(ranks)] += 1
+    if anonymous:
+        notes.append(
+            f"{len(anonymous)} dump(s) carry a pg_config keyed by '' (torch gloo quirk); "
+            "memberships are inferred from the other ranks and from the entries"
+        )
+
+    observed: dict[str, list[int]] = {}
+    desc_seen: dict[str, str] = {}
+    if len(entries):
+        pairs = entries[["pg_name", "rank"]].drop_duplicates()
+        for name, rank_series in pairs.groupby(pairs["pg_name"].astype(object))["rank"]:
+            observed[str(name)] = sorted(int(r) for r in rank_series)
+        descs = entries[["pg_name", "pg_desc"]].drop_duplicates()
+        for name, desc in zip(descs["pg_name"], descs["pg_desc"], strict=True):
+            desc_seen.setdefault(str(name), str(desc))
+    hints = _size_hints(entries) if len(entries) else {}
+
+    known_ranks = set(dumped_ranks)
+    for votes in config_votes.values():
+        for voted in votes:
+            known_ranks.update(voted)
+    for _rank, listed in anonymous:
+        known_ranks.update(listed)
+
+    rows = []
+    for name in sorted(set(observed) | set(config_votes), key=_pg_sort_key):
+        desc = config_desc.get(name) or desc_seen.get(name, "")
+        seen = observed.get(name, [])
+        if name in config_votes:
+            votes = config_votes[name]
+            members_t, _count = votes.most_common(1)[0]
+            members = list(members_t)
+            if len(votes) > 1:
+                warnings.append(
+                    f"pg {name} ({desc}): dumps disagree on its members; using {members}"
+                )
+            extra = sorted(set(seen) - set(members))
+            if extra:
+                members = sorted(set(members) | set(extra))
+                warnings.append(f"pg {name} ({desc}): ranks {extra} recorded it but are not in "
+                                "its pg_config; counted as members")  # fmt: skip
+            source = "pg_config"
+        elif name == DEFAULT_PG or desc == DEFAULT_DESC:
+            world = max(
+                max(known_ranks, default=-1) + 1, hints.get(name, 0),
+                max((len(r) for _rk, r in anonymous), default=0),
+            )  # fmt: skip
+            members = list(range(world))
+            source = "inferred"
+            notes.append(f"pg {name} ({desc}): default group, members 0..{world - 1} "
+                         "(every rank of the job)")  # fmt: skip
+        else:
+            members = seen
+            source = "inferred"
+            notes.append(f"pg {name} ({desc}): members {members} inferred from the ranks "
+                         "that recorded it")  # fmt: skip
+            hint = hints.get(name, 0)
+            if hint > len(members):
+                warnings.append(
+                    f"pg {name} ({desc}): its all_gather/reduce_scatter sizes imply {hint} "
+                    f"members but only {len(members)} recorded it; the others are unknown"
+                )
+        rows.append({"pg_name": name, "pg_desc": desc, "ranks": members,
+                     "size": len(members), "source": source})  # fmt: skip
+    groups = pd.DataFrame(rows, columns=["pg_name", "pg_desc", "ranks", "size", "source"])
+    return Memberships(groups, notes, warnings)
+
+
+def _pg_sort_key(name: str) -> tuple[int, int, str]:
+    return (0, int(name), "") if name.isdigit() else (1, 0, name)
+
+
+def add_global_peers(entries: pd.DataFrame, groups: pd.DataFrame) -> None:
+    """Translate p2p group-local src/dst into global ranks, vectorized over all groups."""
+    n = len(entries)
+    global_src = np.full(n, -1, dtype=np.int32)
+    global_dst = np.full(n, -1, dtype=np.int32)
+    if n and len(groups):
+        cats = entries["pg_name"].cat.categories
+        members_by_name = dict(zip(groups["pg_name"], groups["ranks"], strict=True))
+        flat: list[int] = []
+        offsets = np.zeros(len(cats), dtype=np.int64)
+        sizes = np.zeros(len(cats), dtype=np.int64)
+        for i, name in enumerate(cats):
+            members = members_by_name.get(str(name), [])
+            offsets[i], sizes[i] = len(flat), len(members)
+            flat.extend(members)
+        flat_arr = np.array(flat or [-1], dtype=np.int32)
+        codes = entries["pg_name"].cat.codes.to_numpy()
+        for local_col, out in (("src", global_src), ("dst", global_dst)):
+            local = entries[local_col].to_numpy()
+            ok = (local >= 0) & (local < sizes[codes])
+            out[ok] = flat_arr[offsets[codes[ok]] + local[ok]]
+    entries["global_src"] = global_src
+    entries["global_dst"] = global_dst
+
+
+def pg_status_frame(parts: list[RankColumns], entries: pd.DataFrame) -> pd.DataFrame:
+    """Per-rank pg_status rows, with the pg_id (per process) resolved to the group name."""
+    names: dict[tuple[int, int], str] = {}
+    if len(entries):
+        ids = entries[["rank", "pg_id", "pg_name"]].drop_duplicates(["rank", "pg_id"])
+        names = {
+            (int(r), int(i)): str(n)
+            for r, i, n in zip(ids["rank"], ids["pg_id"], ids["pg_name"], strict=True)
+        }
+    rows = []
+    for part in parts:
+        for key, status in part.pg_status.items():
+            if not isinstance(status, dict):
+                continue
+            try:
+                pg_id = int(key)
+            except (TypeError, ValueError):
+                continue
+            rows.append({
+                "rank": part.rank,
+                "pg_id": pg_id,
+                "pg_name": names.get((part.rank, pg_id), ""),
+                "last_enqueued": _as_int(status.get("last_enqueued_collective")),
+                "last_started": _as_int(status.get("last_started_collective")),
+                "last_completed": _as_int(status.get("last_completed_collective")),
+            })  # fmt: skip
+    columns = ["rank", "pg_id", "pg_name", "last_enqueued", "last_started", "last_completed"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _as_int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return -1

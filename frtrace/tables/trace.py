@@ -1,0 +1,218 @@
+"""The normalized job: shared tables every analyzer reads, built once from all ranks."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from frtrace.tables.columns import CATEGORY_COLUMNS, Frame, RankColumns
+
+P2P_OPS = frozenset({"send", "recv"})
+_P2P_NAME = re.compile(r"^(send|recv)\s+(\d+)\s*(->|<-)\s*(\d+)$")
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file that was not used, and why (one line, for stderr and JSON)."""
+
+    file: str
+    reason: str
+
+
+@dataclass
+class Trace:
+    """All ranks' dumps as shared, interned tables.
+
+    entries:   one row per entry (see ENTRY_COLUMNS in the README), categorical strings.
+    groups:    pg_name, pg_desc, ranks (sorted global ranks), size, source of membership.
+    pg_status: rank, pg_id, pg_name, last_enqueued/started/completed collective seq ids.
+    stacks:    stack_id -> frames (name, filename, line), innermost first; each stored once.
+    files:     path, rank, format, compressed, version, comm_lib_version, entries.
+    """
+
+    trace_dir: str
+    prefix: str
+    entries: pd.DataFrame
+    groups: pd.DataFrame
+    pg_status: pd.DataFrame
+    stacks: list[tuple[Frame, ...]]
+    files: pd.DataFrame
+    skipped: list[Skipped] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ranks(self) -> list[int]:
+        """Ranks that left a usable dump."""
+        return sorted(int(r) for r in self.files["rank"])
+
+    @property
+    def versions(self) -> list[str]:
+        return sorted({str(v) for v in self.files["version"]})
+
+    @property
+    def missing_dumps(self) -> list[int]:
+        """Members of some group that left no usable dump."""
+        have = set(self.ranks)
+        members: set[int] = set()
+        for ranks in self.groups["ranks"]:
+            members.update(ranks)
+        return sorted(members - have)
+
+    def group_ranks(self) -> dict[str, list[int]]:
+        return dict(zip(self.groups["pg_name"], self.groups["ranks"], strict=True))
+
+
+@lru_cache(maxsize=4096)
+def parse_profiling_name(name: str) -> tuple[str, str, int, int]:
+    """`nccl:send 0->1` -> ("nccl", "send", src 0, dst 1) with group-local ranks; -1 if none."""
+    backend, sep, op = name.partition(":")
+    if not sep:
+        backend, op = "", name
+    op = op.strip()
+    match = _P2P_NAME.match(op)
+    if match:
+        kind, a, arrow, b = match.groups()
+        src, dst = (int(a), int(b)) if arrow == "->" else (int(b), int(a))
+        return backend, kind, src, dst
+    return backend, op, -1, -1
+
+
+@lru_cache(maxsize=4096)
+def numel(sizes_key: str) -> int:
+    """Total elements of all tensors in a sizes key such as `[[3, 4], [5]]`."""
+    try:
+        shapes = _parse_list(sizes_key)
+    except ValueError:
+        return 0
+    total = 0
+    for shape in shapes:
+        if isinstance(shape, list):
+            count = 1
+            for dim in shape:
+                count *= int(dim)
+            total += count
+    return total
+
+
+def _parse_list(key: str) -> list[Any]:
+    import json
+
+    try:
+        value = json.loads(key)
+    except json.JSONDecodeError as exc:
+        raise ValueError(key) from exc
+    return value if isinstance(value, list) else []
+
+
+def _merge_interned(parts: list[RankColumns], column: str) -> pd.Categorical:
+    """Concatenate per-file codes into one categorical with a shared table of values."""
+    table: dict[Any, int] = {}
+    remapped = []
+    for part in parts:
+        interned = part.stacks if column == "stack" else part.cats[column]
+        mapping = np.array(
+            [table.setdefault(u, len(table)) for u in interned.uniques], dtype=np.int32
+        )
+        remapped.append(mapping[interned.codes] if len(mapping) else interned.codes)
+    codes = np.concatenate(remapped) if remapped else np.empty(0, dtype=np.int32)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(list(table), dtype=object))
+
+
+def merge_columns(parts: list[RankColumns]) -> tuple[pd.DataFrame, list[tuple[Frame, ...]]]:
+    """One entries frame for the job, ordered by rank then position in the dump."""
+    parts = sorted(parts, key=lambda p: p.rank)
+    lengths = [p.n for p in parts]
+    total = sum(lengths)
+    cols: dict[str, Any] = {
+        "rank": np.repeat(np.array([p.rank for p in parts], dtype=np.int32), lengths),
+        "pos": np.concatenate([np.arange(n, dtype=np.int32) for n in lengths])
+        if parts
+        else np.empty(0, np.int32),
+    }
+    for name in parts[0].ints if parts else ():
+        cols[name] = np.concatenate([p.ints[name] for p in parts])
+    for name in CATEGORY_COLUMNS:
+        cols[name] = _merge_interned(parts, name) if parts else pd.Categorical([])
+    cols["duration_ms"] = np.concatenate([p.duration_ms for p in parts]) if parts else []
+    cols["retired"] = np.concatenate([p.retired for p in parts]) if parts else []
+    is_p2p = np.concatenate([p.is_p2p for p in parts]) if parts else np.empty(0, bool)
+
+    # Stacks: the same call site appears in many files; store each distinct stack once.
+    stack_table: dict[tuple[Frame, ...], int] = {(): -1}
+    stacks: list[tuple[Frame, ...]] = []
+    stack_codes = []
+    for part in parts:
+        mapping = []
+        for frames in part.stacks.uniques:
+            sid = stack_table.get(frames)
+            if sid is None:
+                sid = stack_table[frames] = len(stacks)
+                stacks.append(frames)
+            mapping.append(sid)
+        stack_codes.append(np.array(mapping, dtype=np.int32)[part.stacks.codes])
+    cols["stack_id"] = np.concatenate(stack_codes) if parts else np.empty(0, np.int32)
+
+    # Derive backend, op and group-local p2p peers once per distinct profiling name.
+    names: pd.Categorical = cols["profiling_name"]
+    parsed = [parse_profiling_name(str(n)) for n in names.categories]
+    codes = names.codes
+    cols["backend"] = _derived_category(codes, [p[0] for p in parsed])
+    cols["op"] = _derived_category(codes, [p[1] for p in parsed])
+    src = np.array([p[2] for p in parsed] or [0], dtype=np.int32)
+    dst = np.array([p[3] for p in parsed] or [0], dtype=np.int32)
+    cols["src"] = src[codes] if total else np.empty(0, np.int32)
+    cols["dst"] = dst[codes] if total else np.empty(0, np.int32)
+    p2p_name = np.array([p[1] in P2P_OPS for p in parsed] or [False])
+    cols["is_p2p"] = is_p2p | (p2p_name[codes] if total else np.empty(0, bool))
+    for side in ("input", "output"):
+        sizes: pd.Categorical = cols[f"{side}_sizes"]
+        per_cat = np.array([numel(str(k)) for k in sizes.categories] or [0], dtype=np.int64)
+        cols[f"{side}_numel"] = per_cat[sizes.codes] if total else np.empty(0, np.int64)
+    frame = pd.DataFrame(cols)
+    order = [
+        "rank", "pos", "record_id", "pg_id", "pg_name", "pg_desc", "collective_seq_id",
+        "p2p_seq_id", "op_id", "backend", "op", "profiling_name", "is_p2p", "src", "dst",
+        "input_sizes", "input_dtypes", "input_numel", "output_sizes", "output_dtypes",
+        "output_numel", "state", "time_created_ns", "time_started_ns", "time_completed_ns",
+        "duration_ms", "retired", "timeout_ms", "thread_id", "thread_name", "stack_id",
+    ]  # fmt: skip
+    return frame[order], stacks
+
+
+def _derived_category(codes: np.ndarray, values: list[str]) -> pd.Categorical:
+    """A categorical whose value is a function of another categorical's value."""
+    uniques: dict[str, int] = {}
+    mapping = np.array([uniques.setdefault(v, len(uniques)) for v in values] or [0], np.int32)
+    new_codes = mapping[codes] if len(codes) else codes
+    return pd.Categorical.from_codes(new_codes, categories=pd.Index(list(uniques), dtype=object))
+
+
+def empty_files_frame() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "path": pd.Series(dtype=object),
+            "rank": pd.Series(dtype=np.int64),
+            "format": pd.Series(dtype=object),
+            "compressed": pd.Series(dtype=bool),
+            "version": pd.Series(dtype=object),
+            "comm_lib_version": pd.Series(dtype=object),
+            "entries": pd.Series(dtype=np.int64),
+        }
+    )
+
+
+def files_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    if not rows:
+        return empty_files_frame()
+    return pd.DataFrame(rows).sort_values("rank", kind="stable").reset_index(drop=True)
+
+
+def path_str(path: Path) -> str:
+    return str(path)
