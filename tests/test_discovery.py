@@ -1,0 +1,76 @@
+"""Finding dump files: ranks from names, prefixes, sub-folders, the default location."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import nccl_dump, write_pickle
+
+from frtrace.dumps.discover import discover, infer_prefix, rank_from_name
+from frtrace.errors import FrtraceError
+
+
+@pytest.mark.parametrize(
+    ("name", "rank"),
+    [
+        ("nccl_trace_rank_12", 12),
+        ("nccl_trace_rank_container-node02_5", 5),
+        ("nccl_trace_rank_node03-host_27", 27),
+        ("trace_3.json", 3),
+        ("trace_3.json.gz", 3),
+        ("trace_7.pkl", 7),
+        ("README", None),
+    ],
+)
+def test_rank_is_the_trailing_integer_of_the_name(name: str, rank: int | None) -> None:
+    assert rank_from_name(name) == rank
+
+
+def test_prefix_is_inferred_up_to_the_host_name() -> None:
+    names = ["nccl_trace_rank_node03-host_27", "nccl_trace_rank_node04-host_28"]
+    assert infer_prefix(names) == ("nccl_trace_rank_", 0)
+
+
+def test_prefix_inference_picks_the_largest_family_of_files() -> None:
+    prefix, others = infer_prefix(["trace_0", "trace_1", "trace_2", "other_log_9", "notes.txt"])
+    assert (prefix, others) == ("trace_", 1)
+
+
+def test_files_in_one_level_of_host_folders_are_found(tmp_path: Path) -> None:
+    write_pickle(tmp_path / "host-a" / "trace_0", nccl_dump(0, 2))
+    write_pickle(tmp_path / "host-b" / "trace_1", nccl_dump(1, 2))
+    found = discover(tmp_path, None)
+    assert [f.rank for f in found.files] == [0, 1]
+    assert found.prefix == "trace_"
+
+
+def test_explicit_prefix_leaves_other_files_out(tmp_path: Path) -> None:
+    write_pickle(tmp_path / "trace_0", nccl_dump(0, 1))
+    write_pickle(tmp_path / "other_1", nccl_dump(1, 1))
+    found = discover(tmp_path, "trace_")
+    assert [f.path.name for f in found.files] == ["trace_0"]
+    assert not found.prefix_inferred
+
+
+def test_two_files_claiming_one_rank_is_an_error_naming_both(tmp_path: Path) -> None:
+    write_pickle(tmp_path / "trace_0", nccl_dump(0, 1))
+    write_pickle(tmp_path / "trace_0.json", nccl_dump(0, 1))
+    with pytest.raises(FrtraceError) as err:
+        discover(tmp_path, None)
+    assert "trace_0 and" in str(err.value) and "trace_0.json" in str(err.value)
+
+
+def test_default_location_comes_from_the_torch_env_var(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_pickle(tmp_path / "my_fr_3", nccl_dump(3, 4))
+    monkeypatch.setenv("TORCH_FR_DUMP_TEMP_FILE", str(tmp_path / "my_fr_"))
+    found = discover(None, None)
+    assert found.prefix == "my_fr_"
+    assert [f.rank for f in found.files] == [3]
+
+
+def test_missing_folder_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FrtraceError, match="no such folder"):
+        discover(tmp_path / "nope", None)
