@@ -83,8 +83,9 @@ def parse_ranks(values: Sequence[str]) -> list[int] | None:
     for value in values:
         for part in filter(None, value.split(",")):
             if not _INT_LIST.match(part):
-                raise click.BadParameter(f"'{part}' is not a rank or a range like 0-7",
-                                         param_hint="--selected-ranks")  # fmt: skip
+                raise click.BadParameter(
+                    f"'{part}' is not a rank or a range like 0-7", param_hint="--selected-ranks"
+                )
             lo, _, hi = part.partition("-")
             ranks.update(range(int(lo), int(hi or lo) + 1))
     return sorted(ranks)
@@ -136,6 +137,24 @@ def _fail(message: str) -> NoReturn:
     help="Show whole stacks (with -j --format json: a frames list per entry).",
 )
 @click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the JSON report to this file.",
+)
+@click.option(
+    "--mismatch-cap",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="At most N findings per group and kind.",
+)
+@click.option(
+    "--allow-incomplete-ranks",
+    is_flag=True,
+    help="Accepted for torchfrtrace compatibility: partial analysis is the default.",
+)
+@click.option(
     "--jobs",
     type=click.IntRange(min=1),
     default=None,
@@ -180,8 +199,9 @@ def run(options: dict[str, Any]) -> int:
     pg_filters = list(options["pg_filters"])
     found = discover(options["trace_dir"], options["prefix"])
     if found.prefix_inferred:
-        click.echo(f"frtrace: using prefix '{found.prefix}' (inferred; set it with --prefix)",
-                   err=True)  # fmt: skip
+        click.echo(
+            f"frtrace: using prefix '{found.prefix}' (inferred; set it with --prefix)", err=True
+        )
     trace = load_discovered(found, ranks=ranks if options["raw"] else None, jobs=options["jobs"])
     for item in trace.skipped:
         click.echo(f"skipped {item.file}: {item.reason}", err=True)
@@ -200,10 +220,26 @@ def run(options: dict[str, Any]) -> int:
         else:
             click.echo(entries_table(entries))
         return EXIT_OK
-    from frtrace.report.summary import loaded_summary
+    from frtrace.analysis.engine import analyze
+    from frtrace.report.json_report import render_json
+    from frtrace.report.text import render_text
 
-    click.echo(loaded_summary(trace, entries, style))
-    return EXIT_OK
+    analysis = analyze(trace, mismatch_cap=options["mismatch_cap"])
+    if ranks is not None or pg_filters:
+        names = set(entries["pg_name"].astype(object).unique()) if pg_filters else None
+        analysis = analysis.narrowed(ranks, names)
+    if options["output"] is not None:
+        try:
+            options["output"].write_text(render_json(analysis))
+        except OSError as exc:
+            raise FrtraceError(f"cannot write {options['output']}: {exc.strerror}") from exc
+    if (options["fmt"] or "table") == "json":
+        sys.stdout.write(render_json(analysis))
+    else:
+        sys.stdout.write(
+            render_text(analysis, style, full_stacks=options["stacks"], verbose=options["verbose"])
+        )
+    return EXIT_OK if analysis.ok else EXIT_FINDINGS
 
 
 def select_entries(
@@ -215,13 +251,16 @@ def select_entries(
         mask = entries["rank"].isin(ranks)
     if pg_filters:
         wanted = set(pg_filters)
-        names = {str(n) for n, d in zip(groups["pg_name"], groups["pg_desc"], strict=True)
-                 if str(n) in wanted or str(d) in wanted}  # fmt: skip
+        names = {
+            str(n)
+            for n, d in zip(groups["pg_name"], groups["pg_desc"], strict=True)
+            if str(n) in wanted or str(d) in wanted
+        }
         if not names:
-            known = ", ".join(f"{n} ({d})" for n, d in zip(groups["pg_name"], groups["pg_desc"],
-                                                           strict=True))  # fmt: skip
-            raise FrtraceError(f"no process group matches {', '.join(pg_filters)}; "
-                               f"groups: {known}")  # fmt: skip
+            known = ", ".join(
+                f"{n} ({d})" for n, d in zip(groups["pg_name"], groups["pg_desc"], strict=True)
+            )
+            raise FrtraceError(f"no process group matches {', '.join(pg_filters)}; groups: {known}")
         pg_mask = entries["pg_name"].isin(names)
         mask = pg_mask if mask is None else mask & pg_mask
     return entries if mask is None else entries.loc[mask]

@@ -60,8 +60,9 @@ def test_a_dict_without_dump_keys_is_rejected() -> None:
 def test_gzip_compressed_pickle_and_json_both_decode() -> None:
     dump = nccl_dump(0, 1)
     assert decode(gzip.compress(pickle.dumps(dump))).fmt == "pickle"
-    as_json = dict(dump, entries=[{k: v for k, v in e.items() if k != "frames"}
-                                  for e in dump["entries"]])  # fmt: skip
+    as_json = dict(
+        dump, entries=[{k: v for k, v in e.items() if k != "frames"} for e in dump["entries"]]
+    )
     decoded = decode(gzip.compress(json.dumps(as_json).encode()))
     assert (decoded.fmt, decoded.compressed) == ("json", True)
 
@@ -80,11 +81,19 @@ def test_one_broken_dump_among_good_ones_is_skipped_and_the_rest_loaded(tmp_path
 
 def test_json_quirks_string_status_zero_times_and_no_entries_key(tmp_path: Path) -> None:
     entry = {k: v for k, v in nccl_entry(0, 1, state="scheduled").items() if k != "frames"}
-    entry.update(time_discovered_started_ns=0, time_discovered_completed_ns=0,
-                 process_group=["0", "default_pg"])  # fmt: skip
+    entry.update(
+        time_discovered_started_ns=0,
+        time_discovered_completed_ns=0,
+        process_group=["0", "default_pg"],
+    )
     dump = nccl_dump(0, 2, [entry])
-    dump["pg_status"] = {"0": {"last_enqueued_collective": "1", "last_started_collective": "-1",
-                               "last_completed_collective": "-1"}}  # fmt: skip
+    dump["pg_status"] = {
+        "0": {
+            "last_enqueued_collective": "1",
+            "last_started_collective": "-1",
+            "last_completed_collective": "-1",
+        }
+    }
     (tmp_path / "trace_0.json").write_text(json.dumps(dump))
     empty = nccl_dump(1, 2, [])
     del empty["entries"]

@@ -14,12 +14,39 @@ from tabulate import tabulate
 from frtrace.tables.trace import Trace
 
 ENTRY_FIELDS = (
-    "rank", "pg_name", "pg_desc", "record_id", "pg_id", "collective_seq_id", "p2p_seq_id",
-    "op_id", "backend", "op", "profiling_name", "is_p2p", "src", "dst", "global_src",
-    "global_dst", "input_sizes", "input_dtypes", "input_numel", "output_sizes", "output_dtypes",
-    "output_numel", "state", "time_created_ns", "time_started_ns", "time_completed_ns",
-    "duration_ms", "retired", "timeout_ms", "thread_id", "thread_name", "stack_id",
-)  # fmt: skip
+    "rank",
+    "pg_name",
+    "pg_desc",
+    "record_id",
+    "pg_id",
+    "collective_seq_id",
+    "p2p_seq_id",
+    "op_id",
+    "backend",
+    "op",
+    "profiling_name",
+    "is_p2p",
+    "src",
+    "dst",
+    "global_src",
+    "global_dst",
+    "input_sizes",
+    "input_dtypes",
+    "input_numel",
+    "output_sizes",
+    "output_dtypes",
+    "output_numel",
+    "state",
+    "time_created_ns",
+    "time_started_ns",
+    "time_completed_ns",
+    "duration_ms",
+    "retired",
+    "timeout_ms",
+    "thread_id",
+    "thread_name",
+    "stack_id",
+)
 _UNSET_IF_ZERO = {"time_created_ns", "time_started_ns", "time_completed_ns"}
 _UNSET_IF_NEGATIVE = {"src", "dst", "global_src", "global_dst", "stack_id"}
 
@@ -101,8 +128,7 @@ def entries_table(entries: pd.DataFrame) -> str:
     df["cell"] = [_cell(r) for r in df.itertuples(index=False)]
     key = ["pg_name", "pg_desc", "kind", "seq", "nth"]
     order = df.groupby(key, observed=True)["time_created_ns"].min().rename("t")
-    table = df.pivot_table(index=key, columns="rank", values="cell", aggfunc="first",
-                           observed=True)  # fmt: skip
+    table = df.pivot_table(index=key, columns="rank", values="cell", aggfunc="first", observed=True)
     table = table.join(order).sort_values(["t", "pg_name", "seq", "nth"]).drop(columns="t")
     rows = []
     for index, cells in table.iterrows():

@@ -23,15 +23,20 @@ def group_rows(trace: Trace, entries: pd.DataFrame) -> list[dict[str, Any]]:
     for g in trace.groups.itertuples(index=False):
         if g.pg_name not in counts.index:
             continue
-        rows.append({
-            "pg_name": g.pg_name, "pg_desc": g.pg_desc, "ranks": [int(r) for r in g.ranks],  # type: ignore[union-attr]
-            "entries": int(counts.get(g.pg_name, 0)),
-            "last_seq": int(last.get(g.pg_name, -1)), "source": g.source,
-        })  # fmt: skip
+        rows.append(
+            {
+                "pg_name": g.pg_name,
+                "pg_desc": g.pg_desc,
+                "ranks": [int(r) for r in g.ranks],
+                "entries": int(counts.get(g.pg_name, 0)),
+                "last_seq": int(last.get(g.pg_name, -1)),
+                "source": g.source,
+            }
+        )
     return rows
 
 
-def loaded_summary(trace: Trace, entries: pd.DataFrame, style: Style) -> str:
+def loaded_summary(trace: Trace, entries: pd.DataFrame, style: Style, groups: bool = True) -> str:
     """A short, readable account of the inputs (the report's header)."""
     lines = [
         style.bold(f"frtrace: {len(trace.files)} dump(s) from {trace.trace_dir}")
@@ -46,14 +51,25 @@ def loaded_summary(trace: Trace, entries: pd.DataFrame, style: Style) -> str:
     if trace.missing_dumps:
         lines.append(style.yellow(f"  no dump    ranks {rank_ranges(trace.missing_dumps)}"))
     rows = [
-        [r["pg_name"], r["pg_desc"], rank_ranges(r["ranks"]), len(r["ranks"]), r["entries"],
-         r["last_seq"] if r["last_seq"] >= 0 else "-"]
+        [
+            r["pg_name"],
+            r["pg_desc"],
+            rank_ranges(r["ranks"]),
+            len(r["ranks"]),
+            r["entries"],
+            r["last_seq"] if r["last_seq"] >= 0 else "-",
+        ]
         for r in group_rows(trace, entries)
-    ]  # fmt: skip
-    if rows:
+    ]
+    if rows and groups:
         lines.append("")
-        lines.append(tabulate(rows, headers=["pg", "desc", "members", "size", "entries",
-                                             "last seq"], tablefmt="simple"))  # fmt: skip
+        lines.append(
+            tabulate(
+                rows,
+                headers=["pg", "desc", "members", "size", "entries", "last seq"],
+                tablefmt="simple",
+            )
+        )
     if trace.skipped:
         lines.append("")
         lines.append(style.yellow(f"skipped {len(trace.skipped)} file(s):"))

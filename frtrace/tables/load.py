@@ -110,11 +110,17 @@ def load_discovered(
         else:
             parts.append(cols)
             entries_seen += cols.n
-            file_rows.append({
-                "path": path, "rank": rank, "format": fmt, "compressed": compressed,
-                "version": cols.version, "comm_lib_version": cols.comm_lib_version,
-                "entries": cols.n,
-            })  # fmt: skip
+            file_rows.append(
+                {
+                    "path": path,
+                    "rank": rank,
+                    "format": fmt,
+                    "compressed": compressed,
+                    "version": cols.version,
+                    "comm_lib_version": cols.comm_lib_version,
+                    "entries": cols.n,
+                }
+            )
         if progress is not None:
             progress(done, len(items), entries_seen)
     if not parts:

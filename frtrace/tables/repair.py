@@ -51,8 +51,10 @@ def _size_hints(entries: pd.DataFrame) -> dict[str, int]:
         ["reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor"]
     )
     hints: dict[str, int] = {}
-    for mask, num, den in ((gather, "output_numel", "input_numel"),
-                           (scatter, "input_numel", "output_numel")):  # fmt: skip
+    for mask, num, den in (
+        (gather, "output_numel", "input_numel"),
+        (scatter, "input_numel", "output_numel"),
+    ):
         rows = entries.loc[mask & (entries[den] > 0), ["pg_name", num, den]]
         if rows.empty:
             continue
@@ -124,31 +126,43 @@ def infer_memberships(
             extra = sorted(set(seen) - set(members))
             if extra:
                 members = sorted(set(members) | set(extra))
-                warnings.append(f"pg {name} ({desc}): ranks {extra} recorded it but are not in "
-                                "its pg_config; counted as members")  # fmt: skip
+                warnings.append(
+                    f"pg {name} ({desc}): ranks {extra} recorded it but are not in "
+                    "its pg_config; counted as members"
+                )
             source = "pg_config"
         elif name == DEFAULT_PG or desc == DEFAULT_DESC:
             world = max(
-                max(known_ranks, default=-1) + 1, hints.get(name, 0),
+                max(known_ranks, default=-1) + 1,
+                hints.get(name, 0),
                 max((len(r) for _rk, r in anonymous), default=0),
-            )  # fmt: skip
+            )
             members = list(range(world))
             source = "inferred"
-            notes.append(f"pg {name} ({desc}): default group, members 0..{world - 1} "
-                         "(every rank of the job)")  # fmt: skip
+            notes.append(
+                f"pg {name} ({desc}): default group, members 0..{world - 1} (every rank of the job)"
+            )
         else:
             members = seen
             source = "inferred"
-            notes.append(f"pg {name} ({desc}): members {members} inferred from the ranks "
-                         "that recorded it")  # fmt: skip
+            notes.append(
+                f"pg {name} ({desc}): members {members} inferred from the ranks that recorded it"
+            )
             hint = hints.get(name, 0)
             if hint > len(members):
                 warnings.append(
                     f"pg {name} ({desc}): its all_gather/reduce_scatter sizes imply {hint} "
                     f"members but only {len(members)} recorded it; the others are unknown"
                 )
-        rows.append({"pg_name": name, "pg_desc": desc, "ranks": members,
-                     "size": len(members), "source": source})  # fmt: skip
+        rows.append(
+            {
+                "pg_name": name,
+                "pg_desc": desc,
+                "ranks": members,
+                "size": len(members),
+                "source": source,
+            }
+        )
     groups = pd.DataFrame(rows, columns=["pg_name", "pg_desc", "ranks", "size", "source"])
     return Memberships(groups, notes, warnings)
 
@@ -200,14 +214,16 @@ def pg_status_frame(parts: list[RankColumns], entries: pd.DataFrame) -> pd.DataF
                 pg_id = int(key)
             except (TypeError, ValueError):
                 continue
-            rows.append({
-                "rank": part.rank,
-                "pg_id": pg_id,
-                "pg_name": names.get((part.rank, pg_id), ""),
-                "last_enqueued": _as_int(status.get("last_enqueued_collective")),
-                "last_started": _as_int(status.get("last_started_collective")),
-                "last_completed": _as_int(status.get("last_completed_collective")),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "rank": part.rank,
+                    "pg_id": pg_id,
+                    "pg_name": names.get((part.rank, pg_id), ""),
+                    "last_enqueued": _as_int(status.get("last_enqueued_collective")),
+                    "last_started": _as_int(status.get("last_started_collective")),
+                    "last_completed": _as_int(status.get("last_completed_collective")),
+                }
+            )
     columns = ["rank", "pg_id", "pg_name", "last_enqueued", "last_started", "last_completed"]
     return pd.DataFrame(rows, columns=columns)
 

@@ -177,12 +177,38 @@ def merge_columns(parts: list[RankColumns]) -> tuple[pd.DataFrame, list[tuple[Fr
         cols[f"{side}_numel"] = per_cat[sizes.codes] if total else np.empty(0, np.int64)
     frame = pd.DataFrame(cols)
     order = [
-        "rank", "pos", "record_id", "pg_id", "pg_name", "pg_desc", "collective_seq_id",
-        "p2p_seq_id", "op_id", "backend", "op", "profiling_name", "is_p2p", "src", "dst",
-        "input_sizes", "input_dtypes", "input_numel", "output_sizes", "output_dtypes",
-        "output_numel", "state", "time_created_ns", "time_started_ns", "time_completed_ns",
-        "duration_ms", "retired", "timeout_ms", "thread_id", "thread_name", "stack_id",
-    ]  # fmt: skip
+        "rank",
+        "pos",
+        "record_id",
+        "pg_id",
+        "pg_name",
+        "pg_desc",
+        "collective_seq_id",
+        "p2p_seq_id",
+        "op_id",
+        "backend",
+        "op",
+        "profiling_name",
+        "is_p2p",
+        "src",
+        "dst",
+        "input_sizes",
+        "input_dtypes",
+        "input_numel",
+        "output_sizes",
+        "output_dtypes",
+        "output_numel",
+        "state",
+        "time_created_ns",
+        "time_started_ns",
+        "time_completed_ns",
+        "duration_ms",
+        "retired",
+        "timeout_ms",
+        "thread_id",
+        "thread_name",
+        "stack_id",
+    ]
     return frame[order], stacks
 
 

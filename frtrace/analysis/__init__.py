@@ -1,0 +1,1 @@
+"""Analyzers: each reads the shared tables and returns findings (one module per reasoning)."""

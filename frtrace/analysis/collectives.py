@@ -1,0 +1,403 @@
+"""Collectives: match ops across ranks by (process group, collective_seq_id).
+
+Never by record_id (a per-process counter) or position in the file. Only sequence numbers that
+every member could still hold are judged (ring buffers drop old entries). Culprits are the ranks
+that differ from the majority; with two sides of equal size the rank's own call-site history
+decides, or both are named as undecidable.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from frtrace.analysis.context import Context, judged
+from frtrace.analysis.findings import Finding, where
+from frtrace.analysis.ops import SIGNATURE
+
+GATHER_OPS = frozenset({"all_gather", "_allgather_base", "all_gather_into_tensor", "allgather"})
+SCATTER_OPS = frozenset({"reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor"})
+_KIND_BY_COLUMN = {
+    "op": "type_mismatch",
+    "input_sizes": "size_mismatch",
+    "output_sizes": "size_mismatch",
+    "input_dtypes": "dtype_mismatch",
+    "output_dtypes": "dtype_mismatch",
+}
+
+
+@dataclass
+class CollectiveResult:
+    findings: list[Finding] = field(default_factory=list)
+    # (pg, seq) keys some expected member has not issued, in the judged window
+    incomplete: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def analyze_collectives(ctx: Context) -> CollectiveResult:
+    coll = ctx.view.coll
+    if coll.empty:
+        return CollectiveResult(incomplete=pd.DataFrame({"pg": [], "seq": []}))
+    coll = coll.loc[judged(coll, ctx)]
+    incomplete = _incomplete_keys(ctx, coll)
+    findings = _missing_findings(ctx, coll, incomplete)
+    findings += _mismatch_findings(ctx, coll)
+    findings += _numel_findings(ctx, coll)
+    if ctx.view.states_tracked:
+        findings += _state_findings(ctx, coll)
+    return CollectiveResult(_cap(findings, ctx.mismatch_cap), incomplete[["pg", "seq"]])
+
+
+def _cap(findings: list[Finding], cap: int) -> list[Finding]:
+    seen: Counter[str] = Counter()
+    kept = []
+    for f in sorted(findings, key=lambda f: (f.pg_name, f.collective_seq_id or 0)):
+        seen[f.pg_name] += 1
+        if seen[f.pg_name] <= cap:
+            kept.append(f)
+    return kept
+
+
+def _expected_counts(ctx: Context) -> np.ndarray:
+    return np.array([len(ctx.expected(pg)) for pg in range(len(ctx.pg_names))] or [0])
+
+
+def _incomplete_keys(ctx: Context, coll: pd.DataFrame) -> pd.DataFrame:
+    """(pg, seq) issued by some expected members but not all."""
+    stats = coll.groupby(["pg", "seq"], sort=True).agg(
+        n=("rank", "size"), min_state=("state", "min")
+    )
+    stats = stats.reset_index()
+    expected = _expected_counts(ctx)[stats["pg"].to_numpy()]
+    short = stats["n"].to_numpy() < expected
+    if ctx.view.states_tracked:
+        # Completed on those that have it means every member took part: the others simply
+        # dumped before recording it (dump-time skew), which is not a fault.
+        short &= stats["min_state"].to_numpy() < 2
+    return stats.loc[short].reset_index(drop=True)
+
+
+def _present(coll: pd.DataFrame, keys: pd.DataFrame) -> dict[tuple[int, int], pd.DataFrame]:
+    rows = coll.merge(keys[["pg", "seq"]], on=["pg", "seq"])
+    return {(int(k[0]), int(k[1])): g for k, g in rows.groupby(["pg", "seq"], sort=True)}
+
+
+def _missing_findings(ctx: Context, coll: pd.DataFrame, incomplete: pd.DataFrame) -> list[Finding]:
+    if incomplete.empty:
+        return []
+    # Per group only the first few keys matter: a missing set is reported where it starts.
+    head = incomplete.groupby("pg", sort=False).head(ctx.mismatch_cap * 4)
+    present = _present(coll, head)
+    findings: list[Finding] = []
+    previous: dict[int, tuple[frozenset[int], Finding]] = {}
+    for (pg, seq), rows in present.items():
+        have = set(int(r) for r in rows["rank"])
+        missing = frozenset(ctx.expected(pg) - have)
+        if not missing:
+            continue
+        last = previous.get(pg)
+        if last is not None and last[0] == missing:
+            last[1].evidence["seq_range"][1] = seq
+            continue
+        finding = missing_finding(ctx, pg, seq, rows, sorted(have), sorted(missing))
+        previous[pg] = (missing, finding)
+        findings.append(finding)
+    return findings
+
+
+def missing_finding(
+    ctx: Context, pg: int, seq: int, rows: pd.DataFrame, have: list[int], missing: list[int]
+) -> Finding:
+    """Who is to blame when some members issued (pg, seq) and others did not."""
+    op = _majority_label(ctx, rows, "op")
+    place = where(ctx.desc(pg), ctx.name(pg), seq)
+    evidence: dict = {"issued_by": have, "not_issued_by": missing, "seq_range": [seq, seq]}
+    seq_out: int = seq
+    if len(have) > len(missing):
+        culprits, waiting = missing, have
+        detail = f"ranks {_r(missing)} never issued {place} ({op}) that ranks {_r(have)} issued"
+    elif len(have) < len(missing):
+        culprits, waiting = have, have
+        detail = (
+            f"ranks {_r(have)} issued {place} ({op}) that the other {len(missing)} "
+            "members never issued"
+        )
+    else:
+        extra = extra_call(ctx, pg, have + missing)
+        if extra is not None:
+            rank, extra_seq, stack_id = extra
+            culprits, waiting, seq_out = [rank], have, extra_seq
+            evidence.update(hang_seq=seq, extra_stack_id=stack_id, undecidable=False)
+            detail = (
+                f"rank {rank} issued an extra collective at "
+                f"{where(ctx.desc(pg), ctx.name(pg), extra_seq)} that the other member "
+                f"never issued (a call site the others skip); from then on its "
+                f"collectives pair one off, and {place} has no partner"
+            )
+        else:
+            culprits, waiting = sorted(have + missing), have
+            evidence["undecidable"] = True
+            detail = (
+                f"ranks {_r(have)} issued {place} ({op}) and ranks {_r(missing)} did not; "
+                "with two equal sides and no telling history this is undecidable: "
+                "both are named"
+            )
+    return Finding(
+        kind="missing_ranks",
+        pg_name=ctx.name(pg),
+        pg_desc=ctx.desc(pg),
+        collective_seq_id=seq_out,
+        p2p_seq_id=None,
+        op=op,
+        culprit_ranks=culprits,
+        waiting_ranks=waiting,
+        expected_ranks=ctx.group_members(pg),
+        detail=detail,
+        evidence=evidence,
+    )
+
+
+def extra_call(ctx: Context, pg: int, ranks: list[int]) -> tuple[int, int, int] | None:
+    """Find a rank whose call sites equal the other's with one extra call inserted.
+
+    Returns (rank, seq of the extra call, its stack id), or None when no rank stands out.
+    """
+    if len(ranks) != 2:
+        return None
+    coll = ctx.view.coll
+    seqs = {}
+    for rank in ranks:
+        rows = coll.loc[(coll["rank"] == rank) & (coll["pg"] == pg)].sort_values("seq")
+        rows = rows.loc[rows["seq"] >= ctx.judged_lo.get(pg, 0)]
+        site = rows["stack_id"].to_numpy()
+        if (site < 0).all():  # no stacks (JSON dumps): the op signature stands in
+            site = rows["op"].to_numpy() * 1_000_003 + rows["input_sizes"].to_numpy()
+        seqs[rank] = (site.tolist(), rows["seq"].tolist())
+    a, b = ranks
+    hits = []
+    for x, y in ((a, b), (b, a)):
+        xs, ys = seqs[x][0], seqs[y][0]
+        i = next((k for k in range(min(len(xs), len(ys))) if xs[k] != ys[k]), None)
+        if i is None:
+            continue
+        rest = xs[i + 1 :]
+        overlap = min(len(rest), len(ys) - i)
+        if overlap > 0 and rest[:overlap] == ys[i : i + overlap]:
+            hits.append((x, int(seqs[x][1][i]), int(xs[i])))
+    return hits[0] if len(hits) == 1 else None
+
+
+def _majority_label(ctx: Context, rows: pd.DataFrame, column: str) -> str:
+    code = int(rows[column].mode().iloc[0])
+    return ctx.view.label(column, code)
+
+
+def _r(ranks: list[int]) -> str:
+    from frtrace.report.fmt import rank_ranges
+
+    return rank_ranges(ranks)
+
+
+def _mismatch_findings(ctx: Context, coll: pd.DataFrame) -> list[Finding]:
+    sig = coll.groupby(list(SIGNATURE), sort=False).ngroup()
+    distinct = pd.DataFrame({"pg": coll["pg"], "seq": coll["seq"], "sig": sig}).drop_duplicates()
+    counts = distinct.groupby(["pg", "seq"]).size()
+    bad = counts[counts > 1].reset_index()[["pg", "seq"]]
+    if bad.empty:
+        return []
+    bad = bad.groupby("pg", sort=False).head(ctx.mismatch_cap)
+    findings = []
+    for (pg, seq), rows in _present(coll, bad).items():
+        findings.append(mismatch_finding(ctx, pg, seq, rows))
+    return findings
+
+
+def mismatch_finding(ctx: Context, pg: int, seq: int, rows: pd.DataFrame) -> Finding:
+    """Members disagree on what (pg, seq) is: blame the ranks that differ from the majority."""
+    column = next(c for c in SIGNATURE if rows[c].nunique() > 1)
+    kind = _KIND_BY_COLUMN[column]
+    signature = {
+        int(r.rank): tuple(int(getattr(r, c)) for c in SIGNATURE)
+        for r in rows.itertuples(index=False)
+    }
+    sides: dict[tuple[int, ...], list[int]] = {}
+    for rank, sig in signature.items():
+        sides.setdefault(sig, []).append(rank)
+    ordered = sorted(sides.values(), key=len, reverse=True)
+    values = {str(rank): _describe(ctx, signature[rank]) for rank in signature}
+    evidence: dict = {"column": column, "by_rank": values}
+    place = where(ctx.desc(pg), ctx.name(pg), seq)
+    if len(ordered[0]) > len(ordered[1]):
+        majority = ordered[0]
+        culprits = sorted(r for r in signature if r not in majority)
+        detail = (
+            f"{place}: ranks {_r(culprits)} disagree with the other {len(majority)} members "
+            f"on {column.replace('_', ' ')} ({_diff(ctx, column, signature, culprits, majority)})"
+        )
+    else:
+        changed = history_changed(ctx, pg, seq, rows)
+        tied = sorted(signature)
+        if changed and len(changed) < len(tied) and any(set(changed) == set(s) for s in ordered):
+            culprits = sorted(changed)
+            evidence["undecidable"] = False
+            detail = (
+                f"{place}: members split on {column.replace('_', ' ')}; ranks "
+                f"{_r(culprits)} changed what they issue at this call site, the others "
+                "did not"
+            )
+        else:
+            culprits = tied
+            evidence["undecidable"] = True
+            detail = (
+                f"{place}: members split evenly on {column.replace('_', ' ')} "
+                f"({'; '.join(f'rank {k}: {v}' for k, v in values.items())}); "
+                "undecidable, all are named"
+            )
+    return Finding(
+        kind=kind,
+        pg_name=ctx.name(pg),
+        pg_desc=ctx.desc(pg),
+        collective_seq_id=seq,
+        p2p_seq_id=None,
+        op=_majority_label(ctx, rows, "op"),
+        culprit_ranks=culprits,
+        waiting_ranks=sorted(set(signature) - set(culprits)),
+        expected_ranks=ctx.group_members(pg),
+        detail=detail,
+        evidence=evidence,
+    )
+
+
+def _describe(ctx: Context, sig: tuple[int, ...]) -> str:
+    op, isz, osz, idt, odt = (ctx.view.label(c, v) for c, v in zip(SIGNATURE, sig, strict=True))
+    return f"{op} in {isz} {idt} out {osz} {odt}".replace("  ", " ")
+
+
+def _diff(
+    ctx: Context,
+    column: str,
+    sig: dict[int, tuple[int, ...]],
+    culprits: list[int],
+    majority: list[int],
+) -> str:
+    i = SIGNATURE.index(column)
+    theirs = ctx.view.label(column, sig[culprits[0]][i])
+    ours = ctx.view.label(column, sig[majority[0]][i])
+    return f"{theirs or '-'} vs {ours or '-'}"
+
+
+def history_changed(ctx: Context, pg: int, seq: int, rows: pd.DataFrame) -> list[int]:
+    """Ranks whose op at this call site differs from what they issued there before."""
+    coll = ctx.view.coll
+    changed = []
+    for r in rows.itertuples(index=False):
+        if r.stack_id < 0:
+            return []
+        before = coll.loc[
+            (coll["rank"] == r.rank)
+            & (coll["pg"] == pg)
+            & (coll["seq"] < seq)
+            & (coll["stack_id"] == r.stack_id)
+        ]
+        if before.empty:
+            return []
+        last = before.loc[before["seq"].idxmax()]
+        if any(int(last[c]) != int(getattr(r, c)) for c in SIGNATURE):
+            changed.append(int(r.rank))
+    return changed
+
+
+def _numel_findings(ctx: Context, coll: pd.DataFrame) -> list[Finding]:
+    """all_gather / reduce_scatter whose numel does not fit the group size."""
+    op_labels = ctx.view.labels["op"]
+    gather = np.array([lbl in GATHER_OPS for lbl in op_labels] or [False])
+    scatter = np.array([lbl in SCATTER_OPS for lbl in op_labels] or [False])
+    sizes = np.array(
+        [
+            len(ctx.group_members(pg)) if ctx.reliable.get(ctx.name(pg)) else 0
+            for pg in range(len(ctx.pg_names))
+        ]
+        or [0]
+    )
+    ops = coll["op"].to_numpy()
+    single = coll["parts"].to_numpy() == 1
+    size = sizes[coll["pg"].to_numpy()]
+    inn, out = coll["input_numel"].to_numpy(), coll["output_numel"].to_numpy()
+    bad = (
+        single
+        & (size > 0)
+        & ((gather[ops] & (out != inn * size)) | (scatter[ops] & (inn != out * size)))
+    )
+    if not bad.any():
+        return []
+    findings = []
+    flagged = coll.loc[bad]
+    for (pg, seq), rows in flagged.groupby(["pg", "seq"], sort=True):
+        pg, seq = int(pg), int(seq)
+        everyone = coll.loc[(coll["pg"] == pg) & (coll["seq"] == seq)]
+        culprits = sorted(int(r) for r in rows["rank"])
+        if len(culprits) == len(everyone):
+            continue  # all agree: trust them over our idea of the group size
+        place = where(ctx.desc(pg), ctx.name(pg), seq)
+        findings.append(
+            Finding(
+                kind="size_mismatch",
+                pg_name=ctx.name(pg),
+                pg_desc=ctx.desc(pg),
+                collective_seq_id=seq,
+                p2p_seq_id=None,
+                op=_majority_label(ctx, rows, "op"),
+                culprit_ranks=culprits,
+                waiting_ranks=sorted(set(int(r) for r in everyone["rank"]) - set(culprits)),
+                expected_ranks=ctx.group_members(pg),
+                detail=(
+                    f"{place}: numel of ranks {_r(culprits)} does not fit a group of "
+                    f"{sizes[pg]} (input {int(rows['input_numel'].iloc[0])}, output "
+                    f"{int(rows['output_numel'].iloc[0])})"
+                ),
+                evidence={"column": "numel", "group_size": int(sizes[pg])},
+            )
+        )
+        if len(findings) >= ctx.mismatch_cap:
+            break
+    return findings
+
+
+def _state_findings(ctx: Context, coll: pd.DataFrame) -> list[Finding]:
+    """Every member issued it; some never started it while the others run it."""
+    stats = (
+        coll.groupby(["pg", "seq"])
+        .agg(n=("rank", "size"), lo=("state", "min"), hi=("state", "max"))
+        .reset_index()
+    )
+    expected = _expected_counts(ctx)[stats["pg"].to_numpy()]
+    hit = stats.loc[(stats["n"] >= expected) & (stats["lo"] == 0) & (stats["hi"] == 1)]
+    if hit.empty:
+        return []
+    hit = hit.groupby("pg", sort=False).head(ctx.mismatch_cap)
+    findings = []
+    for (pg, seq), rows in _present(coll, hit).items():
+        stuck = sorted(int(r) for r in rows.loc[rows["state"] == 0, "rank"])
+        running = sorted(int(r) for r in rows.loc[rows["state"] == 1, "rank"])
+        place = where(ctx.desc(pg), ctx.name(pg), seq)
+        findings.append(
+            Finding(
+                kind="state_mismatch",
+                pg_name=ctx.name(pg),
+                pg_desc=ctx.desc(pg),
+                collective_seq_id=seq,
+                p2p_seq_id=None,
+                op=_majority_label(ctx, rows, "op"),
+                culprit_ranks=stuck,
+                waiting_ranks=running,
+                expected_ranks=ctx.group_members(pg),
+                detail=(
+                    f"every member issued {place}, but ranks {_r(stuck)} never started it "
+                    f"while ranks {_r(running)} run it"
+                ),
+                evidence={"scheduled": stuck, "started": running},
+            )
+        )
+    return findings

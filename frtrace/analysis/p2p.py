@@ -1,0 +1,159 @@
+"""Point-to-point: pair the k-th `send a->b` with the k-th `recv b<-a` of the same group.
+
+Each channel (group, src, dst) is FIFO. collective_seq_id does not advance for p2p, so it never
+pairs anything. Ring buffers may hold different stretches of a channel on its two ends, so pairs
+are counted from the completion boundary: completions happen in pairs, hence the j-th incomplete
+send matches the j-th incomplete recv, and completed ones match counting back from the boundary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from frtrace.analysis.context import Context
+from frtrace.analysis.findings import Finding, where
+from frtrace.analysis.ops import state_codes
+
+_COMPARED = ("input_sizes", "input_dtypes")
+
+
+@dataclass
+class P2PResult:
+    findings: list[Finding] = field(default_factory=list)
+    ops: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per send/recv with slot
+    unpaired: pd.DataFrame = field(default_factory=pd.DataFrame)  # incomplete, no partner
+
+
+def channel_ops(ctx: Context) -> pd.DataFrame:
+    """Every send/recv with its channel and its slot (pairing index) on that channel."""
+    e = ctx.trace.entries
+    op = e["op"].astype(object)
+    mask = (e["is_p2p"] & op.isin(["send", "recv"])).to_numpy()
+    if not mask.any():
+        return pd.DataFrame()
+    rows = pd.DataFrame(
+        {
+            "rank": e["rank"].to_numpy()[mask],
+            "pos": e["pos"].to_numpy()[mask],
+            "pg": e["pg_name"].cat.codes.to_numpy()[mask],
+            "side": op.to_numpy()[mask],
+            "src": e["global_src"].to_numpy()[mask],
+            "dst": e["global_dst"].to_numpy()[mask],
+            "p2p_seq_id": e["p2p_seq_id"].to_numpy()[mask],
+            "state": state_codes(e)[mask],
+            "stack_id": e["stack_id"].to_numpy()[mask],
+            "input_sizes": e["input_sizes"].cat.codes.to_numpy()[mask],
+            "input_dtypes": e["input_dtypes"].cat.codes.to_numpy()[mask],
+        }
+    )
+    send = rows["side"].to_numpy() == "send"
+    rows.loc[send, "src"] = rows.loc[send, "rank"]
+    rows.loc[~send, "dst"] = rows.loc[~send, "rank"]
+    rows = rows.sort_values(["rank", "pos"], kind="stable").reset_index(drop=True)
+    key = ["pg", "src", "dst", "side"]
+    if ctx.view.states_tracked:
+        done = rows["state"].to_numpy() == 2
+        rows["slot_kind"] = np.where(done, "c", "i")
+        pending = rows.loc[~done].groupby(key, sort=False).cumcount()
+        finished = rows.loc[done].groupby(key, sort=False).cumcount(ascending=False)
+        rows["slot"] = pd.concat([pending, finished]).sort_index()
+    else:
+        rows["slot_kind"] = "a"
+        rows["slot"] = rows.groupby(key, sort=False).cumcount()
+    return rows
+
+
+def analyze_p2p(ctx: Context) -> P2PResult:
+    ops = channel_ops(ctx)
+    if ops.empty:
+        return P2PResult(ops=ops, unpaired=ops)
+    on = ["pg", "src", "dst", "slot_kind", "slot"]
+    sends = ops.loc[ops["side"] == "send"]
+    recvs = ops.loc[ops["side"] == "recv"]
+    pairs = sends.merge(recvs, on=on, how="outer", suffixes=("_s", "_r"), indicator=True)
+    both = pairs.loc[pairs["_merge"] == "both"]
+    differ = np.zeros(len(both), dtype=bool)
+    for col in _COMPARED:
+        differ |= both[f"{col}_s"].to_numpy() != both[f"{col}_r"].to_numpy()
+    findings = []
+    for row in both.loc[differ].head(ctx.mismatch_cap * 4).itertuples(index=False):
+        findings.append(_pair_finding(ctx, ops, row))
+        if len(findings) >= ctx.mismatch_cap:
+            break
+    lonely = pairs.loc[(pairs["_merge"] != "both") & (pairs["slot_kind"] != "c")]
+    return P2PResult(findings=findings, ops=ops, unpaired=lonely)
+
+
+def _label(ctx: Context, column: str, code: float) -> str:
+    cats = ctx.trace.entries[column].cat.categories
+    return str(cats[int(code)]) if code == code and int(code) >= 0 else "-"
+
+
+def _changed(ops: pd.DataFrame, rank: int, pos: int, src: int, dst: int, side: str) -> bool | None:
+    """Did this rank's op differ from its previous op on the same channel and call site?"""
+    mine = ops.loc[
+        (ops["rank"] == rank) & (ops["src"] == src) & (ops["dst"] == dst) & (ops["side"] == side)
+    ]
+    current = mine.loc[mine["pos"] == pos]
+    if current.empty:
+        return None
+    cur = current.iloc[0]
+    before = mine.loc[(mine["pos"] < pos) & (mine["stack_id"] == cur["stack_id"])]
+    if before.empty:
+        return None
+    last = before.iloc[-1]
+    return any(int(last[c]) != int(cur[c]) for c in _COMPARED)
+
+
+def _pair_finding(ctx: Context, ops: pd.DataFrame, row: Any) -> Finding:
+    pg = int(row.pg)
+    src, dst = int(row.src), int(row.dst)
+    seq = int(row.p2p_seq_id_s)
+    send_desc = (
+        f"{_label(ctx, 'input_sizes', row.input_sizes_s)} "
+        f"{_label(ctx, 'input_dtypes', row.input_dtypes_s)}"
+    )
+    recv_desc = (
+        f"{_label(ctx, 'input_sizes', row.input_sizes_r)} "
+        f"{_label(ctx, 'input_dtypes', row.input_dtypes_r)}"
+    )
+    s_changed = _changed(ops, src, int(row.pos_s), src, dst, "send")
+    r_changed = _changed(ops, dst, int(row.pos_r), src, dst, "recv")
+    place = where(ctx.desc(pg), ctx.name(pg), seq, p2p=True)
+    if s_changed and r_changed is False:
+        culprits, undecidable = [src], False
+        why = f"rank {src} changed what it sends at this call site; rank {dst} did not"
+    elif r_changed and s_changed is False:
+        culprits, undecidable = [dst], False
+        why = f"rank {dst} changed what it receives at this call site; rank {src} did not"
+    else:
+        culprits, undecidable = sorted({src, dst}), True
+        why = "no history tells which side changed: undecidable, both are named"
+    return Finding(
+        kind="p2p_mismatch",
+        pg_name=ctx.name(pg),
+        pg_desc=ctx.desc(pg),
+        collective_seq_id=None,
+        p2p_seq_id=seq,
+        op="send/recv",
+        culprit_ranks=culprits,
+        waiting_ranks=sorted({src, dst} - set(culprits)),
+        expected_ranks=sorted({src, dst}),
+        detail=(
+            f"{place}: rank {src} sends {send_desc} to rank {dst}, which receives "
+            f"{recv_desc}; {why}"
+        ),
+        evidence={
+            "src": src,
+            "dst": dst,
+            "send": send_desc,
+            "recv": recv_desc,
+            "send_p2p_seq_id": seq,
+            "recv_p2p_seq_id": int(row.p2p_seq_id_r),
+            "undecidable": undecidable,
+        },
+    )

@@ -1,0 +1,464 @@
+"""Waits and root cause: who waits for whom, followed to the ranks that explain the hang.
+
+Each rank's blocking point is its first incomplete operation (for backends that never update
+states, such as gloo, its first collective not issued by every member). A blocking point is a
+node; the node waits for its members that are not there. Following those edges across groups
+ends at ranks that are not waiting in any collective, left no dump, or disagree with the others:
+the root cause. A cycle of nodes is a deadlock from collectives issued in different orders.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from frtrace.analysis.collectives import CollectiveResult, missing_finding
+from frtrace.analysis.context import Context
+from frtrace.analysis.findings import Finding, where
+from frtrace.analysis.ops import state_codes
+from frtrace.analysis.p2p import P2PResult
+from frtrace.report.fmt import rank_ranges
+
+Node = tuple[str, int, int, int, int]  # kind ("c" or "p"), pg, seq, src, dst (+slot in seq for p)
+
+
+@dataclass
+class Blocked:
+    """Where one rank waits: the node and the entry that holds it."""
+
+    node: Node
+    state: int
+    op: str
+    p2p_seq_id: int
+    pos: int
+
+
+@dataclass
+class Root:
+    kind: str  # idle, nodump, together, cycle
+    nodes: list[Node]
+    ranks: list[int]
+    weight: int = 0
+
+
+@dataclass
+class WaitResult:
+    blocked: dict[int, Blocked] = field(default_factory=dict)
+    roots: list[Root] = field(default_factory=list)
+    root_findings: list[tuple[Root, Finding]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def node_name(ctx: Context, node: Node) -> str:
+    kind, pg, seq, src, dst = node
+    if kind == "c":
+        return where(ctx.desc(pg), ctx.name(pg), seq)
+    return f"{where(ctx.desc(pg), ctx.name(pg), None)} p2p {src}->{dst}"
+
+
+def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dict[int, Blocked]:
+    """Each rank's first incomplete operation, or nothing when it is not waiting."""
+    e = ctx.trace.entries
+    out: dict[int, Blocked] = {}
+    if ctx.view.states_tracked:
+        state = state_codes(e)
+        op = e["op"].astype(object).to_numpy()
+        p2p_mask = e["is_p2p"].to_numpy()
+        usable = (state < 2) & (~p2p_mask | np.isin(op, ["send", "recv"]))
+        idx = np.flatnonzero(usable)
+        if not len(idx):
+            return out
+        ranks = e["rank"].to_numpy()[idx]
+        _, first = np.unique(ranks, return_index=True)
+        slots = {}
+        if not p2p.ops.empty:
+            pend = p2p.ops.loc[p2p.ops["slot_kind"] == "i"]
+            slots = {
+                (int(r), int(p)): int(s)
+                for r, p, s in zip(pend["rank"], pend["pos"], pend["slot"], strict=True)
+            }
+        pg_codes = e["pg_name"].cat.codes.to_numpy()
+        for i in idx[first]:
+            rank, pos = int(e["rank"].iat[i]), int(e["pos"].iat[i])
+            pg = int(pg_codes[i])
+            if p2p_mask[i]:
+                src, dst = (
+                    (rank, int(e["global_dst"].iat[i]))
+                    if op[i] == "send"
+                    else (int(e["global_src"].iat[i]), rank)
+                )
+                node: Node = ("p", pg, slots.get((rank, pos), 0), src, dst)
+            else:
+                node = ("c", pg, int(e["collective_seq_id"].iat[i]), -1, -1)
+            out[rank] = Blocked(node, int(state[i]), str(op[i]), int(e["p2p_seq_id"].iat[i]), pos)
+        return out
+    keys = coll.incomplete
+    if keys.empty:
+        return out
+    rows = ctx.view.coll.merge(keys, on=["pg", "seq"]).sort_values(["rank", "pos"])
+    for r in rows.drop_duplicates("rank").itertuples(index=False):
+        out[int(r.rank)] = Blocked(
+            ("c", int(r.pg), int(r.seq), -1, -1),
+            int(r.state),
+            ctx.view.label("op", r.op),
+            -1,
+            int(r.pos),
+        )
+    return out
+
+
+def _members(ctx: Context, node: Node) -> list[int]:
+    if node[0] == "c":
+        return ctx.group_members(node[1])
+    return sorted({node[3], node[4]})
+
+
+def analyze_waits(
+    ctx: Context, coll: CollectiveResult, p2p: P2PResult, findings: list[Finding]
+) -> WaitResult:
+    blocked = blocking_points(ctx, coll, p2p)
+    result = WaitResult(blocked=blocked)
+    if not blocked:
+        return result
+    waiters: dict[Node, set[int]] = {}
+    for rank, b in blocked.items():
+        waiters.setdefault(b.node, set()).add(rank)
+    edges: dict[Node, dict[Node, set[int]]] = {}
+    idle: dict[Node, set[int]] = {}
+    nodump: dict[Node, set[int]] = {}
+    for node, here in waiters.items():
+        for m in _members(ctx, node):
+            if m in here:
+                continue
+            if m not in ctx.dumped:
+                nodump.setdefault(node, set()).add(m)
+            elif m in blocked:
+                edges.setdefault(node, {}).setdefault(blocked[m].node, set()).add(m)
+            else:
+                idle.setdefault(node, set()).add(m)
+    roots: list[Root] = []
+    for node, ranks in idle.items():
+        roots.append(Root("idle", [node], sorted(ranks)))
+    for node, ranks in nodump.items():
+        roots.append(Root("nodump", [node], sorted(ranks)))
+    for node in waiters:
+        if node not in edges and node not in idle and node not in nodump:
+            roots.append(Root("together", [node], sorted(waiters[node])))
+    for scc in _cycles(edges):
+        roots.append(Root("cycle", scc, _cycle_culprits(scc, edges)))
+    reverse: dict[Node, set[Node]] = {}
+    for src, targets in edges.items():
+        for dst in targets:
+            reverse.setdefault(dst, set()).add(src)
+    for root in roots:
+        upstream = _upstream(root.nodes, reverse)
+        root.weight = len(set().union(*(waiters.get(n, set()) for n in upstream)))
+    order = {"cycle": 0, "idle": 1, "nodump": 2, "together": 3}
+    roots.sort(key=lambda r: (-r.weight, order[r.kind]))
+    result.roots = roots
+    for root in roots:
+        finding = _root_finding(ctx, root, waiters, blocked, findings, p2p)
+        if finding is None:
+            if root.kind == "together":
+                result.notes.append(
+                    f"ranks {rank_ranges(root.ranks)} all issued {node_name(ctx, root.nodes[0])}"
+                    " and agree on it, yet it never completed: suspect the network or NCCL"
+                )
+            continue
+        finding.evidence["chain"] = _chain(ctx, root, waiters, edges, reverse, finding)
+        finding.evidence["ranks_waiting_on_this"] = root.weight
+        result.root_findings.append((root, finding))
+    return result
+
+
+def _upstream(nodes: list[Node], reverse: dict[Node, set[Node]]) -> set[Node]:
+    seen = set(nodes)
+    queue = deque(nodes)
+    while queue:
+        for prev in reverse.get(queue.popleft(), ()):
+            if prev not in seen:
+                seen.add(prev)
+                queue.append(prev)
+    return seen
+
+
+def _cycles(edges: dict[Node, dict[Node, set[int]]]) -> list[list[Node]]:
+    """Strongly connected components with more than one node (iterative Tarjan)."""
+    index: dict[Node, int] = {}
+    low: dict[Node, int] = {}
+    on_stack: set[Node] = set()
+    stack: list[Node] = []
+    out: list[list[Node]] = []
+    counter = 0
+    for start in list(edges):
+        if start in index:
+            continue
+        work = [(start, iter(edges.get(start, {})))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, it = work[-1]
+            advanced = False
+            for nxt in it:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(edges.get(nxt, {}))))
+                    advanced = True
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    comp.append(top)
+                    if top == node:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def _cycle_culprits(scc: list[Node], edges: dict[Node, dict[Node, set[int]]]) -> list[int]:
+    """The ranks on the smallest side of the cycle: those whose order differs from the rest."""
+    members = set(scc)
+    sides = [ranks for a in scc for b, ranks in edges.get(a, {}).items() if b in members]
+    smallest = min(sides, key=len)
+    return sorted(smallest)
+
+
+def _existing(
+    findings: list[Finding], kinds: set[str], pg_name: str, seq: int | None, p2p: bool = False
+) -> Finding | None:
+    for f in findings:
+        if (
+            f.kind in kinds
+            and f.pg_name == pg_name
+            and ((f.p2p_seq_id is not None) if p2p else f.collective_seq_id == seq)
+        ):
+            return f
+    return None
+
+
+def _root_finding(
+    ctx: Context,
+    root: Root,
+    waiters: dict[Node, set[int]],
+    blocked: dict[int, Blocked],
+    findings: list[Finding],
+    p2p: P2PResult,
+) -> Finding | None:
+    node = root.nodes[0]
+    kind, pg, seq, src, dst = node
+    here = sorted(waiters.get(node, set()))
+    if root.kind == "cycle":
+        return _cycle_finding(ctx, root, waiters, blocked)
+    if root.kind == "nodump":
+        place = node_name(ctx, node)
+        return Finding(
+            kind="missing_dump",
+            pg_name=ctx.name(pg),
+            pg_desc=ctx.desc(pg),
+            collective_seq_id=seq if kind == "c" else None,
+            p2p_seq_id=blocked[here[0]].p2p_seq_id if kind == "p" else None,
+            op=blocked[here[0]].op,
+            culprit_ranks=root.ranks,
+            waiting_ranks=here,
+            expected_ranks=_members(ctx, node),
+            detail=(
+                f"ranks {rank_ranges(here)} wait in {place} for ranks "
+                f"{rank_ranges(root.ranks)}, which left no dump: look at how those "
+                "processes ended (crash, OOM kill, lost host)"
+            ),
+            evidence={"no_dump": root.ranks},
+        )
+    if root.kind == "idle" and kind == "c":
+        rows = ctx.view.coll.loc[(ctx.view.coll["pg"] == pg) & (ctx.view.coll["seq"] == seq)]
+        have = sorted(int(r) for r in rows["rank"])
+        finding = missing_finding(ctx, pg, seq, rows, have, root.ranks)
+        if finding.culprit_ranks == root.ranks:
+            last = (
+                "its last operation completed"
+                if ctx.view.states_tracked
+                else ("it is not waiting in any collective")
+            )
+            finding.detail += (
+                f"; rank(s) {rank_ranges(root.ranks)}: {last}, look at what "
+                "they do outside collectives"
+            )
+        return finding
+    if root.kind == "idle":
+        waiter = here[0]
+        b = blocked[waiter]
+        peer_op = "recv" if b.op == "send" else "send"
+        place = node_name(ctx, node)
+        return Finding(
+            kind="missing_ranks",
+            pg_name=ctx.name(pg),
+            pg_desc=ctx.desc(pg),
+            collective_seq_id=None,
+            p2p_seq_id=b.p2p_seq_id,
+            op=peer_op,
+            culprit_ranks=root.ranks,
+            waiting_ranks=here,
+            expected_ranks=sorted({src, dst}),
+            detail=(
+                f"rank {waiter} waits in {b.op} ({place}) but rank "
+                f"{rank_ranges(root.ranks)} never posted the matching {peer_op} and is "
+                "not waiting in any collective: look at what it does outside collectives"
+            ),
+            evidence={"src": src, "dst": dst},
+        )
+    # Every member is at the node: they disagree, or some never started it.
+    if kind == "p":
+        return _existing(p2p.findings, {"p2p_mismatch"}, ctx.name(pg), None, p2p=True)
+    found = _existing(
+        findings, {"type_mismatch", "size_mismatch", "dtype_mismatch"}, ctx.name(pg), seq
+    )
+    if found is not None:
+        return found
+    stuck = sorted(r for r in here if blocked[r].state == 0)
+    running = sorted(r for r in here if blocked[r].state == 1)
+    if stuck and running:
+        return _existing(findings, {"state_mismatch"}, ctx.name(pg), seq) or Finding(
+            kind="state_mismatch",
+            pg_name=ctx.name(pg),
+            pg_desc=ctx.desc(pg),
+            collective_seq_id=seq,
+            p2p_seq_id=None,
+            op=blocked[stuck[0]].op,
+            culprit_ranks=stuck,
+            waiting_ranks=running,
+            expected_ranks=_members(ctx, node),
+            detail=(
+                f"every member issued {node_name(ctx, node)}, but ranks "
+                f"{rank_ranges(stuck)} never started it while ranks "
+                f"{rank_ranges(running)} run it"
+            ),
+            evidence={"scheduled": stuck, "started": running},
+        )
+    return None
+
+
+def _cycle_finding(
+    ctx: Context, root: Root, waiters: dict[Node, set[int]], blocked: dict[int, Blocked]
+) -> Finding:
+    culprit_nodes = {blocked[r].node for r in root.ranks if r in blocked}
+    node = sorted(culprit_nodes)[0] if culprit_nodes else root.nodes[0]
+    kind, pg, seq, _src, _dst = node
+    others = sorted(set().union(*(waiters[n] for n in root.nodes)) - set(root.ranks))
+    parts = [
+        f"ranks {rank_ranges(sorted(waiters[n]))} wait in {node_name(ctx, n)}" for n in root.nodes
+    ]
+    return Finding(
+        kind="order_cycle",
+        pg_name=ctx.name(pg),
+        pg_desc=ctx.desc(pg),
+        collective_seq_id=seq if kind == "c" else None,
+        p2p_seq_id=None,
+        op=blocked[root.ranks[0]].op if root.ranks[0] in blocked else None,
+        culprit_ranks=root.ranks,
+        waiting_ranks=others,
+        expected_ranks=_members(ctx, node),
+        detail=(
+            f"deadlock: {'; '.join(parts)}; each waits for the other. Ranks "
+            f"{rank_ranges(root.ranks)} issued {node_name(ctx, node)} before the "
+            "collective their peers are in: they call collectives in a different order"
+        ),
+        evidence={"cycle": [node_name(ctx, n) for n in root.nodes]},
+    )
+
+
+def _chain(
+    ctx: Context,
+    root: Root,
+    waiters: dict[Node, set[int]],
+    edges: dict[Node, dict[Node, set[int]]],
+    reverse: dict[Node, set[Node]],
+    finding: Finding,
+) -> list[str]:
+    """From the farthest waiting ranks down to the root, one hop per group."""
+    if root.kind == "cycle":
+        return [
+            f"ranks {rank_ranges(sorted(waiters[a]))} wait in {node_name(ctx, a)} for "
+            f"{rank_ranges(sorted(ranks))}"
+            for a in root.nodes
+            for b, ranks in edges.get(a, {}).items()
+            if b in set(root.nodes)
+        ]
+    target = root.nodes[0]
+    dist = {target: 0}
+    nxt: dict[Node, Node] = {}
+    queue = deque([target])
+    while queue:
+        cur = queue.popleft()
+        for prev in reverse.get(cur, ()):
+            if prev not in dist:
+                dist[prev] = dist[cur] + 1
+                nxt[prev] = cur
+                queue.append(prev)
+    start = max(dist, key=lambda n: (dist[n], len(waiters.get(n, ()))))
+    hops = []
+    cur = start
+    while cur != target:
+        step = nxt[cur]
+        via = edges[cur][step]
+        hops.append(
+            f"ranks {rank_ranges(sorted(waiters[cur]))} wait in {node_name(ctx, cur)} "
+            f"for {rank_ranges(sorted(via))}"
+        )
+        cur = step
+    if root.kind == "together":
+        hops.append(
+            f"ranks {rank_ranges(sorted(waiters[target]))} are all in "
+            f"{node_name(ctx, target)}: {finding.kind}"
+        )
+    else:
+        hops.append(
+            f"ranks {rank_ranges(sorted(waiters[target]))} wait in "
+            f"{node_name(ctx, target)} for {rank_ranges(root.ranks)}"
+        )
+        verb = (
+            "left no dump"
+            if root.kind == "nodump"
+            else ("never issued it and is not waiting in any collective")
+        )
+        hops.append(f"{rank_ranges(root.ranks)} {verb}")
+    return hops
+
+
+def mark_secondary(ctx: Context, findings: list[Finding], blocked: dict[int, Blocked]) -> None:
+    """A finding whose culprits all wait somewhere else is a consequence, not a cause."""
+    names = {n: i for i, n in enumerate(ctx.pg_names)}
+    for f in findings:
+        if f.kind not in ("missing_ranks", "state_mismatch") or f.collective_seq_id is None:
+            continue
+        here: Node = ("c", names.get(f.pg_name, -1), f.collective_seq_id, -1, -1)
+        away = {r: blocked[r].node for r in f.culprit_ranks if r in blocked}
+        if away and len(away) == len(f.culprit_ranks) and all(n != here for n in away.values()):
+            f.evidence["secondary"] = True
+            f.evidence["blocked_in"] = {str(r): node_name(ctx, n) for r, n in away.items()}
+            f.detail += "; they are blocked elsewhere (a consequence, see the root cause)"
+
+
+def blocked_frame(ctx: Context, blocked: dict[int, Blocked]) -> pd.DataFrame:
+    """rank -> where it waits, for reports."""
+    rows = [
+        {"rank": r, "waits_in": node_name(ctx, b.node), "op": b.op, "state": b.state}
+        for r, b in sorted(blocked.items())
+    ]
+    return pd.DataFrame(rows, columns=["rank", "waits_in", "op", "state"])

@@ -1,0 +1,52 @@
+"""The JSON report: stable, versioned (`frtrace.report/1`), documented in schema.json."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+from frtrace.analysis.engine import Analysis
+
+SCHEMA_ID = "frtrace.report/1"
+
+
+def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
+    """The report as plain data; `stack_frames` > 0 adds culprit/waiter frames to evidence."""
+    trace = analysis.ctx.trace
+    findings = [f.to_dict() for f in analysis.findings]
+    root = findings[0] if analysis.root_cause is not None else None
+    return {
+        "schema": SCHEMA_ID,
+        "ok": analysis.ok,
+        "root_cause": root,
+        "findings": findings,
+        "inputs": {
+            "trace_dir": trace.trace_dir,
+            "files": len(trace.files),
+            "ranks": trace.ranks,
+            "missing_dumps": trace.missing_dumps,
+            "skipped": [{"file": s.file, "reason": s.reason} for s in trace.skipped],
+            "versions": trace.versions,
+        },
+        "groups": [
+            {
+                "name": str(g.pg_name),
+                "desc": str(g.pg_desc),
+                "ranks": [int(r) for r in g.ranks],
+                "membership": str(g.source),
+            }
+            for g in trace.groups.itertuples(index=False)
+        ],
+        "notes": list(analysis.notes),
+    }
+
+
+def render_json(analysis: Analysis) -> str:
+    return json.dumps(report_dict(analysis), indent=2) + "\n"
+
+
+def load_schema() -> dict[str, Any]:
+    """The JSON Schema of the report, shipped with the package."""
+    text = resources.files("frtrace.report").joinpath("schema.json").read_text()
+    return json.loads(text)
