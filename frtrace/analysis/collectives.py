@@ -17,6 +17,7 @@ import pandas as pd
 from frtrace.analysis.context import Context, judged
 from frtrace.analysis.findings import Finding, where
 from frtrace.analysis.ops import SIGNATURE
+from frtrace.report.fmt import rank_ranges, who
 
 GATHER_OPS = frozenset({"all_gather", "_allgather_base", "all_gather_into_tensor", "allgather"})
 SCATTER_OPS = frozenset({"reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor"})
@@ -117,7 +118,7 @@ def missing_finding(
     seq_out: int = seq
     if len(have) > len(missing):
         culprits, waiting = missing, have
-        detail = f"ranks {_r(missing)} never issued {place} ({op}) that ranks {_r(have)} issued"
+        detail = f"{who(missing)} never issued {place} ({op}) that {who(have)} issued"
     elif len(have) < len(missing):
         culprits, waiting = have, have
         detail = (
@@ -195,8 +196,6 @@ def _majority_label(ctx: Context, rows: pd.DataFrame, column: str) -> str:
 
 
 def _r(ranks: list[int]) -> str:
-    from frtrace.report.fmt import rank_ranges
-
     return rank_ranges(ranks)
 
 

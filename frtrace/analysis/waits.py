@@ -20,7 +20,7 @@ from frtrace.analysis.context import Context
 from frtrace.analysis.findings import Finding, where
 from frtrace.analysis.ops import state_codes
 from frtrace.analysis.p2p import P2PResult
-from frtrace.report.fmt import rank_ranges
+from frtrace.report.fmt import rank_ranges, verb, who
 
 Node = tuple[str, int, int, int, int]  # kind ("c" or "p"), pg, seq, src, dst (+slot in seq for p)
 
@@ -50,6 +50,11 @@ class WaitResult:
     roots: list[Root] = field(default_factory=list)
     root_findings: list[tuple[Root, Finding]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+
+def waits_in(ranks: set[int] | list[int], place: str) -> str:
+    """'rank 3 waits in mesh_tp#7' / 'ranks 0-2 wait in ...': one hop of a chain."""
+    return f"{who(ranks)} {verb(ranks, 'waits', 'wait')} in {place}"
 
 
 def node_name(ctx: Context, node: Node) -> str:
@@ -280,7 +285,7 @@ def _root_finding(
             waiting_ranks=here,
             expected_ranks=_members(ctx, node),
             detail=(
-                f"ranks {rank_ranges(here)} wait in {place} for ranks "
+                f"{waits_in(here, place)} for ranks "
                 f"{rank_ranges(root.ranks)}, which left no dump: look at how those "
                 "processes ended (crash, OOM kill, lost host)"
             ),
@@ -361,9 +366,7 @@ def _cycle_finding(
     node = sorted(culprit_nodes)[0] if culprit_nodes else root.nodes[0]
     kind, pg, seq, _src, _dst = node
     others = sorted(set().union(*(waiters[n] for n in root.nodes)) - set(root.ranks))
-    parts = [
-        f"ranks {rank_ranges(sorted(waiters[n]))} wait in {node_name(ctx, n)}" for n in root.nodes
-    ]
+    parts = [f"{waits_in(waiters[n], node_name(ctx, n))}" for n in root.nodes]
     return Finding(
         kind="order_cycle",
         pg_name=ctx.name(pg),
@@ -394,8 +397,7 @@ def _chain(
     """From the farthest waiting ranks down to the root, one hop per group."""
     if root.kind == "cycle":
         return [
-            f"ranks {rank_ranges(sorted(waiters[a]))} wait in {node_name(ctx, a)} for "
-            f"{rank_ranges(sorted(ranks))}"
+            f"{waits_in(waiters[a], node_name(ctx, a))} for {rank_ranges(sorted(ranks))}"
             for a in root.nodes
             for b, ranks in edges.get(a, {}).items()
             if b in set(root.nodes)
@@ -417,10 +419,7 @@ def _chain(
     while cur != target:
         step = nxt[cur]
         via = edges[cur][step]
-        hops.append(
-            f"ranks {rank_ranges(sorted(waiters[cur]))} wait in {node_name(ctx, cur)} "
-            f"for {rank_ranges(sorted(via))}"
-        )
+        hops.append(f"{waits_in(waiters[cur], node_name(ctx, cur))} for {who(via)}")
         cur = step
     if root.kind == "together":
         hops.append(
@@ -429,15 +428,15 @@ def _chain(
         )
     else:
         hops.append(
-            f"ranks {rank_ranges(sorted(waiters[target]))} wait in "
-            f"{node_name(ctx, target)} for {rank_ranges(root.ranks)}"
+            f"{who(sorted(waiters[target]))} {verb(sorted(waiters[target]), 'waits', 'wait')} in "
+            f"{node_name(ctx, target)} for {who(root.ranks)}"
         )
-        verb = (
+        what = (
             "left no dump"
             if root.kind == "nodump"
             else ("never issued it and is not waiting in any collective")
         )
-        hops.append(f"{rank_ranges(root.ranks)} {verb}")
+        hops.append(f"{who(root.ranks)} {what}")
     return hops
 
 

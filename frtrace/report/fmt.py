@@ -61,3 +61,14 @@ class Style:
 
     def dim(self, text: str) -> str:
         return self._wrap("2", text)
+
+
+def who(ranks: Iterable[int]) -> str:
+    """'rank 3' or 'ranks 0-2,7': the subject of a sentence about ranks."""
+    values = sorted(set(int(r) for r in ranks))
+    return f"rank {values[0]}" if len(values) == 1 else f"ranks {rank_ranges(values)}"
+
+
+def verb(ranks: Iterable[int], one: str, many: str) -> str:
+    """Agreement for `who`: 'rank 3 waits', 'ranks 0-2 wait'."""
+    return one if len(set(ranks)) == 1 else many

@@ -1,0 +1,185 @@
+"""The command line as a user meets it: outputs, exit codes, errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner, Result
+from conftest import FIXTURES, REPO, nccl_dump, write_pickle
+
+from frtrace.cli import cli, expand_multi_values
+from frtrace.report.json_report import load_schema
+
+
+def frtrace(*args: str, env: dict[str, str] | None = None) -> Result:
+    runner = CliRunner()
+    return runner.invoke(cli, expand_multi_values(list(args)), env=env, catch_exceptions=False)
+
+
+def test_tutorial_fixture_blames_rank_0s_extra_all_reduce_and_exits_1() -> None:
+    result = frtrace(str(FIXTURES / "tutorial"))
+    assert result.exit_code == 1
+    assert "ROOT CAUSE: missing_ranks in default_pg#3" in result.stdout
+    assert "culprit ranks   0\n" in result.stdout
+
+
+def test_tutorial_json_report_validates_against_the_schema() -> None:
+    result = frtrace(str(FIXTURES / "tutorial"), "--format", "json")
+    report = json.loads(result.stdout)
+    jsonschema.validate(report, load_schema())
+    root = report["root_cause"]
+    assert (report["ok"], root["kind"], root["pg_name"]) == (False, "missing_ranks", "0")
+    assert (root["culprit_ranks"], root["collective_seq_id"]) == ([0], 3)
+    assert report["inputs"]["ranks"] == [0, 1]
+
+
+def test_tutorial_json_dumps_without_stacks_name_both_ranks_as_undecidable() -> None:
+    report = json.loads(frtrace(str(FIXTURES / "tutorial_json"), "--format", "json").stdout)
+    root = report["root_cause"]
+    assert root["culprit_ranks"] == [0, 1]
+    assert root["evidence"]["undecidable"] is True
+
+
+def test_healthy_real_job_reports_ok_and_exits_0() -> None:
+    result = frtrace(str(FIXTURES / "healthy_4rank"), "--format", "json")
+    report = json.loads(result.stdout)
+    assert result.exit_code == 0
+    assert (report["ok"], report["root_cause"], report["findings"]) == (True, None, [])
+
+
+def test_output_file_gets_the_json_report_while_stdout_gets_text(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    result = frtrace(str(FIXTURES / "tutorial"), "-o", str(out))
+    assert "ROOT CAUSE" in result.stdout
+    assert json.loads(out.read_text())["schema"] == "frtrace.report/1"
+
+
+def test_raw_mode_prints_only_the_selected_ranks_entries_as_json() -> None:
+    result = frtrace(str(FIXTURES / "tutorial"), "-j", "--selected-ranks", "0")
+    entries = json.loads(result.stdout)
+    assert result.exit_code == 0
+    assert {e["rank"] for e in entries} == {0}
+    assert [e["collective_seq_id"] for e in entries] == [1, 2, 3, 4, 5]
+
+
+def test_raw_mode_table_has_one_column_per_rank() -> None:
+    result = frtrace(
+        str(FIXTURES / "tutorial"), "-j", "--format", "table", "--pg-filters", "default_pg"
+    )
+    header = result.stdout.splitlines()[0]
+    assert "rank 0" in header and "rank 1" in header
+    assert result.stdout.count("all_reduce") == 9
+
+
+def test_unknown_group_filter_is_a_one_line_error_with_exit_2() -> None:
+    result = frtrace(str(FIXTURES / "tutorial"), "-j", "--pg-filters", "mesh_tp")
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("frtrace: error: no process group")
+    assert "Traceback" not in result.stderr
+
+
+@pytest.fixture
+def mixed_dir(tmp_path: Path) -> tuple[Path, Path]:
+    """A good single-rank dump beside a truncated one, a text file and a hostile pickle."""
+    marker = tmp_path / "pwned"
+    folder = tmp_path / "dumps"
+    write_pickle(folder / "trace_0", nccl_dump(0, 1))
+    blob = pickle.dumps(nccl_dump(1, 1), protocol=2)
+    (folder / "trace_1").write_bytes(blob[:100])
+    (folder / "trace_2").write_text("not a dump\n")
+    hostile = (
+        b"\x80\x02cposix\nsystem\nq\x00X"
+        + len(f"touch {marker}").to_bytes(4, "little")
+        + f"touch {marker}".encode()
+        + b"\x85R."
+    )
+    (folder / "trace_3").write_bytes(hostile)
+    return folder, marker
+
+
+def test_broken_and_hostile_dumps_are_skipped_and_the_good_one_analyzed(
+    mixed_dir: tuple[Path, Path],
+) -> None:
+    folder, marker = mixed_dir
+    result = frtrace(str(folder), "--format", "json")
+    report = json.loads(result.stdout)
+    reasons = {Path(s["file"]).name: s["reason"] for s in report["inputs"]["skipped"]}
+    assert result.exit_code == 0
+    assert report["inputs"]["ranks"] == [0]
+    assert reasons["trace_1"].startswith("truncated pickle")
+    assert reasons["trace_2"] == "neither a pickle nor a JSON dump"
+    assert "refused" in reasons["trace_3"]
+    assert "skipped" in result.stderr and "Traceback" not in result.stderr
+    assert not marker.exists()
+
+
+def test_nothing_usable_exits_2_after_listing_every_skipped_file(tmp_path: Path) -> None:
+    (tmp_path / "trace_0").write_text("garbage")
+    (tmp_path / "trace_1").write_bytes(b"\x80\x02")
+    result = frtrace(str(tmp_path))
+    assert result.exit_code == 2
+    assert result.stderr.count("skipped ") == 2
+    assert "no usable dump" in result.stderr
+
+
+def test_host_names_in_file_names_do_not_confuse_the_rank(tmp_path: Path) -> None:
+    write_pickle(tmp_path / "nccl_trace_rank_node03-host_27", nccl_dump(27, 28))
+    result = frtrace(str(tmp_path), "-j")
+    assert {e["rank"] for e in json.loads(result.stdout)} == {27}
+
+
+def test_several_values_follow_one_option_but_the_folder_is_not_eaten() -> None:
+    args = expand_multi_values(["--selected-ranks", "0", "1", "dumps/", "--pg-filters", "tp", "dp"])
+    assert args == [
+        "--selected-ranks",
+        "0",
+        "--selected-ranks",
+        "1",
+        "dumps/",
+        "--pg-filters",
+        "tp",
+        "--pg-filters",
+        "dp",
+    ]
+
+
+def test_color_only_when_forced_and_never_with_no_color() -> None:
+    colored = frtrace(str(FIXTURES / "tutorial"), env={"FORCE_COLOR": "1", "NO_COLOR": ""})
+    plain = frtrace(str(FIXTURES / "tutorial"), env={"FORCE_COLOR": "1", "NO_COLOR": "1"})
+    assert "\033[" in colored.stdout
+    assert "\033[" not in plain.stdout
+
+
+def test_help_has_examples_and_documents_exit_codes() -> None:
+    result = frtrace("--help")
+    assert "Examples:" in result.stdout and "Exit status:" in result.stdout
+    assert "1  findings" in result.stdout
+
+
+def test_the_analyzer_never_imports_torch() -> None:
+    code = (
+        "import sys, frtrace.cli, frtrace.tables.load, frtrace.analysis.engine, "
+        "frtrace.report.text, frtrace.synth; print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_python_m_frtrace_runs_the_cli_with_real_exit_codes() -> None:
+    env = dict(os.environ, NO_COLOR="1")
+    out = subprocess.run(
+        [sys.executable, "-m", "frtrace", str(FIXTURES / "tutorial")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
+    assert out.returncode == 1
+    assert "ROOT CAUSE" in out.stdout and "using prefix" in out.stderr
