@@ -127,6 +127,7 @@ def missing_finding(
         )
     else:
         extra = extra_call(ctx, pg, have + missing)
+        stopped = len(have) == 1 and stopped_early(ctx, pg, seq, have[0], missing[0])
         if extra is not None:
             rank, extra_seq, stack_id = extra
             culprits, waiting, seq_out = [rank], have, extra_seq
@@ -136,6 +137,13 @@ def missing_finding(
                 f"{where(ctx.desc(pg), ctx.name(pg), extra_seq)} that the other member "
                 f"never issued (a call site the others skip); from then on its "
                 f"collectives pair one off, and {place} has no partner"
+            )
+        elif stopped:
+            culprits, waiting = missing, have
+            evidence["undecidable"] = False
+            detail = (
+                f"{who(missing)} never issued {place} ({op}) that {who(have)} issued; its own "
+                "history shows this call always followed its last one: it stopped before it"
             )
         else:
             culprits, waiting = sorted(have + missing), have
@@ -158,6 +166,13 @@ def missing_finding(
         detail=detail,
         evidence=evidence,
     )
+
+
+def stopped_early(ctx: Context, pg: int, seq: int, waiting: int, idle: int) -> bool:
+    """The idle rank's own history says the op the other waits in comes next: it stopped."""
+    coll = ctx.view.coll
+    at = coll.loc[(coll["rank"] == waiting) & (coll["pg"] == pg) & (coll["seq"] == seq)]
+    return bool(len(at)) and ctx.next_is_usual(idle, int(at["stack_id"].iloc[0]))
 
 
 def extra_call(ctx: Context, pg: int, ranks: list[int]) -> tuple[int, int, int] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,21 @@ class Context:
 
     def group_members(self, pg: int) -> list[int]:
         return self.members.get(self.name(pg), [])
+
+    def sites(self, rank: int) -> list[int]:
+        """The rank's call sites (stack ids) in the order it recorded them, all groups."""
+        cache = self.__dict__.setdefault("_sites", {})
+        if rank not in cache:
+            e = self.trace.entries
+            cache[rank] = e.loc[e["rank"] == rank, "stack_id"].tolist()
+        return cache[rank]
+
+    def next_is_usual(self, rank: int, site: int) -> bool:
+        """Its own history says `site` comes right after the rank's last recorded call."""
+        sites = self.sites(rank)
+        if site < 0 or len(sites) < 2 or sites[-1] < 0:
+            return False
+        return any(a == sites[-1] and b == site for a, b in itertools.pairwise(sites))
 
     def expected(self, pg: int) -> set[int]:
         """Members whose dump can tell whether they issued a collective of this group."""

@@ -9,6 +9,7 @@ the root cause. A cycle of nodes is a deadlock from collectives issued in differ
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -145,15 +146,18 @@ def analyze_waits(
             else:
                 idle.setdefault(node, set()).add(m)
     roots: list[Root] = []
-    for node, ranks in idle.items():
+    kept, redirects = _first_missed(ctx, idle)
+    for node, ranks in kept.items():
         roots.append(Root("idle", [node], sorted(ranks)))
+    for src_node, dst_node, rank in redirects:
+        edges.setdefault(src_node, {}).setdefault(dst_node, set()).add(rank)
     for node, ranks in nodump.items():
         roots.append(Root("nodump", [node], sorted(ranks)))
     for node in waiters:
         if node not in edges and node not in idle and node not in nodump:
             roots.append(Root("together", [node], sorted(waiters[node])))
     for scc in _cycles(edges):
-        roots.append(Root("cycle", scc, _cycle_culprits(scc, edges)))
+        roots.append(Root("cycle", scc, _cycle_culprits(ctx, scc, edges, blocked)))
     reverse: dict[Node, set[Node]] = {}
     for src, targets in edges.items():
         for dst in targets:
@@ -177,6 +181,53 @@ def analyze_waits(
         finding.evidence["ranks_waiting_on_this"] = root.weight
         result.root_findings.append((root, finding))
     return result
+
+
+def _first_missed(
+    ctx: Context, idle: dict[Node, set[int]]
+) -> tuple[dict[Node, set[int]], list[tuple[Node, Node, int]]]:
+    """An idle rank holds up every group that waits for it; keep the op it stopped before.
+
+    Its own history tells which call would have come next; the other waits are its
+    consequences and join that root (their waiting ranks still count toward its weight).
+    """
+    by_rank: dict[int, list[Node]] = {}
+    for node, ranks in idle.items():
+        for r in ranks:
+            by_rank.setdefault(r, []).append(node)
+    kept: dict[Node, set[int]] = {}
+    redirects: list[tuple[Node, Node, int]] = []
+    for rank, nodes in by_rank.items():
+        usual = [n for n in nodes if ctx.next_is_usual(rank, _would_be_site(ctx, rank, n))]
+        if len(usual) == 1:
+            kept.setdefault(usual[0], set()).add(rank)
+            redirects += [(n, usual[0], rank) for n in nodes if n != usual[0]]
+        else:
+            for node in nodes:
+                kept.setdefault(node, set()).add(rank)
+    return kept, redirects
+
+
+def _would_be_site(ctx: Context, rank: int, node: Node) -> int:
+    """The call site of the op `rank` would issue at this node."""
+    if node[0] == "c":
+        return _site(ctx, node)
+    e = ctx.trace.entries
+    peer_op = "recv" if node[4] == rank else "send"
+    mine = e.loc[
+        (e["rank"] == rank)
+        & e["is_p2p"]
+        & (e["op"] == peer_op)
+        & (e["global_src"] == node[3])
+        & (e["global_dst"] == node[4])
+    ]
+    return int(mine["stack_id"].iloc[-1]) if len(mine) else -1
+
+
+def _site(ctx: Context, node: Node) -> int:
+    coll = ctx.view.coll
+    rows = coll.loc[(coll["pg"] == node[1]) & (coll["seq"] == node[2]), "stack_id"]
+    return int(rows.iloc[0]) if len(rows) else -1
 
 
 def _upstream(nodes: list[Node], reverse: dict[Node, set[Node]]) -> set[Node]:
@@ -238,12 +289,71 @@ def _cycles(edges: dict[Node, dict[Node, set[int]]]) -> list[list[Node]]:
     return out
 
 
-def _cycle_culprits(scc: list[Node], edges: dict[Node, dict[Node, set[int]]]) -> list[int]:
-    """The ranks on the smallest side of the cycle: those whose order differs from the rest."""
-    members = set(scc)
-    sides = [ranks for a in scc for b, ranks in edges.get(a, {}).items() if b in members]
-    smallest = min(sides, key=len)
-    return sorted(smallest)
+def _cycle_culprits(
+    ctx: Context,
+    scc: list[Node],
+    edges: dict[Node, dict[Node, set[int]]],
+    blocked: dict[int, Blocked],
+) -> list[int]:
+    """Ranks that issued the cycle's collectives in the minority order.
+
+    For each pair of collectives in the cycle, the ranks in both groups issued one first; the
+    minority order is to blame. An even split goes to the rank whose step into its blocking op
+    never happened before in its own history. Without either, the smallest side of the cycle.
+    """
+    colls = [n for n in scc if n[0] == "c"]
+    culprits: set[int] = set()
+    ties: set[int] = set()
+    for i, x in enumerate(colls):
+        for y in colls[i + 1 :]:
+            both = set(ctx.group_members(x[1])) & set(ctx.group_members(y[1]))
+            orders = {r: o for r in both if (o := _order(ctx, r, x, y)) is not None}
+            firsts = {o for o in orders.values()}
+            if len(firsts) < 2:
+                continue
+            xy = sorted(r for r, o in orders.items() if o == "xy")
+            yx = sorted(r for r, o in orders.items() if o == "yx")
+            if len(xy) != len(yx):
+                culprits.update(xy if len(xy) < len(yx) else yx)
+            else:
+                ties.update(xy + yx)
+    if culprits:
+        return sorted(culprits)
+    novel = sorted(r for r in ties if r in blocked and _novel_step(ctx, r, blocked[r]))
+    if novel and len(novel) < len(ties):
+        return novel
+    if ties:
+        return sorted(ties)
+    inside = set(scc)
+    sides: list[set[int]] = [
+        ranks for a in scc for b, ranks in edges.get(a, {}).items() if b in inside
+    ]
+    return sorted(min(sides, key=lambda side: len(side)))  # type: ignore[arg-type]
+
+
+def _order(ctx: Context, rank: int, x: Node, y: Node) -> str | None:
+    """'xy' or 'yx': which of two collectives the rank issued first (None if neither)."""
+    coll = ctx.view.coll
+    mine = coll.loc[coll["rank"] == rank]
+    px = mine.loc[(mine["pg"] == x[1]) & (mine["seq"] == x[2]), "pos"]
+    py = mine.loc[(mine["pg"] == y[1]) & (mine["seq"] == y[2]), "pos"]
+    if len(px) and len(py):
+        return "xy" if px.iloc[0] < py.iloc[0] else "yx"
+    if len(px):
+        return "xy"
+    if len(py):
+        return "yx"
+    return None
+
+
+def _novel_step(ctx: Context, rank: int, at: Blocked) -> bool:
+    """The call-site transition into the blocking op never occurred earlier on this rank."""
+    sites = ctx.sites(rank)
+    k = at.pos
+    if k <= 0 or k >= len(sites) or sites[k] < 0:
+        return False
+    earlier = set(itertools.pairwise(sites[:k]))
+    return (sites[k - 1], sites[k]) not in earlier
 
 
 def _existing(
@@ -316,47 +426,59 @@ def _root_finding(
             pg_name=ctx.name(pg),
             pg_desc=ctx.desc(pg),
             collective_seq_id=None,
-            p2p_seq_id=b.p2p_seq_id,
+            p2p_seq_id=_next_p2p_seq(ctx, root.ranks[0], pg),
             op=peer_op,
             culprit_ranks=root.ranks,
             waiting_ranks=here,
             expected_ranks=sorted({src, dst}),
             detail=(
-                f"rank {waiter} waits in {b.op} ({place}) but rank "
-                f"{rank_ranges(root.ranks)} never posted the matching {peer_op} and is "
-                "not waiting in any collective: look at what it does outside collectives"
+                f"{waits_in([waiter], place)} ({b.op}) but {who(root.ranks)} never posted the "
+                f"matching {peer_op} and is not waiting in any collective: look at what it "
+                "does outside collectives"
             ),
-            evidence={"src": src, "dst": dst},
+            evidence={"src": src, "dst": dst, "waiting_p2p_seq_id": b.p2p_seq_id},
         )
     # Every member is at the node: they disagree, or some never started it.
     if kind == "p":
-        return _existing(p2p.findings, {"p2p_mismatch"}, ctx.name(pg), None, p2p=True)
-    found = _existing(
-        findings, {"type_mismatch", "size_mismatch", "dtype_mismatch"}, ctx.name(pg), seq
-    )
+        found = _existing(p2p.findings, {"p2p_mismatch"}, ctx.name(pg), None, p2p=True)
+    else:
+        found = _existing(
+            findings, {"type_mismatch", "size_mismatch", "dtype_mismatch"}, ctx.name(pg), seq
+        )
     if found is not None:
         return found
     stuck = sorted(r for r in here if blocked[r].state == 0)
     running = sorted(r for r in here if blocked[r].state == 1)
-    if stuck and running:
-        return _existing(findings, {"state_mismatch"}, ctx.name(pg), seq) or Finding(
-            kind="state_mismatch",
-            pg_name=ctx.name(pg),
-            pg_desc=ctx.desc(pg),
-            collective_seq_id=seq,
-            p2p_seq_id=None,
-            op=blocked[stuck[0]].op,
-            culprit_ranks=stuck,
-            waiting_ranks=running,
-            expected_ranks=_members(ctx, node),
-            detail=(
-                f"every member issued {node_name(ctx, node)}, but ranks "
-                f"{rank_ranges(stuck)} never started it while ranks "
-                f"{rank_ranges(running)} run it"
-            ),
-            evidence={"scheduled": stuck, "started": running},
-        )
-    return None
+    if not (stuck and running):
+        return None
+    if kind == "c":
+        existing = _existing(findings, {"state_mismatch"}, ctx.name(pg), seq)
+        if existing is not None:
+            return existing
+    return Finding(
+        kind="state_mismatch",
+        pg_name=ctx.name(pg),
+        pg_desc=ctx.desc(pg),
+        collective_seq_id=seq if kind == "c" else None,
+        p2p_seq_id=blocked[stuck[0]].p2p_seq_id if kind == "p" else None,
+        op=blocked[stuck[0]].op,
+        culprit_ranks=stuck,
+        waiting_ranks=running,
+        expected_ranks=_members(ctx, node),
+        detail=(
+            f"every member issued {node_name(ctx, node)}, but {who(stuck)} never started it "
+            f"while {who(running)} {verb(running, 'runs', 'run')} it: its GPU is stuck before "
+            "this operation"
+        ),
+        evidence={"scheduled": stuck, "started": running},
+    )
+
+
+def _next_p2p_seq(ctx: Context, rank: int, pg: int) -> int | None:
+    """The p2p_seq_id a rank would give its next p2p op in a group."""
+    e = ctx.trace.entries
+    mine = e.loc[(e["rank"] == rank) & (e["pg_name"] == ctx.name(pg)), "p2p_seq_id"]
+    return int(mine.max()) + 1 if len(mine) else None
 
 
 def _cycle_finding(
@@ -372,7 +494,9 @@ def _cycle_finding(
         pg_name=ctx.name(pg),
         pg_desc=ctx.desc(pg),
         collective_seq_id=seq if kind == "c" else None,
-        p2p_seq_id=None,
+        p2p_seq_id=blocked[root.ranks[0]].p2p_seq_id
+        if kind == "p" and root.ranks[0] in blocked
+        else None,
         op=blocked[root.ranks[0]].op if root.ranks[0] in blocked else None,
         culprit_ranks=root.ranks,
         waiting_ranks=others,
@@ -441,17 +565,28 @@ def _chain(
 
 
 def mark_secondary(ctx: Context, findings: list[Finding], blocked: dict[int, Blocked]) -> None:
-    """A finding whose culprits all wait somewhere else is a consequence, not a cause."""
+    """A finding whose culprits (or, for a missing collective, whose absent members) all wait
+    somewhere else is a consequence, not a cause."""
     names = {n: i for i, n in enumerate(ctx.pg_names)}
     for f in findings:
         if f.kind not in ("missing_ranks", "state_mismatch") or f.collective_seq_id is None:
             continue
-        here: Node = ("c", names.get(f.pg_name, -1), f.collective_seq_id, -1, -1)
-        away = {r: blocked[r].node for r in f.culprit_ranks if r in blocked}
-        if away and len(away) == len(f.culprit_ranks) and all(n != here for n in away.values()):
+        seq = f.evidence.get("hang_seq", f.collective_seq_id)
+        here: Node = ("c", names.get(f.pg_name, -1), seq, -1, -1)
+        suspects = f.evidence.get("not_issued_by") or f.culprit_ranks
+        away = {r: blocked[r].node for r in suspects if r in blocked}
+        if away and len(away) == len(suspects) and all(n != here for n in away.values()):
+            f.culprit_ranks = sorted(suspects)
+            f.waiting_ranks = sorted(set(f.evidence.get("issued_by", f.waiting_ranks)))
+            f.evidence.pop("undecidable", None)
             f.evidence["secondary"] = True
             f.evidence["blocked_in"] = {str(r): node_name(ctx, n) for r, n in away.items()}
-            f.detail += "; they are blocked elsewhere (a consequence, see the root cause)"
+            f.detail = (
+                f"{who(suspects)} {verb(suspects, 'has', 'have')} not issued "
+                f"{node_name(ctx, here)}: {verb(suspects, 'it is', 'they are')} blocked in "
+                f"{', '.join(sorted(set(f.evidence['blocked_in'].values())))} "
+                "(a consequence, see the root cause)"
+            )
 
 
 def blocked_frame(ctx: Context, blocked: dict[int, Blocked]) -> pd.DataFrame:

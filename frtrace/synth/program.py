@@ -1,0 +1,326 @@
+"""What one rank of a Megatron-like training job issues to NCCL, step by step.
+
+The program is expressed per pipeline stage (every rank of a stage runs the same code), with
+groups named by kind and p2p peers by stage offset, so 8192 ranks share a handful of lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from frtrace.synth.layout import KIND_INDEX, Layout
+
+# Operation templates -----------------------------------------------------------------------
+
+BF16 = "BFloat16"
+FP32 = "Float"
+_ELEM_BYTES = {BF16: 2, FP32: 4, "Half": 2, "Int": 4, "Long": 8}
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class OpT:
+    """Everything an entry shares with every other entry of the same call (all but counters)."""
+
+    profiling_name: str
+    op: str
+    kind: int
+    is_p2p: bool
+    input_sizes: tuple[Shape, ...]
+    input_dtypes: tuple[str, ...]
+    output_sizes: tuple[Shape, ...]
+    output_dtypes: tuple[str, ...]
+    site: str
+
+    @property
+    def nbytes(self) -> int:
+        total = 0
+        for shape, dtype in zip(self.input_sizes, self.input_dtypes, strict=False):
+            numel = 1
+            for dim in shape:
+                numel *= dim
+            total += numel * _ELEM_BYTES.get(dtype, 4)
+        return total
+
+
+@dataclass(frozen=True)
+class Item:
+    """One unit of GPU work: a single op, or a coalesced group ending in its marker entry.
+
+    `kind` is the group kind; p2p is 0 (collective), 1 (send) or 2 (recv) and `delta` the
+    peer's pipeline-stage offset. Timings (ns) drive the simulated clock. `poison` marks work
+    whose peers disagree with it (never completes); `nostart` work whose GPU never gets to it.
+    """
+
+    tids: tuple[int, ...]
+    kind: int
+    p2p: int
+    delta: int
+    cpu_ns: int
+    gpu_ns: int
+    comm_ns: int
+    poison: bool = False
+    nostart: bool = False
+
+
+class Registry:
+    """Deduplicates op templates so per-entry storage is a small int."""
+
+    def __init__(self) -> None:
+        self.ops: list[OpT] = []
+        self._index: dict[OpT, int] = {}
+
+    def add(self, op: OpT) -> int:
+        tid = self._index.get(op)
+        if tid is None:
+            tid = len(self.ops)
+            self.ops.append(op)
+            self._index[op] = tid
+        return tid
+
+    def item(
+        self,
+        ops: Sequence[OpT],
+        p2p: int = 0,
+        delta: int = 0,
+        cpu_ns: int = 10_000,
+        gpu_ns: int = 0,
+        bandwidth: int = 100,
+    ) -> Item:
+        nbytes = sum(op.nbytes for op in ops)
+        return Item(
+            tids=tuple(self.add(op) for op in ops),
+            kind=ops[0].kind,
+            p2p=p2p,
+            delta=delta,
+            cpu_ns=cpu_ns,
+            gpu_ns=gpu_ns,
+            comm_ns=12_000 + nbytes // bandwidth,
+        )
+
+
+# Python call sites ------------------------------------------------------------------------
+# One shared str object per name/path so pickle memoizes them, as torch's own dumps do.
+
+_TORCH = "/usr/local/lib/python3.12/dist-packages/torch"
+_C10D = _TORCH + "/distributed/distributed_c10d.py"
+_LOGGER = _TORCH + "/distributed/c10d_logger.py"
+_MODULE = _TORCH + "/nn/modules/module.py"
+_AUTOGRAD_FN = _TORCH + "/autograd/function.py"
+_AUTOGRAD_GRAPH = _TORCH + "/autograd/graph.py"
+_AUTOGRAD_INIT = _TORCH + "/autograd/__init__.py"
+_TENSOR = _TORCH + "/_tensor.py"
+_CONTEXTLIB = "/usr/lib/python3.12/contextlib.py"
+_MEG = "/workspace/Megatron-LM/megatron"
+_MAPPINGS = _MEG + "/core/tensor_parallel/mappings.py"
+_LAYERS = _MEG + "/core/tensor_parallel/layers.py"
+_SCHEDULES = _MEG + "/core/pipeline_parallel/schedules.py"
+_P2P = _MEG + "/core/pipeline_parallel/p2p_communication.py"
+_BUFFER = _MEG + "/core/distributed/param_and_grad_buffer.py"
+_DDP = _MEG + "/core/distributed/distributed_data_parallel.py"
+_FINALIZE = _MEG + "/core/distributed/finalize_model_grads.py"
+_DIST_OPT = _MEG + "/core/optimizer/distrib_optimizer.py"
+_TRAINING = _MEG + "/training/training.py"
+_UTILS = _MEG + "/training/utils.py"
+_ENTRY = "/workspace/Megatron-LM/pretrain_gpt.py"
+
+_TAIL: tuple[tuple[str, str, int], ...] = (
+    ("train_step", _TRAINING, 1187),
+    ("train", _TRAINING, 1596),
+    ("pretrain", _TRAINING, 386),
+    ("main", _ENTRY, 262),
+    ("<module>", _ENTRY, 281),
+)
+_SCHED_PP = ("forward_backward_pipelining_without_interleaving", _SCHEDULES, 1814)
+
+SITES: dict[str, tuple[tuple[str, str, int], ...]] = {
+    "tp_fwd": (
+        ("all_reduce", _C10D, 2950),
+        ("wrapper", _LOGGER, 81),
+        ("_reduce", _MAPPINGS, 39),
+        ("forward", _MAPPINGS, 243),
+        ("apply", _AUTOGRAD_FN, 575),
+        ("reduce_from_tensor_model_parallel_region", _MAPPINGS, 482),
+        ("forward", _LAYERS, 1034),
+        ("_call_impl", _MODULE, 1773),
+        ("_wrapped_call_impl", _MODULE, 1762),
+        ("forward_step", _SCHEDULES, 287),
+        *_TAIL[:1],
+        *_TAIL[3:],
+    ),
+    "tp_bwd": (
+        ("all_reduce", _C10D, 2950),
+        ("wrapper", _LOGGER, 81),
+        ("backward", _LAYERS, 573),
+        ("apply", _AUTOGRAD_FN, 307),
+        ("_engine_run_backward", _AUTOGRAD_GRAPH, 829),
+        ("backward", _AUTOGRAD_INIT, 354),
+        ("backward", _TENSOR, 648),
+        ("backward_step", _SCHEDULES, 398),
+        *_TAIL[:1],
+        *_TAIL[3:],
+    ),
+    "send_fwd": (
+        ("isend", _C10D, 2501),
+        ("wrapper", _LOGGER, 81),
+        ("_p2p_ops", _P2P, 241),
+        ("_communicate", _P2P, 386),
+        ("send_forward", _P2P, 468),
+        _SCHED_PP,
+        *_TAIL,
+    ),
+    "recv_fwd": (
+        ("irecv", _C10D, 2546),
+        ("wrapper", _LOGGER, 81),
+        ("_p2p_ops", _P2P, 232),
+        ("_communicate", _P2P, 386),
+        ("recv_forward", _P2P, 428),
+        _SCHED_PP,
+        *_TAIL,
+    ),
+    "send_bwd": (
+        ("isend", _C10D, 2501),
+        ("wrapper", _LOGGER, 81),
+        ("_p2p_ops", _P2P, 255),
+        ("_communicate", _P2P, 386),
+        ("send_backward", _P2P, 491),
+        _SCHED_PP,
+        *_TAIL,
+    ),
+    "recv_bwd": (
+        ("irecv", _C10D, 2546),
+        ("wrapper", _LOGGER, 81),
+        ("_p2p_ops", _P2P, 264),
+        ("_communicate", _P2P, 386),
+        ("recv_backward", _P2P, 447),
+        _SCHED_PP,
+        *_TAIL,
+    ),
+    "dp_bucket": (
+        ("all_reduce", _C10D, 2950),
+        ("wrapper", _LOGGER, 81),
+        ("start_grad_sync", _BUFFER, 437),
+        ("start_grad_sync", _DDP, 482),
+        ("finalize_model_grads", _FINALIZE, 251),
+        _SCHED_PP,
+        *_TAIL,
+    ),
+    "dp_coalesced": (
+        ("__exit__", _C10D, 2652),
+        ("__exit__", _CONTEXTLIB, 144),
+        ("start_grad_sync", _BUFFER, 445),
+        ("start_grad_sync", _DDP, 482),
+        ("finalize_model_grads", _FINALIZE, 251),
+        _SCHED_PP,
+        *_TAIL,
+    ),
+    "dp_allgather": (
+        ("all_gather_into_tensor", _C10D, 3842),
+        ("wrapper", _LOGGER, 81),
+        ("start_param_sync", _BUFFER, 312),
+        ("start_param_sync", _DDP, 455),
+        ("step_with_ready_grads", _DIST_OPT, 2064),
+        ("step", _DIST_OPT, 2103),
+        *_TAIL,
+    ),
+    "loss": (
+        ("all_reduce", _C10D, 2950),
+        ("wrapper", _LOGGER, 81),
+        ("average_losses_across_data_parallel_group", _UTILS, 311),
+        *_TAIL,
+    ),
+}
+
+
+# Program -----------------------------------------------------------------------------------
+
+HIDDEN = 4096
+SEQ = 2048
+MICRO_BATCH = 4
+# Parameters per model replica, split into gradient buckets (sizes in elements).
+_BUCKETS = (41_943_040, 41_943_040, 23_068_672)
+
+
+def _collective(name: str, kind: str, ins: Shape, outs: Shape, dtype: str, site: str) -> OpT:
+    return OpT(
+        f"nccl:{name}", name, KIND_INDEX[kind], False, (ins,), (dtype,), (outs,), (dtype,), site
+    )
+
+
+def stage_program(
+    reg: Registry, layout: Layout, stage: int, microbatches: int, layers: int, coalesce_dp: bool
+) -> list[Item]:
+    """One training step of a rank on pipeline stage `stage`, as GPU work items in issue order."""
+    tp, dp, pp = layout.tp, layout.dp, layout.pp
+    last = pp - 1
+    act: Shape = (MICRO_BATCH, SEQ, HIDDEN)
+    p2p_act: Shape = (MICRO_BATCH, max(1, SEQ // tp), HIDDEN)
+    p2p_bw = 25
+
+    def p2p(direction: int, delta: int, site: str) -> Item:
+        me, peer = stage, stage + delta
+        if direction == 1:
+            name, short = f"nccl:send {me}->{peer}", "send"
+        else:
+            name, short = f"nccl:recv {me}<-{peer}", "recv"
+        op = OpT(
+            name, short, KIND_INDEX["pp"], True, (p2p_act,), (BF16,), (p2p_act,), (BF16,), site
+        )
+        gpu = 0 if direction == 2 else 60_000
+        return reg.item(
+            [op], p2p=direction, delta=delta, cpu_ns=15_000, gpu_ns=gpu, bandwidth=p2p_bw
+        )
+
+    tp_fwd = _collective("all_reduce", "tp", act, act, BF16, "tp_fwd")
+    tp_bwd = _collective("all_reduce", "tp", act, act, BF16, "tp_bwd")
+    items: list[Item] = []
+    for _ in range(microbatches):
+        if stage > 0:
+            items.append(p2p(2, -1, "recv_fwd"))
+        if tp > 1:
+            items.extend(reg.item([tp_fwd], cpu_ns=25_000, gpu_ns=180_000) for _ in range(layers))
+        if stage < last:
+            items.append(p2p(1, +1, "send_fwd"))
+    for _ in range(microbatches):
+        if stage < last:
+            items.append(p2p(2, +1, "recv_bwd"))
+        if tp > 1:
+            items.extend(reg.item([tp_bwd], cpu_ns=40_000, gpu_ns=350_000) for _ in range(layers))
+        if stage > 0:
+            items.append(p2p(1, -1, "send_bwd"))
+    if dp > 1:
+        split = tp * pp
+        buckets = [
+            _collective(
+                "all_reduce", "dp", (max(1, b // split),), (max(1, b // split),), FP32, "dp_bucket"
+            )
+            for b in _BUCKETS
+        ]
+        if coalesce_dp:
+            marker = OpT(
+                "nccl:coalesced",
+                "coalesced",
+                KIND_INDEX["dp"],
+                False,
+                (),
+                (),
+                (),
+                (),
+                "dp_coalesced",
+            )
+            items.append(reg.item([*buckets, marker], cpu_ns=8_000, gpu_ns=40_000, bandwidth=20))
+        else:
+            items.extend(reg.item([b], cpu_ns=5_000, gpu_ns=20_000, bandwidth=20) for b in buckets)
+        shard = max(1, sum(_BUCKETS) // split // dp)
+        gather = _collective("all_gather", "dp", (shard,), (shard * dp,), BF16, "dp_allgather")
+        items.append(reg.item([gather], cpu_ns=30_000, gpu_ns=200_000, bandwidth=20))
+    loss = _collective("all_reduce", "default", (1,), (1,), FP32, "loss")
+    items.append(reg.item([loss], cpu_ns=50_000, gpu_ns=20_000, bandwidth=20))
+    return items
+
+
+def is_marker(op: OpT) -> bool:
+    """Coalesced-group terminators are bookkeeping, not ops a user would count."""
+    return op.op in ("coalesced", "allreduce_coalesced")

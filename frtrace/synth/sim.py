@@ -1,0 +1,510 @@
+"""Discrete-event simulation of a whole job's NCCL traffic, recorded like Flight Recorder.
+
+Each rank's CPU issues work in program order (at most `window` in flight); each GPU runs its
+work strictly in order. A collective completes when its last member reaches it on the GPU,
+a send/recv pair when both sides do. Times follow max-plus rules (a collective ends after
+the latest member started it), which is the timeline a global event clock would produce,
+without a priority queue: a worklist of ranks that can progress is processed until empty.
+Per-entry state lives in compact per-rank arrays; dump dicts are only built on demand.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import random
+from array import array
+from collections import deque
+from collections.abc import Callable, Iterator, MutableMapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from frtrace.synth.faults import Fault, plan_fault
+from frtrace.synth.layout import GroupTable, Layout
+from frtrace.synth.program import SITES, Item, OpT, Registry, stage_program
+
+Dump = dict[str, Any]
+
+BASE_TIME_NS = 1_730_419_200_000_000_000
+LAUNCH_NS = 4_000
+COMM_LIB_VERSION = "2.27.5"
+TIMEOUT_MS = 600_000
+_STATES = ("scheduled", "started", "completed")
+_JITTER = 4096
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What to simulate.
+
+    `window` bounds the issued-but-incomplete work items (a coalesced group is one) a rank's
+    CPU runs ahead of its GPU. `version` is only written into the dumps: the entry layout is
+    always that of format 2.10.
+    """
+
+    layout: Layout
+    steps: int = 2
+    microbatches: int = 2
+    layers: int = 2
+    buffer_size: int = 2000
+    version: str = "2.10"
+    with_stacks: bool = True
+    enable_timing: bool = True
+    window: int = 2
+    coalesce_dp: bool = True
+    only_active: bool = False
+    seed: int = 0
+    fault: Fault | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.layout, Layout):
+            raise ValueError(f"JobSpec.layout must be a Layout, got {self.layout!r}")
+        for name in ("steps", "microbatches", "layers", "buffer_size", "window"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"JobSpec.{name} must be an int >= 1, got {value!r}")
+        if not isinstance(self.seed, int):
+            raise ValueError(f"JobSpec.seed must be an int, got {self.seed!r}")
+        if self.fault is not None and not isinstance(self.fault, Fault):
+            raise ValueError(f"JobSpec.fault must be a Fault or None, got {self.fault!r}")
+
+
+class DumpMap(MutableMapping[int, Dump]):
+    """rank -> dump dict, built lazily so a 8192-rank job never holds every dump at once.
+
+    A dump read through `[]` is cached, so callers may mutate it (e.g. corrupt a field) and
+    `write_job` writes the mutated version; `peek` builds without caching for streaming.
+    """
+
+    def __init__(self, ranks: range, build: Callable[[int], Dump]) -> None:
+        self._ranks: dict[int, None] = dict.fromkeys(ranks)
+        self._build = build
+        self._cache: dict[int, Dump] = {}
+
+    def __getitem__(self, rank: int) -> Dump:
+        dump = self._cache.get(rank)
+        if dump is None:
+            dump = self.peek(rank)
+            self._cache[rank] = dump
+        return dump
+
+    def peek(self, rank: int) -> Dump:
+        dump = self._cache.get(rank)
+        if dump is not None:
+            return dump
+        if rank not in self._ranks:
+            raise KeyError(rank)
+        return self._build(rank)
+
+    def __setitem__(self, rank: int, dump: Dump) -> None:
+        self._ranks[rank] = None
+        self._cache[rank] = dump
+
+    def __delitem__(self, rank: int) -> None:
+        del self._ranks[rank]
+        self._cache.pop(rank, None)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(sorted(self._ranks))
+
+    def __len__(self) -> int:
+        return len(self._ranks)
+
+    def __contains__(self, rank: object) -> bool:
+        return rank in self._ranks
+
+    def __repr__(self) -> str:
+        return f"DumpMap({len(self._ranks)} ranks, {len(self._cache)} materialized)"
+
+
+@dataclass
+class SyntheticJob:
+    """Simulated job: per-rank dumps, its groups, and the fault ground truth (None if healthy)."""
+
+    dumps: DumpMap
+    groups: dict[str, tuple[str, list[int]]]
+    expected: dict[str, Any] | None
+    omit_ranks: set[int] = field(default_factory=set)
+    spec: JobSpec | None = None
+    hung: bool = False
+
+
+class _Rank:
+    """Mutable per-rank simulation state; entry columns are parallel arrays (ring-trimmed)."""
+
+    __slots__ = (
+        "base",
+        "cc",
+        "chan",
+        "co",
+        "com",
+        "cp",
+        "cpu_t",
+        "enq",
+        "gids",
+        "gpu_free",
+        "head_on",
+        "inflight",
+        "ints",
+        "n",
+        "pc",
+        "prog",
+        "st",
+        "sta",
+        "times",
+        "total",
+    )
+
+    def __init__(self, prog: list[Item], total: int, gids: list[int], t0: int) -> None:
+        self.prog = prog
+        self.n = len(prog)
+        self.total = total
+        self.pc = 0
+        self.cpu_t = t0
+        self.gpu_free = t0
+        self.inflight: deque[tuple[int, Item, int, tuple[int, ...], int, int]] = deque()
+        self.head_on = False
+        self.gids = gids
+        self.base = 0  # record_id of column index 0
+        # Entry i: ints[4i:4i+4] = template id, collective seq, p2p seq, op id;
+        # times[3i:3i+3] = created, GPU start, GPU end (0 = not yet); st[i] = state index.
+        self.ints = array("i")
+        self.times = array("q")
+        self.st = array("b")
+        self.cc = [0, 0, 0, 0]  # collective seq per group kind
+        self.cp = [0, 0, 0, 0]  # p2p seq per group kind
+        self.co = [0, 0, 0, 0]  # op id per group kind
+        self.enq = [-1, -1, -1, -1]
+        self.sta = [-1, -1, -1, -1]
+        self.com = [-1, -1, -1, -1]
+        self.chan: dict[int, int] = {}
+
+
+class _Engine:
+    """Owns every rank's state; kept alive by the DumpMap so dumps can be built lazily."""
+
+    def __init__(self, spec: JobSpec) -> None:
+        self.spec = spec
+        lay = spec.layout
+        self.layout = lay
+        self.table = GroupTable(lay)
+        self.reg = Registry()
+        self.stage_progs = [
+            stage_program(self.reg, lay, s, spec.microbatches, spec.layers, spec.coalesce_dp)
+            for s in range(lay.pp)
+        ]
+        self.members = [g.ranks for g in self.table.groups]
+        rng = random.Random(spec.seed)
+        self.jit = [rng.randrange(20_000) for _ in range(_JITTER)]
+        self.t0 = BASE_TIME_NS + rng.randrange(10**15)
+        self.expected: dict[str, Any] | None = None
+        self.omit: set[int] = set()
+        fault_prog: list[Item] | None = None
+        stride = lay.dp * lay.tp
+        if spec.fault is not None:
+            stage = spec.fault.rank // stride if spec.fault.rank < lay.world else 0
+            plan = plan_fault(
+                spec.fault, lay, self.table, self.reg, self.stage_progs[stage], spec.steps
+            )
+            fault_prog, self.expected, self.omit = plan.program, plan.expected, plan.omit_ranks
+        self.ranks: list[_Rank] = []
+        for r in range(lay.world):
+            gids = [self.table.gid(r, k) for k in range(4)]
+            t0 = self.t0 + self.jit[(r * 7) % _JITTER] * 10
+            if fault_prog is not None and spec.fault is not None and r == spec.fault.rank:
+                self.ranks.append(_Rank(fault_prog, len(fault_prog), gids, t0))
+            else:
+                prog = self.stage_progs[r // stride]
+                self.ranks.append(_Rank(prog, len(prog) * spec.steps, gids, t0))
+        self.hung = False
+        self._rank_strs: dict[int, str] = {}
+
+    def run(self) -> None:
+        ranks = self.ranks
+        world = self.layout.world
+        stride = self.layout.dp * self.layout.tp
+        window = self.spec.window
+        bs = self.spec.buffer_size
+        trim_at = bs + max(64, bs // 4)
+        members_of = self.members
+        jit = self.jit
+        mask = _JITTER - 1
+        # work key -> [members still missing, latest start so far, poisoned]
+        pending: dict[int, list[int]] = {}
+        work = deque(range(world))
+        queued = bytearray(b"\x01") * world
+        while work:
+            r = work.popleft()
+            queued[r] = 0
+            me = ranks[r]
+            infl = me.inflight
+            while True:
+                if infl and not me.head_on:
+                    me.head_on = True
+                    gidx, item, key, members, seq, t_issue = infl[0]
+                    if not item.nostart:
+                        start = t_issue + LAUNCH_NS
+                        ready = me.gpu_free + item.gpu_ns
+                        if ready > start:
+                            start = ready
+                        pos = gidx - me.base
+                        times, st = me.times, me.st
+                        for j in range(max(pos, 0), pos + len(item.tids)):
+                            times[3 * j + 1] = start
+                            st[j] = 1
+                        if seq >= 0:
+                            me.sta[item.kind] = seq
+                        slot = pending.get(key)
+                        if slot is None:
+                            slot = [len(members) - 1, start, int(item.poison)]
+                            pending[key] = slot
+                        else:
+                            slot[0] -= 1
+                            if start > slot[1]:
+                                slot[1] = start
+                            if item.poison:
+                                slot[2] = 1
+                        if slot[0] == 0 and not slot[2]:
+                            del pending[key]
+                            end = slot[1] + item.comm_ns
+                            for m in members:
+                                peer = ranks[m]
+                                pinfl = peer.inflight
+                                full = len(pinfl) >= window
+                                rec = pinfl.popleft()
+                                if rec[2] != key:
+                                    raise RuntimeError(f"rank {m} completed work it was not on")
+                                pitem = rec[1]
+                                pos = rec[0] - peer.base
+                                times, st = peer.times, peer.st
+                                for j in range(max(pos, 0), pos + len(pitem.tids)):
+                                    times[3 * j + 2] = end
+                                    st[j] = 2
+                                if rec[4] >= 0:
+                                    peer.com[pitem.kind] = rec[4]
+                                peer.gpu_free = end
+                                if full and peer.cpu_t < end:
+                                    peer.cpu_t = end  # its CPU was blocked on this work
+                                peer.head_on = False
+                                if m != r and not queued[m]:
+                                    queued[m] = 1
+                                    work.append(m)
+                        continue
+                if len(infl) < window and me.pc < me.total:
+                    item = me.prog[me.pc % me.n]
+                    me.pc += 1
+                    t = me.cpu_t + item.cpu_ns + jit[(me.pc * 7 + r * 13) & mask]
+                    k = item.kind
+                    if item.p2p == 0:
+                        c = me.cc[k] + 1
+                        me.cc[k] = c
+                        seq, cs, ps = c, c, me.cp[k]
+                        gid = me.gids[k]
+                        key = (gid << 32) | c
+                        members = members_of[gid]
+                        me.enq[k] = c
+                    else:
+                        ps = me.cp[k] + 1
+                        me.cp[k] = ps
+                        seq, cs = -1, me.cc[k]
+                        peer_rank = r + item.delta * stride
+                        if item.p2p == 1:
+                            src, dst, ck = r, peer_rank, 2 * peer_rank + 1
+                        else:
+                            src, dst, ck = peer_rank, r, 2 * peer_rank
+                        nth = me.chan.get(ck, 0) + 1
+                        me.chan[ck] = nth
+                        key = -((((src * world) + dst) << 32) | nth) - 1
+                        members = (src, dst)
+                    st = me.st
+                    gidx = me.base + len(st)
+                    op_id = me.co[k]
+                    tc = t
+                    ints, times = me.ints, me.times
+                    for tid in item.tids:
+                        op_id += 1
+                        ints.extend((tid, cs, ps, op_id))
+                        times.extend((tc, 0, 0))
+                        st.append(0)
+                        tc += 3_000
+                    me.co[k] = op_id
+                    me.cpu_t = tc - 3_000
+                    infl.append((gidx, item, key, members, seq, t))
+                    if len(st) >= trim_at:
+                        self._trim(me, len(st) - bs)
+                    continue
+                break
+        self.hung = any(me.inflight or me.pc < me.total for me in ranks)
+        if self.spec.fault is None and self.hung:
+            raise RuntimeError("healthy synthetic job deadlocked; program generator bug")
+        if self.spec.fault is not None and not self.hung:
+            raise RuntimeError(f"fault {self.spec.fault} did not hang the job")
+
+    @staticmethod
+    def _trim(me: _Rank, drop: int) -> None:
+        """Forget the oldest entries, as the ring buffer overwrites them."""
+        del me.ints[: 4 * drop]
+        del me.times[: 3 * drop]
+        del me.st[:drop]
+        me.base += drop
+
+    # Dump building -------------------------------------------------------------------------
+
+    def build_dump(self, r: int) -> Dump:
+        """The dict a real rank would pickle at dump time, as fresh objects."""
+        spec = self.spec
+        me = self.ranks[r]
+        table = self.table
+        kinds = table.present_kinds()
+        groups = {k: table.groups[me.gids[k]] for k in kinds}
+        pg_config = {
+            g.pg_name: {"name": g.pg_name, "desc": g.desc, "ranks": self._ranks_str(g.gid)}
+            for g in groups.values()
+        }
+        pg_status = {
+            str(table.pg_ids[k]): {
+                "last_enqueued_collective": me.enq[k],
+                "last_started_collective": me.sta[k],
+                "last_completed_collective": me.com[k],
+            }
+            for k in kinds
+        }
+        pg_info = [
+            (groups[k].pg_name, groups[k].desc, table.pg_ids[k]) if k in groups else None
+            for k in range(4)
+        ]
+        # Thousands of small acyclic containers: cyclic GC passes would only cost time.
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            entries = self._entries(r, me, pg_info)
+        finally:
+            if paused:
+                gc.enable()
+        return {
+            "version": spec.version,
+            "comm_lib_version": COMM_LIB_VERSION,
+            "pg_config": pg_config,
+            "pg_status": pg_status,
+            "entries": entries,
+        }
+
+    def _ranks_str(self, gid: int) -> str:
+        # One shared str per group: real dumps repeat it, and pickle then memoizes it.
+        text = self._rank_strs.get(gid)
+        if text is None:
+            text = str(list(self.members[gid]))
+            self._rank_strs[gid] = text
+        return text
+
+    def _entries(self, r: int, me: _Rank, pg_info: list[tuple[str, str, int] | None]) -> list[Dump]:
+        spec = self.spec
+        ops: list[OpT] = self.reg.ops
+        timing = spec.enable_timing
+        stacks = spec.with_stacks
+        only_active = spec.only_active
+        jit = self.jit
+        mask = _JITTER - 1
+        thread_id = str(140_230_000 + (r * 7919) % 10_000)
+        thread_name = "pt_main_thread"
+        ints, times, st = me.ints, me.times, me.st
+        n = len(st)
+        site_frames: dict[str, list[dict[str, Any]]] = {}
+        copy_dict = dict.copy
+        out: list[Dump] = []
+        for i in range(max(0, n - spec.buffer_size), n):
+            state = st[i]
+            if only_active and state == 2:
+                continue
+            tid, cseq, pseq, op_id = ints[4 * i : 4 * i + 4]
+            created, t_start, t_end = times[3 * i : 3 * i + 3]
+            op = ops[tid]
+            info = pg_info[op.kind]
+            assert info is not None
+            rid = me.base + i
+            # The watchdog notices GPU progress a little after it happens.
+            started = t_start + jit[(rid * 5 + r) & mask] if timing and state else None
+            done = t_end + 5_000 + jit[(rid * 3 + r * 11) & mask] if state == 2 else None
+            frames = site_frames.get(op.site)
+            if frames is None:
+                frames = [{"name": a, "filename": b, "line": c} for a, b, c in SITES[op.site]]
+                site_frames[op.site] = frames
+            entry: Dump = {
+                # Fresh dicts sharing str objects: what unpickling a real dump gives.
+                "frames": list(map(copy_dict, frames)) if stacks else [],
+                "record_id": rid,
+                "pg_id": info[2],
+                "process_group": (info[0], info[1]),
+                "collective_seq_id": cseq,
+                "p2p_seq_id": pseq,
+                "op_id": op_id,
+                "profiling_name": op.profiling_name,
+                "time_created_ns": created,
+                "time_discovered_started_ns": started,
+                "time_discovered_completed_ns": done,
+                "input_sizes": list(map(list, op.input_sizes)),
+                "input_dtypes": list(op.input_dtypes),
+                "output_sizes": list(map(list, op.output_sizes)),
+                "output_dtypes": list(op.output_dtypes),
+                "state": _STATES[state],
+                "retired": state == 2,
+                "timeout_ms": TIMEOUT_MS,
+                "is_p2p": op.is_p2p,
+                "thread_id": thread_id,
+                "thread_name": thread_name,
+            }
+            if timing and state == 2:
+                entry["duration_ms"] = (t_end - t_start) / 1e6
+            out.append(entry)
+        return out
+
+
+def simulate(spec: JobSpec) -> SyntheticJob:
+    """Run the job until it finishes or hangs, then let every rank dump (as on timeout)."""
+    engine = _Engine(spec)
+    engine.run()
+    return SyntheticJob(
+        dumps=DumpMap(range(spec.layout.world), engine.build_dump),
+        groups=engine.table.as_mapping(),
+        expected=engine.expected,
+        omit_ranks=set(engine.omit),
+        spec=spec,
+        hung=engine.hung,
+    )
+
+
+def entries_per_step(
+    layout: Layout, microbatches: int = 2, layers: int = 2, coalesce_dp: bool = True
+) -> list[int]:
+    """Entries each pipeline stage records per healthy training step."""
+    reg = Registry()
+    return [
+        sum(
+            len(item.tids)
+            for item in stage_program(reg, layout, s, microbatches, layers, coalesce_dp)
+        )
+        for s in range(layout.pp)
+    ]
+
+
+def spec_for_entries(world_layout: Layout, entries: int, **kw: Any) -> JobSpec:
+    """A spec whose ring buffer (size `entries`) has wrapped on every rank when it dumps.
+
+    With a fault, its step is shifted by the steps needed to fill the ring, so the job hangs
+    only after every rank recorded at least `entries` entries.
+    """
+    if isinstance(entries, bool) or not isinstance(entries, int) or entries < 1:
+        raise ValueError(f"entries must be an int >= 1, got {entries!r}")
+    for key in ("steps", "buffer_size"):
+        if key in kw:
+            raise ValueError(f"spec_for_entries picks {key}; do not pass it")
+    per_step = entries_per_step(
+        world_layout, kw.get("microbatches", 2), kw.get("layers", 2), kw.get("coalesce_dp", True)
+    )
+    needed = math.ceil(entries / min(per_step))
+    fault: Fault | None = kw.pop("fault", None)
+    steps = needed
+    if fault is not None:
+        fault = replace(fault, step=fault.step + needed)
+        steps = fault.step + 2
+    return JobSpec(world_layout, steps=steps, buffer_size=entries, fault=fault, **kw)
