@@ -63,8 +63,10 @@ def build_op_view(entries: pd.DataFrame) -> OpView:
     dup = base.duplicated(key, keep=False).to_numpy()
     if not dup.any():
         return OpView(base, labels, states_tracked)
-    single, multi = base.loc[~dup], base.loc[dup].sort_values(["rank", "pos"], kind="stable")
-    agg = multi.groupby(key, sort=False).agg(
+    single = base.loc[~dup]
+    multi = base.loc[dup].sort_values(["rank", "pg", "seq", "pos"], kind="stable")
+    grouped = multi.groupby(key, sort=False)
+    agg = grouped.agg(
         pos=("pos", "min"),
         record_id=("record_id", "min"),
         state=("state", "min"),
@@ -74,14 +76,26 @@ def build_op_view(entries: pd.DataFrame) -> OpView:
         output_numel=("output_numel", "sum"),
         parts=("parts", "sum"),
     )
-    # Joined labels for the folded signature, added to each label table as new codes.
+    gid = grouped.ngroup().to_numpy()
+    nth = grouped.cumcount().to_numpy()
+    first_row = np.unique(gid, return_index=True)[1]
+    # A group's signature is the sequence of its parts' codes: hash it with numpy (unsigned
+    # arithmetic wraps), then build a joined label once per distinct sequence.
+    weight = np.power(np.uint64(1_000_003), nth.astype(np.uint64))
     for col in SIGNATURE:
+        codes = multi[col].to_numpy()
+        digest = np.zeros(len(agg), dtype=np.uint64)
+        np.add.at(digest, gid, (codes.astype(np.uint64) + np.uint64(1)) * weight)
         names = labels[col]
-        joined = multi.groupby(key, sort=False)[col].agg(
-            lambda codes, names=names: _join(names, codes)
-        )
         table = {name: i for i, name in enumerate(names)}
-        agg[col] = [table.setdefault(text, len(table)) for text in joined]
+        distinct, first_group, which = np.unique(digest, return_index=True, return_inverse=True)
+        code_of = np.empty(len(distinct), dtype=np.int32)
+        for k, g in enumerate(first_group.tolist()):
+            start = first_row[g]
+            parts = codes[start : start + int(agg["parts"].iat[g])]
+            code_of[k] = table.setdefault(_join(names, parts), len(table))
+        out = code_of[which]
+        agg[col] = out
         labels[col] = list(table)
     folded = agg.reset_index()
     coll = pd.concat([single, folded[base.columns]], ignore_index=True)
@@ -89,5 +103,5 @@ def build_op_view(entries: pd.DataFrame) -> OpView:
     return OpView(coll, labels, states_tracked)
 
 
-def _join(names: list[str], codes: pd.Series) -> str:
+def _join(names: list[str], codes: np.ndarray) -> str:
     return " + ".join(names[int(c)] or "-" for c in codes)

@@ -43,8 +43,11 @@ class RawDump:
 
 
 def _load_pickle(blob: bytes) -> Any:
+    # A stream with peek() lets the C unpickler prefetch; on a bare BytesIO it calls read()
+    # for every opcode of these unframed protocol-2 pickles and runs 3x slower.
+    stream = io.BufferedReader(io.BytesIO(blob), buffer_size=1 << 16)
     try:
-        return SafeUnpickler(io.BytesIO(blob)).load()
+        return SafeUnpickler(stream).load()
     except DumpError:
         raise
     except EOFError as exc:

@@ -9,6 +9,7 @@ categories, the way a symbol table interns strings once for the whole job.
 from __future__ import annotations
 
 import contextlib
+import marshal
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,13 +74,17 @@ class RankColumns:
 
 
 def intern(values: list[Any]) -> Interned:
-    """Factorize hashable values into int32 codes and the distinct values in first-seen order."""
+    """Factorize hashable values into int32 codes and the distinct values in first-seen order.
+
+    `map(dict.setdefault, ...)` runs in C: each value maps to the index of its first
+    occurrence, and np.unique turns those indices into dense codes.
+    """
     table: dict[Any, int] = {}
-    setdefault = table.setdefault
-    codes = np.fromiter(
-        (setdefault(v, len(table)) for v in values), dtype=np.int32, count=len(values)
+    first = np.fromiter(
+        map(table.setdefault, values, range(len(values))), dtype=np.int64, count=len(values)
     )
-    return Interned(codes, list(table))
+    _, codes = np.unique(first, return_inverse=True)
+    return Interned(codes.astype(np.int32), list(table))
 
 
 def _column(entries: list[dict[str, Any]], key: str, default: Any, missing: list[str]) -> list[Any]:
@@ -91,7 +96,7 @@ def _column(entries: list[dict[str, Any]], key: str, default: Any, missing: list
 
 
 def _ints(values: list[Any], default: int) -> np.ndarray:
-    """int64 column; None (pickle's unset) and 0 (JSON's unset) both become `default`/0."""
+    """int64 column; None (pickle's unset) becomes `default`, strings are parsed."""
     try:
         return np.array(values, dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
@@ -115,21 +120,35 @@ def _floats(values: list[Any]) -> np.ndarray:
         return out
 
 
-def _list_key(value: Any) -> str:
+def _key(value: Any) -> bytes:
+    try:
+        return marshal.dumps(value)
+    except ValueError:  # not marshallable: cannot come from a real dump, keep it distinct
+        return repr(value).encode()
+
+
+def _keys(values: list[Any]) -> list[bytes]:
+    """Cheap exact keys for nested plain data (stacks, shapes): marshal, mapped in C."""
+    try:
+        return list(map(marshal.dumps, values))
+    except ValueError:
+        return list(map(_key, values))
+
+
+def _shape_text(key: bytes) -> str:
+    value = marshal.loads(key)
     return repr(value) if isinstance(value, list) else "[]"
 
 
-def _dtype_key(value: Any) -> str:
+def _dtype_text(key: bytes) -> str:
+    value = marshal.loads(key)
     if isinstance(value, list):
         return ",".join(map(str, value))
     return "" if value is None else str(value)
 
 
-def _stack_key(frames: Any) -> Any:
-    return repr(frames) if frames else ""
-
-
-def _frames(frames: Any) -> tuple[Frame, ...]:
+def _frames(key: bytes) -> tuple[Frame, ...]:
+    frames = marshal.loads(key)
     if not isinstance(frames, list):
         return ()
     out = []
@@ -141,12 +160,19 @@ def _frames(frames: Any) -> tuple[Frame, ...]:
     return tuple(out)
 
 
+def _relabel(interned: Interned, convert: Any) -> Interned:
+    """Turn keys into display values; keys that render alike merge into one code."""
+    labels = [convert(u) for u in interned.uniques]
+    merged = intern(labels)
+    return Interned(merged.codes[interned.codes], merged.uniques)
+
+
 def columnize(data: dict[str, Any], rank: int) -> RankColumns:
     """Columns of one decoded dump. Missing fields (older versions, JSON) get defaults."""
     entries = data.get("entries") or []
-    for i, e in enumerate(entries):
-        if not isinstance(e, dict):
-            raise DumpError(f"entry {i} is {type(e).__name__}, not a dict")
+    if not all(isinstance(e, dict) for e in entries):
+        i = next(i for i, e in enumerate(entries) if not isinstance(e, dict))
+        raise DumpError(f"entry {i} is {type(entries[i]).__name__}, not a dict")
     missing: list[str] = []
     n = len(entries)
     ints = {}
@@ -156,29 +182,27 @@ def columnize(data: dict[str, Any], rank: int) -> RankColumns:
             missing.remove(key)
             values = [e.get("seq_id") for e in entries]  # format 2.2 called it seq_id
         ints[col] = _ints(values, default)
-    duration = _floats(
-        [np.nan if v is None else v for v in _column(entries, "duration_ms", None, [])]
-    )
+    duration = _floats(_column(entries, "duration_ms", None, []))
     is_p2p = np.array(_column(entries, "is_p2p", False, missing), dtype=bool)
     retired = np.array(_column(entries, "retired", False, []), dtype=bool)
-    pgs = _column(entries, "process_group", ("", ""), missing)
     cats: dict[str, Interned] = {}
+    pgs = intern(_keys(_column(entries, "process_group", ("", ""), missing)))
     try:
-        cats["pg_name"] = intern([str(pg[0]) for pg in pgs])
-        cats["pg_desc"] = intern([str(pg[1]) if len(pg) > 1 else "" for pg in pgs])
+        pg_values = [marshal.loads(k) for k in pgs.uniques]
+        names = [str(pg[0]) for pg in pg_values]
+        descs = [str(pg[1]) if len(pg) > 1 else "" for pg in pg_values]
     except (TypeError, IndexError, KeyError) as exc:
         raise DumpError(f"malformed process_group in an entry ({exc})") from exc
+    cats["pg_name"] = _relabel(Interned(pgs.codes, names), lambda v: v)
+    cats["pg_desc"] = _relabel(Interned(pgs.codes, descs), lambda v: v)
     for col, key in STR_FIELDS.items():
         values = _column(entries, key, "", missing if col != "thread_id" else [])
-        cats[col] = intern([v if isinstance(v, str) else str(v) for v in values])
+        cats[col] = _relabel(intern(values), lambda v: v if isinstance(v, str) else str(v))
     for col, key in LIST_FIELDS.items():
-        values = _column(entries, key, None, missing)
-        keyfn = _dtype_key if col.endswith("dtypes") else _list_key
-        cats[col] = intern(list(map(keyfn, values)))
-    frames_col = [e.get("frames") for e in entries]
-    stack_keys = intern(list(map(_stack_key, frames_col)))
-    _, first_seen = np.unique(stack_keys.codes, return_index=True)
-    stacks = Interned(stack_keys.codes, [_frames(frames_col[i]) for i in first_seen.tolist()])
+        keys = intern(_keys(_column(entries, key, None, missing)))
+        cats[col] = _relabel(keys, _dtype_text if col.endswith("dtypes") else _shape_text)
+    stack_keys = intern(_keys(_column(entries, "frames", None, [])))
+    stacks = Interned(stack_keys.codes, [_frames(k) for k in stack_keys.uniques])
     pg_config = data.get("pg_config") or {}
     pg_status = data.get("pg_status") or {}
     return RankColumns(
