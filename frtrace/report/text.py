@@ -143,6 +143,14 @@ def _by_value(values: dict[int, int]) -> str:
     return "; ".join(parts[:4]) + (f"; ... {len(parts) - 4} more" if len(parts) > 4 else "")
 
 
+def _per_pg(series: pd.Series) -> dict[int, dict[int, int]]:
+    """A (pg, rank) -> seq series as {pg: {rank: seq}}, in one pass."""
+    out: dict[int, dict[int, int]] = defaultdict(dict)
+    for (pg, rank), seq in zip(series.index.tolist(), series.tolist(), strict=True):
+        out[int(pg)][int(rank)] = int(seq)
+    return out
+
+
 def group_table(analysis: Analysis, involved_only: bool) -> str:
     """Per group: members, last seq each rank issued and completed, who waits there."""
     ctx = analysis.ctx
@@ -150,6 +158,7 @@ def group_table(analysis: Analysis, involved_only: bool) -> str:
     involved = {f.pg_name for f in analysis.findings}
     issued = coll.groupby(["pg", "rank"])["seq"].max()
     done = coll.loc[coll["state"] == 2].groupby(["pg", "rank"])["seq"].max()
+    issued_by_pg, done_by_pg = _per_pg(issued), _per_pg(done)
     waiting: dict[str, list[int]] = defaultdict(list)
     for rank, b in analysis.blocked.items():
         waiting[ctx.name(b.node[1])].append(rank)
@@ -160,10 +169,8 @@ def group_table(analysis: Analysis, involved_only: bool) -> str:
             hidden += 1
             continue
         members = ctx.members.get(name, [])
-        last_issued = (
-            {int(r): int(v) for (p, r), v in issued.items() if p == pg} if len(issued) else {}
-        )
-        last_done = {int(r): int(v) for (p, r), v in done.items() if p == pg} if len(done) else {}
+        last_issued = issued_by_pg.get(pg, {})
+        last_done = done_by_pg.get(pg, {})
         rows.append(
             [
                 name,

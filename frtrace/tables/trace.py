@@ -14,6 +14,8 @@ import pandas as pd
 from frtrace.tables.columns import CATEGORY_COLUMNS, Frame, RankColumns
 
 P2P_OPS = frozenset({"send", "recv"})
+# Counters that fit 32 bits in any real job; halving them matters at millions of rows.
+NARROW_INTS = ("pg_id", "collective_seq_id", "p2p_seq_id", "op_id")
 _P2P_NAME = re.compile(r"^(send|recv)\s+(\d+)\s*(->|<-)\s*(\d+)$")
 
 
@@ -175,41 +177,16 @@ def merge_columns(parts: list[RankColumns]) -> tuple[pd.DataFrame, list[tuple[Fr
         sizes: pd.Categorical = cols[f"{side}_sizes"]
         per_cat = np.array([numel(str(k)) for k in sizes.categories] or [0], dtype=np.int64)
         cols[f"{side}_numel"] = per_cat[sizes.codes] if total else np.empty(0, np.int64)
-    frame = pd.DataFrame(cols)
     order = [
-        "rank",
-        "pos",
-        "record_id",
-        "pg_id",
-        "pg_name",
-        "pg_desc",
-        "collective_seq_id",
-        "p2p_seq_id",
-        "op_id",
-        "backend",
-        "op",
-        "profiling_name",
-        "is_p2p",
-        "src",
-        "dst",
-        "input_sizes",
-        "input_dtypes",
-        "input_numel",
-        "output_sizes",
-        "output_dtypes",
-        "output_numel",
-        "state",
-        "time_created_ns",
-        "time_started_ns",
-        "time_completed_ns",
-        "duration_ms",
-        "retired",
-        "timeout_ms",
-        "thread_id",
-        "thread_name",
-        "stack_id",
-    ]
-    return frame[order], stacks
+        "rank", "pos", "record_id", "pg_id", "pg_name", "pg_desc", "collective_seq_id",
+        "p2p_seq_id", "op_id", "backend", "op", "profiling_name", "is_p2p", "src", "dst",
+        "input_sizes", "input_dtypes", "input_numel", "output_sizes", "output_dtypes",
+        "output_numel", "state", "time_created_ns", "time_started_ns", "time_completed_ns",
+        "duration_ms", "retired", "timeout_ms", "thread_id", "thread_name", "stack_id",
+    ]  # fmt: skip
+    for name in NARROW_INTS:
+        cols[name] = np.asarray(cols[name]).astype(np.int32)
+    return pd.DataFrame({name: cols[name] for name in order}), stacks
 
 
 def _derived_category(codes: np.ndarray, values: list[str]) -> pd.Categorical:
