@@ -193,6 +193,7 @@ def run(options: dict[str, Any]) -> int:
     """Load, then print raw entries or the report; returns the exit status."""
     from frtrace.dumps.discover import discover
     from frtrace.report.fmt import Style, use_color
+    from frtrace.report.progress import LoadProgress
     from frtrace.tables.load import load_discovered
 
     ranks = parse_ranks(options["selected_ranks"])
@@ -202,7 +203,13 @@ def run(options: dict[str, Any]) -> int:
         click.echo(
             f"frtrace: using prefix '{found.prefix}' (inferred; set it with --prefix)", err=True
         )
-    trace = load_discovered(found, ranks=ranks if options["raw"] else None, jobs=options["jobs"])
+    progress = LoadProgress()
+    try:
+        trace = load_discovered(
+            found, ranks=ranks if options["raw"] else None, jobs=options["jobs"], progress=progress
+        )
+    finally:
+        progress.close()
     for item in trace.skipped:
         click.echo(f"skipped {item.file}: {item.reason}", err=True)
     for warning in trace.warnings:

@@ -183,3 +183,32 @@ def test_python_m_frtrace_runs_the_cli_with_real_exit_codes() -> None:
     )
     assert out.returncode == 1
     assert "ROOT CAUSE" in out.stdout and "using prefix" in out.stderr
+
+
+def test_progress_line_shows_files_and_entries_and_is_erased(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+
+    from frtrace.report import progress as progress_module
+
+    monkeypatch.setattr(progress_module, "DELAY_S", 0.0)
+    stream = io.StringIO()
+    bar = progress_module.LoadProgress(stream, force=True)
+    bar(3, 4, 6000)
+    bar(4, 4, 8000)
+    bar.close()
+    text = stream.getvalue()
+    assert "4/4 files, 8,000 entries" in text and text.endswith("\r\033[K")
+
+
+def test_progress_stays_silent_when_stderr_is_not_a_terminal() -> None:
+    import io
+
+    from frtrace.report.progress import LoadProgress
+
+    stream = io.StringIO()
+    bar = LoadProgress(stream)
+    bar(1, 1, 10)
+    bar.close()
+    assert stream.getvalue() == ""
