@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +212,27 @@ def test_selected_ranks_narrow_the_report_to_findings_involving_them(tmp_path: P
     assert about_5["findings"] and all(
         5 in f["culprit_ranks"] + f["waiting_ranks"] for f in about_5["findings"]
     )
+
+
+def test_parallel_and_serial_parsing_give_identical_reports(tmp_path: Path) -> None:
+    fault = Fault("missing_ranks", rank=9, group="tp", step=2)
+    write_job(simulate(JobSpec(LAYOUTS["tp2-dp2-pp4"], steps=4, fault=fault)), tmp_path)
+    serial = report_dict(analyze(load_trace(tmp_path, jobs=1)))
+    parallel = report_dict(analyze(load_trace(tmp_path, jobs=2)))
+    assert serial == parallel
+
+
+def test_report_does_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
+    fault = Fault("missing_ranks", rank=5, group="tp", step=2)
+    write_job(simulate(JobSpec(Layout(tp=4, dp=2, pp=2), steps=4, fault=fault)), tmp_path)
+    outputs = []
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        run = subprocess.run(
+            [sys.executable, "-m", "frtrace", str(tmp_path), "--format", "json"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        outputs.append(run.stdout)
+    assert outputs[0] == outputs[1] and json.loads(outputs[0])["root_cause"]

@@ -234,7 +234,7 @@ def _upstream(nodes: list[Node], reverse: dict[Node, set[Node]]) -> set[Node]:
     seen = set(nodes)
     queue = deque(nodes)
     while queue:
-        for prev in reverse.get(queue.popleft(), ()):
+        for prev in sorted(reverse.get(queue.popleft(), ())):
             if prev not in seen:
                 seen.add(prev)
                 queue.append(prev)
@@ -532,12 +532,13 @@ def _chain(
     queue = deque([target])
     while queue:
         cur = queue.popleft()
-        for prev in reverse.get(cur, ()):
+        for prev in sorted(reverse.get(cur, ())):
             if prev not in dist:
                 dist[prev] = dist[cur] + 1
                 nxt[prev] = cur
                 queue.append(prev)
-    start = max(dist, key=lambda n: (dist[n], len(waiters.get(n, ()))))
+    # Farthest from the root, then most waiters, then the lowest node: the same on every run.
+    start = min(dist, key=lambda n: (-dist[n], -len(waiters.get(n, ())), n))
     hops = []
     cur = start
     while cur != target:

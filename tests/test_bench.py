@@ -1,0 +1,57 @@
+"""Smoke test of scripts/bench.py: a tiny job end to end, so the benchmark cannot rot unseen."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the bench samples /proc and forks")
+
+
+def load_bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_cli", REPO / "scripts" / "bench.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while defining
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_line(capsys: pytest.CaptureFixture[str], cache: Path, *extra: str) -> dict[str, Any]:
+    bench = load_bench()
+    argv = ["--ranks", "8", "--entries", "50", "--skip-reference", "--cache-dir", str(cache)]
+    assert bench.main([*argv, *extra]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    for row in ("frtrace ", "floor (pickle.load)", "frtrace / floor"):
+        assert any(line.startswith(row) for line in out), row
+    line: dict[str, Any] = json.loads(out[-1])
+    return line
+
+
+def test_healthy_and_faulted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    healthy = bench_line(capsys, tmp_path, "--compare-serial")
+    assert healthy["fault"] is None and healthy["torchfrtrace"] is None
+    assert healthy["frtrace"]["exit"] == 0 and healthy["frtrace"]["ok"] is True
+    assert healthy["frtrace"]["root_cause"] is None
+    assert healthy["serial_identical"] is True
+    assert healthy["files"] == 8 and healthy["cached"] is False
+    for key in ("wall_s", "peak_rss_mb"):
+        assert healthy["frtrace"][key] > 0 and healthy["floor"][key] > 0
+    assert healthy["ratio_to_floor"] > 0
+
+    faulted = bench_line(capsys, tmp_path, "--fault", "missing_ranks")
+    assert faulted["frtrace"]["exit"] == 1
+    assert faulted["frtrace"]["culprit_found"] is True
+    assert faulted["frtrace"]["root_cause"]["kind"] == "missing_ranks"
+    assert faulted["frtrace"]["root_cause"]["culprit_ranks"] == faulted["expected"]["culprit_ranks"]
+
+    again = bench_line(capsys, tmp_path, "--fault", "missing_ranks")
+    assert again["cached"] is True and again["frtrace"]["culprit_found"] is True
