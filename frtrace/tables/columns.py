@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import marshal
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,26 +128,6 @@ def _key(value: Any) -> bytes:
         return repr(value).encode()
 
 
-def _keys(values: list[Any]) -> list[bytes]:
-    """Cheap exact keys for nested plain data (stacks, shapes): marshal, mapped in C."""
-    try:
-        return list(map(marshal.dumps, values))
-    except ValueError:
-        return list(map(_key, values))
-
-
-def _shape_text(key: bytes) -> str:
-    value = marshal.loads(key)
-    return repr(value) if isinstance(value, list) else "[]"
-
-
-def _dtype_text(key: bytes) -> str:
-    value = marshal.loads(key)
-    if isinstance(value, list):
-        return ",".join(map(str, value))
-    return "" if value is None else str(value)
-
-
 def _frames(frames: Any) -> tuple[Frame, ...]:
     if not isinstance(frames, list):
         return ()
@@ -184,11 +165,90 @@ def intern_stacks(frames_col: list[Any]) -> Interned:
     return Interned(codes, [_frames(r) for r in reps])
 
 
-def _relabel(interned: Interned, convert: Any) -> Interned:
-    """Turn keys into display values; keys that render alike merge into one code."""
-    labels = [convert(u) for u in interned.uniques]
-    merged = intern(labels)
-    return Interned(merged.codes[interned.codes], merged.uniques)
+# Fields that are (nearly) a function of the call site: interned together as one composite.
+COMPOSITE = (
+    "process_group", "profiling_name", "state", "input_sizes", "output_sizes", "input_dtypes",
+    "output_dtypes", "thread_id", "thread_name", "is_p2p", "retired", "timeout_ms", "pg_id",
+)  # fmt: skip
+_DEFAULTS: dict[str, Any] = {
+    "process_group": ("", ""), "profiling_name": "", "state": "", "input_sizes": None,
+    "output_sizes": None, "input_dtypes": None, "output_dtypes": None, "thread_id": "",
+    "thread_name": "", "is_p2p": False, "retired": False, "timeout_ms": None, "pg_id": None,
+}  # fmt: skip
+_OPTIONAL = {"thread_id", "thread_name", "retired"}  # absent in old versions: not worth a note
+
+
+def _composite_rows(entries: list[dict[str, Any]], missing: list[str]) -> list[tuple[Any, ...]]:
+    try:
+        return list(map(operator.itemgetter(*COMPOSITE), entries))
+    except KeyError:
+        absent = {k for k in COMPOSITE if any(k not in e for e in entries)}
+        missing.extend(sorted(absent - _OPTIONAL))
+        return [tuple(e.get(k, _DEFAULTS[k]) for k in COMPOSITE) for e in entries]
+
+
+def intern_rows(rows: list[tuple[Any, ...]], sites: np.ndarray) -> Interned:
+    """Intern composite rows that may hold lists: bucket by hashable parts, confirm with ==."""
+    buckets: dict[Any, list[tuple[Any, int]]] = {}
+    reps: list[tuple[Any, ...]] = []
+
+    def code_of(row: tuple[Any, ...], site: int) -> int:
+        try:
+            key: Any = (site, row[0], row[1], row[2])
+            hash(key)
+        except TypeError:
+            key = _key(row)
+        bucket = buckets.setdefault(key, [])
+        for rep, code in bucket:
+            if rep == row:
+                return code
+        bucket.append((row, len(reps)))
+        reps.append(row)
+        return len(reps) - 1
+
+    codes = np.fromiter(map(code_of, rows, sites.tolist()), dtype=np.int32, count=len(rows))
+    return Interned(codes, reps)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+def _split(composite: Interned, index: int, convert: Any) -> Interned:
+    """One column of the composite: its own codes, via the (few) distinct composites."""
+    labels = intern([convert(row[index]) for row in composite.uniques])
+    return Interned(labels.codes[composite.codes], labels.uniques)
+
+
+def _scalar(composite: Interned, index: int, dtype: Any, default: Any) -> np.ndarray:
+    values = []
+    for row in composite.uniques:
+        try:
+            values.append(default if row[index] is None else dtype(row[index]))
+        except (TypeError, ValueError):
+            values.append(default)
+    table = np.array(values or [default], dtype=dtype)
+    return table[composite.codes]
+
+
+def _pg_part(part: int) -> Any:
+    def get(pg: Any) -> str:
+        try:
+            return str(pg[part]) if len(pg) > part else ""
+        except TypeError as exc:
+            raise DumpError(f"malformed process_group in an entry ({pg!r})") from exc
+
+    return get
+
+
+def _shape(value: Any) -> str:
+    return repr(value) if isinstance(value, list) else "[]"
+
+
+def _dtypes(value: Any) -> str:
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return "" if value is None else str(value)
 
 
 def columnize(data: dict[str, Any], rank: int) -> RankColumns:
@@ -201,37 +261,35 @@ def columnize(data: dict[str, Any], rank: int) -> RankColumns:
     n = len(entries)
     ints = {}
     for col, (key, default) in INT_FIELDS.items():
+        if col in ("pg_id", "timeout_ms"):
+            continue
         values = _column(entries, key, None, missing)
         if col == "collective_seq_id" and key in missing and n and "seq_id" in entries[0]:
             missing.remove(key)
             values = [e.get("seq_id") for e in entries]  # format 2.2 called it seq_id
         ints[col] = _ints(values, default)
     duration = _floats(_column(entries, "duration_ms", None, []))
-    is_p2p = np.array(_column(entries, "is_p2p", False, missing), dtype=bool)
-    retired = np.array(_column(entries, "retired", False, []), dtype=bool)
-    cats: dict[str, Interned] = {}
-    pgs = intern(_keys(_column(entries, "process_group", ("", ""), missing)))
-    try:
-        pg_values = [marshal.loads(k) for k in pgs.uniques]
-        names = [str(pg[0]) for pg in pg_values]
-        descs = [str(pg[1]) if len(pg) > 1 else "" for pg in pg_values]
-    except (TypeError, IndexError, KeyError) as exc:
-        raise DumpError(f"malformed process_group in an entry ({exc})") from exc
-    cats["pg_name"] = _relabel(Interned(pgs.codes, names), lambda v: v)
-    cats["pg_desc"] = _relabel(Interned(pgs.codes, descs), lambda v: v)
-    for col, key in STR_FIELDS.items():
-        values = _column(entries, key, "", missing if col != "thread_id" else [])
-        cats[col] = _relabel(intern(values), lambda v: v if isinstance(v, str) else str(v))
-    for col, key in LIST_FIELDS.items():
-        keys = intern(_keys(_column(entries, key, None, missing)))
-        cats[col] = _relabel(keys, _dtype_text if col.endswith("dtypes") else _shape_text)
     stacks = intern_stacks(_column(entries, "frames", None, []))
+    composite = intern_rows(_composite_rows(entries, missing), stacks.codes)
+    at = {name: i for i, name in enumerate(COMPOSITE)}
+    cats: dict[str, Interned] = {
+        "pg_name": _split(composite, at["process_group"], _pg_part(0)),
+        "pg_desc": _split(composite, at["process_group"], _pg_part(1)),
+    }
+    for col in STR_FIELDS:
+        cats[col] = _split(composite, at[col], _text)
+    for col in LIST_FIELDS:
+        cats[col] = _split(composite, at[col], _dtypes if col.endswith("dtypes") else _shape)
+    ints["pg_id"] = _scalar(composite, at["pg_id"], np.int64, -1)
+    ints["timeout_ms"] = _scalar(composite, at["timeout_ms"], np.int64, 0)
+    is_p2p = _scalar(composite, at["is_p2p"], bool, False)
+    retired = _scalar(composite, at["retired"], bool, False)
     pg_config = data.get("pg_config") or {}
     pg_status = data.get("pg_status") or {}
     return RankColumns(
         rank=rank,
         n=n,
-        ints=ints,
+        ints={k: ints[k] for k in INT_FIELDS},
         duration_ms=duration,
         is_p2p=is_p2p,
         retired=retired,
