@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -203,6 +204,7 @@ def run(options: dict[str, Any]) -> int:
         click.echo(
             f"frtrace: using prefix '{found.prefix}' (inferred; set it with --prefix)", err=True
         )
+    started = time.monotonic()
     progress = LoadProgress()
     try:
         trace = load_discovered(
@@ -214,7 +216,13 @@ def run(options: dict[str, Any]) -> int:
         click.echo(f"skipped {item.file}: {item.reason}", err=True)
     for warning in trace.warnings:
         click.echo(f"warning: {warning}", err=True)
+    loaded = time.monotonic()
     if options["verbose"]:
+        click.echo(
+            f"note: loaded {len(trace.files)} dump(s), {len(trace.entries):,} entries in "
+            f"{loaded - started:.2f}s",
+            err=True,
+        )
         for note in trace.notes:
             click.echo(f"note: {note}", err=True)
     entries = select_entries(trace.entries, trace.groups, ranks, pg_filters)
@@ -232,6 +240,8 @@ def run(options: dict[str, Any]) -> int:
     from frtrace.report.text import render_text
 
     analysis = analyze(trace, mismatch_cap=options["mismatch_cap"])
+    if options["verbose"]:
+        click.echo(f"note: analyzed in {time.monotonic() - loaded:.2f}s", err=True)
     if ranks is not None or pg_filters:
         names = set(entries["pg_name"].astype(object).unique()) if pg_filters else None
         analysis = analysis.narrowed(ranks, names)

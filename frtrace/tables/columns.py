@@ -101,6 +101,10 @@ def _ints(values: list[Any], default: int) -> np.ndarray:
     try:
         return np.array(values, dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
+        pass
+    try:  # unset times are None in pickles: common, so keep this path fast
+        return np.array([default if v is None else v for v in values], dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
         out = np.empty(len(values), dtype=np.int64)
         for i, v in enumerate(values):
             try:
