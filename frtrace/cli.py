@@ -245,13 +245,15 @@ def run(options: dict[str, Any]) -> int:
     if ranks is not None or pg_filters:
         names = set(entries["pg_name"].astype(object).unique()) if pg_filters else None
         analysis = analysis.narrowed(ranks, names)
+    as_json = (options["fmt"] or "table") == "json"
+    report = render_json(analysis) if as_json or options["output"] is not None else ""
     if options["output"] is not None:
         try:
-            options["output"].write_text(render_json(analysis))
+            options["output"].write_text(report)
         except OSError as exc:
             raise FrtraceError(f"cannot write {options['output']}: {exc.strerror}") from exc
-    if (options["fmt"] or "table") == "json":
-        sys.stdout.write(render_json(analysis))
+    if as_json:
+        sys.stdout.write(report)
     else:
         sys.stdout.write(
             render_text(analysis, style, full_stacks=options["stacks"], verbose=options["verbose"])

@@ -50,26 +50,20 @@ def loaded_summary(trace: Trace, entries: pd.DataFrame, style: Style, groups: bo
     lines.append("  formats    " + ", ".join(f"{k} {v}" for k, v in formats.items()))
     if trace.missing_dumps:
         lines.append(style.yellow(f"  no dump    ranks {rank_ranges(trace.missing_dumps)}"))
-    rows = [
-        [
-            r["pg_name"],
-            r["pg_desc"],
-            rank_ranges(r["ranks"]),
-            len(r["ranks"]),
-            r["entries"],
-            r["last_seq"] if r["last_seq"] >= 0 else "-",
+    if groups:
+        rows = [
+            [
+                r["pg_name"],
+                r["pg_desc"],
+                rank_ranges(r["ranks"]),
+                len(r["ranks"]),
+                r["entries"],
+                r["last_seq"] if r["last_seq"] >= 0 else "-",
+            ]
+            for r in group_rows(trace, entries)
         ]
-        for r in group_rows(trace, entries)
-    ]
-    if rows and groups:
-        lines.append("")
-        lines.append(
-            tabulate(
-                rows,
-                headers=["pg", "desc", "members", "size", "entries", "last seq"],
-                tablefmt="simple",
-            )
-        )
+        headers = ["pg", "desc", "members", "size", "entries", "last seq"]
+        lines += ["", tabulate(rows, headers=headers, tablefmt="simple")]
     if trace.skipped:
         lines.append("")
         lines.append(style.yellow(f"skipped {len(trace.skipped)} file(s):"))

@@ -73,6 +73,13 @@ class RankColumns:
     pg_status: dict[str, Any]
     missing_fields: list[str] = field(default_factory=list)
 
+    def release_columns(self) -> None:
+        """Drop the arrays once merged: at 16M entries they are gigabytes."""
+        empty = np.empty(0, dtype=np.int32)
+        self.ints, self.cats = {}, {}
+        self.duration_ms = self.is_p2p = self.retired = empty
+        self.stacks = Interned(empty, [])
+
 
 def intern(values: list[Any]) -> Interned:
     """Factorize hashable values into int32 codes and the distinct values in first-seen order.

@@ -96,7 +96,8 @@ def iter_parsed(items: list[tuple[str, int]], jobs: int) -> Iterator[ParseResult
     if jobs <= 1:
         yield from map(parse_file, items)
         return
-    chunksize = max(1, min(16, len(items) // (jobs * 8) or 1))
+    # Small chunks keep both workers busy until the end; results are tiny, so it is cheap.
+    chunksize = max(1, min(4, len(items) // (jobs * 8) or 1))
     with ProcessPoolExecutor(max_workers=jobs, mp_context=_pool_context()) as pool:
         yield from pool.map(parse_file, items, chunksize=chunksize)
 
@@ -148,6 +149,8 @@ def load_discovered(
             f"no usable dump in {found.trace_dir} ({len(skipped)} file(s) skipped)", skipped
         )
     entries, stacks = merge_columns(parts)
+    for part in parts:  # only the small per-file metadata is needed from here on
+        part.release_columns()
     members = infer_memberships(entries, parts, [p.rank for p in parts])
     add_global_peers(entries, members.groups)
     status = pg_status_frame(parts, entries)

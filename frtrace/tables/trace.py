@@ -118,7 +118,7 @@ def _merge_interned(parts: list[RankColumns], column: str) -> pd.Categorical:
     table: dict[Any, int] = {}
     remapped = []
     for part in parts:
-        interned = part.stacks if column == "stack" else part.cats[column]
+        interned = part.stacks if column == "stack" else part.cats.pop(column)
         mapping = np.array(
             [table.setdefault(u, len(table)) for u in interned.uniques], dtype=np.int32
         )
@@ -138,8 +138,8 @@ def merge_columns(parts: list[RankColumns]) -> tuple[pd.DataFrame, list[tuple[Fr
         if parts
         else np.empty(0, np.int32),
     }
-    for name in parts[0].ints if parts else ():
-        cols[name] = np.concatenate([p.ints[name] for p in parts])
+    for name in list(parts[0].ints) if parts else ():
+        cols[name] = np.concatenate([p.ints.pop(name) for p in parts])
     for name in CATEGORY_COLUMNS:
         cols[name] = _merge_interned(parts, name) if parts else pd.Categorical([])
     cols["duration_ms"] = np.concatenate([p.duration_ms for p in parts]) if parts else []
