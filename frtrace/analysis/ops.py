@@ -60,7 +60,7 @@ def build_op_view(entries: pd.DataFrame) -> OpView:
         labels[col] = [str(c) for c in entries[col].cat.categories]
     base["parts"] = np.ones(len(base), dtype=np.int32)
     key = ["rank", "pg", "seq"]
-    dup = base.duplicated(key, keep=False).to_numpy()
+    dup = entries["coalesced"].to_numpy()[mask]
     if not dup.any():
         return OpView(base, labels, states_tracked)
     single = base.loc[~dup]

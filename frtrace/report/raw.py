@@ -26,6 +26,7 @@ ENTRY_FIELDS = (
     "op",
     "profiling_name",
     "is_p2p",
+    "coalesced",
     "src",
     "dst",
     "global_src",

@@ -72,12 +72,13 @@ class RankColumns:
     pg_config: dict[str, Any]
     pg_status: dict[str, Any]
     missing_fields: list[str] = field(default_factory=list)
+    coalesced: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
 
     def release_columns(self) -> None:
         """Drop the arrays once merged: at 16M entries they are gigabytes."""
         empty = np.empty(0, dtype=np.int32)
         self.ints, self.cats = {}, {}
-        self.duration_ms = self.is_p2p = self.retired = empty
+        self.duration_ms = self.is_p2p = self.retired = self.coalesced = empty
         self.stacks = Interned(empty, [])
 
 
@@ -262,6 +263,20 @@ def _dtypes(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def coalesced_parts(pg: np.ndarray, seq: np.ndarray, is_p2p: np.ndarray) -> np.ndarray:
+    """Collective entries sharing their (group, seq) with another: parts of one coalesced op.
+
+    Done per rank in the workers, where it is a small numpy pass, not a hash of millions.
+    """
+    out = np.zeros(len(pg), dtype=bool)
+    idx = np.flatnonzero(~is_p2p)
+    if len(idx):
+        key = pg[idx].astype(np.int64) * (1 << 32) + (seq[idx] & 0xFFFFFFFF)
+        _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+        out[idx] = counts[inverse] > 1
+    return out
+
+
 def columnize(data: dict[str, Any], rank: int) -> RankColumns:
     """Columns of one decoded dump. Missing fields (older versions, JSON) get defaults."""
     entries = data.get("entries") or []
@@ -283,8 +298,9 @@ def columnize(data: dict[str, Any], rank: int) -> RankColumns:
     stacks = intern_stacks(_column(entries, "frames", None, []))
     composite = intern_rows(_composite_rows(entries, missing), stacks.codes)
     at = {name: i for i, name in enumerate(COMPOSITE)}
+    pg_codes = _split(composite, at["process_group"], _pg_part(0))
     cats: dict[str, Interned] = {
-        "pg_name": _split(composite, at["process_group"], _pg_part(0)),
+        "pg_name": pg_codes,
         "pg_desc": _split(composite, at["process_group"], _pg_part(1)),
     }
     for col in STR_FIELDS:
@@ -311,4 +327,5 @@ def columnize(data: dict[str, Any], rank: int) -> RankColumns:
         pg_config=pg_config if isinstance(pg_config, dict) else {},
         pg_status=pg_status if isinstance(pg_status, dict) else {},
         missing_fields=sorted(set(missing)),
+        coalesced=coalesced_parts(pg_codes.codes, ints["collective_seq_id"], is_p2p),
     )

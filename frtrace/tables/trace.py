@@ -144,6 +144,7 @@ def merge_columns(parts: list[RankColumns]) -> tuple[pd.DataFrame, list[tuple[Fr
         cols[name] = _merge_interned(parts, name) if parts else pd.Categorical([])
     cols["duration_ms"] = np.concatenate([p.duration_ms for p in parts]) if parts else []
     cols["retired"] = np.concatenate([p.retired for p in parts]) if parts else []
+    cols["coalesced"] = np.concatenate([p.coalesced for p in parts]) if parts else []
     is_p2p = np.concatenate([p.is_p2p for p in parts]) if parts else np.empty(0, bool)
 
     # Stacks: the same call site appears in many files; store each distinct stack once.
@@ -179,7 +180,8 @@ def merge_columns(parts: list[RankColumns]) -> tuple[pd.DataFrame, list[tuple[Fr
         cols[f"{side}_numel"] = per_cat[sizes.codes] if total else np.empty(0, np.int64)
     order = [
         "rank", "pos", "record_id", "pg_id", "pg_name", "pg_desc", "collective_seq_id",
-        "p2p_seq_id", "op_id", "backend", "op", "profiling_name", "is_p2p", "src", "dst",
+        "p2p_seq_id", "op_id", "backend", "op", "profiling_name", "is_p2p", "coalesced", "src",
+        "dst",
         "input_sizes", "input_dtypes", "input_numel", "output_sizes", "output_dtypes",
         "output_numel", "state", "time_created_ns", "time_started_ns", "time_completed_ns",
         "duration_ms", "retired", "timeout_ms", "thread_id", "thread_name", "stack_id",
