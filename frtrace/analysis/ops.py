@@ -36,71 +36,72 @@ def state_codes(entries: pd.DataFrame) -> np.ndarray:
 
 
 def build_op_view(entries: pd.DataFrame) -> OpView:
-    """Fold coalesced entries and encode each op's signature as integer codes."""
+    """Fold coalesced entries and encode each op's signature as integer codes.
+
+    Each coalesced group collapses onto its first part's row, so rows stay ordered by rank and
+    position without a re-sort; everything here is numpy over whole columns.
+    """
     state = state_codes(entries)
     states_tracked = bool((state > 0).any())
     mask = ~entries["is_p2p"].to_numpy()
-    base = pd.DataFrame(
-        {
-            "rank": entries["rank"].to_numpy()[mask],
-            "pg": entries["pg_name"].cat.codes.to_numpy()[mask],
-            "seq": entries["collective_seq_id"].to_numpy()[mask],
-            "pos": entries["pos"].to_numpy()[mask],
-            "record_id": entries["record_id"].to_numpy()[mask],
-            "state": state[mask],
-            "stack_id": entries["stack_id"].to_numpy()[mask],
-            "time_created_ns": entries["time_created_ns"].to_numpy()[mask],
-            "input_numel": entries["input_numel"].to_numpy()[mask],
-            "output_numel": entries["output_numel"].to_numpy()[mask],
-        }
-    )
+    cols: dict[str, np.ndarray] = {
+        "rank": entries["rank"].to_numpy()[mask],
+        "pg": entries["pg_name"].cat.codes.to_numpy()[mask],
+        "seq": entries["collective_seq_id"].to_numpy()[mask],
+        "pos": entries["pos"].to_numpy()[mask],
+        "record_id": entries["record_id"].to_numpy()[mask],
+        "state": state[mask],
+        "stack_id": entries["stack_id"].to_numpy()[mask],
+        "time_created_ns": entries["time_created_ns"].to_numpy()[mask],
+        "input_numel": entries["input_numel"].to_numpy()[mask],
+        "output_numel": entries["output_numel"].to_numpy()[mask],
+    }
     labels: dict[str, list[str]] = {}
     for col in SIGNATURE:
-        base[col] = entries[col].cat.codes.to_numpy()[mask].astype(np.int32)
+        cols[col] = entries[col].cat.codes.to_numpy()[mask].astype(np.int32)
         labels[col] = [str(c) for c in entries[col].cat.categories]
-    base["parts"] = np.ones(len(base), dtype=np.int32)
-    key = ["rank", "pg", "seq"]
+    cols["parts"] = np.ones(len(cols["rank"]), dtype=np.int32)
     dup = entries["coalesced"].to_numpy()[mask]
-    if not dup.any():
-        return OpView(base, labels, states_tracked)
-    single = base.loc[~dup]
-    multi = base.loc[dup].sort_values(["rank", "pg", "seq", "pos"], kind="stable")
-    grouped = multi.groupby(key, sort=False)
-    agg = grouped.agg(
-        pos=("pos", "min"),
-        record_id=("record_id", "min"),
-        state=("state", "min"),
-        stack_id=("stack_id", "first"),
-        time_created_ns=("time_created_ns", "min"),
-        input_numel=("input_numel", "sum"),
-        output_numel=("output_numel", "sum"),
-        parts=("parts", "sum"),
-    )
-    gid = grouped.ngroup().to_numpy()
-    nth = grouped.cumcount().to_numpy()
-    first_row = np.unique(gid, return_index=True)[1]
+    if dup.any():
+        cols = _fold(cols, dup, labels)
+    return OpView(pd.DataFrame(cols), labels, states_tracked)
+
+
+def _fold(
+    cols: dict[str, np.ndarray], dup: np.ndarray, labels: dict[str, list[str]]
+) -> dict[str, np.ndarray]:
+    """Collapse each coalesced group (same rank, group, seq) onto its first part."""
+    rows = np.flatnonzero(dup)
+    rank, pg, seq, pos = (cols[c][rows] for c in ("rank", "pg", "seq", "pos"))
+    rows = rows[np.lexsort((pos, seq, pg, rank))]
+    rank, pg, seq = cols["rank"][rows], cols["pg"][rows], cols["seq"][rows]
+    new = np.r_[True, (rank[1:] != rank[:-1]) | (pg[1:] != pg[:-1]) | (seq[1:] != seq[:-1])]
+    starts = np.flatnonzero(new)
+    nth = np.arange(len(rows)) - starts[np.cumsum(new) - 1]
+    first = rows[starts]  # lowest position: its pos, record, time and stack stand for the group
+    cols["state"][first] = np.minimum.reduceat(cols["state"][rows], starts)
+    for col in ("input_numel", "output_numel"):
+        cols[col][first] = np.add.reduceat(cols[col][rows], starts)
+    counts = np.diff(np.r_[starts, len(rows)])
+    cols["parts"][first] = counts
     # A group's signature is the sequence of its parts' codes: hash it with numpy (unsigned
     # arithmetic wraps), then build a joined label once per distinct sequence.
     weight = np.power(np.uint64(1_000_003), nth.astype(np.uint64))
     for col in SIGNATURE:
-        codes = multi[col].to_numpy()
-        digest = np.zeros(len(agg), dtype=np.uint64)
-        np.add.at(digest, gid, (codes.astype(np.uint64) + np.uint64(1)) * weight)
+        codes = cols[col][rows]
+        digest = np.add.reduceat((codes.astype(np.uint64) + np.uint64(1)) * weight, starts)
         names = labels[col]
         table = {name: i for i, name in enumerate(names)}
         distinct, first_group, which = np.unique(digest, return_index=True, return_inverse=True)
         code_of = np.empty(len(distinct), dtype=np.int32)
         for k, g in enumerate(first_group.tolist()):
-            start = first_row[g]
-            parts = codes[start : start + int(agg["parts"].iat[g])]
+            parts = codes[starts[g] : starts[g] + counts[g]]
             code_of[k] = table.setdefault(_join(names, parts), len(table))
-        out = code_of[which]
-        agg[col] = out
+        cols[col][first] = code_of[which]
         labels[col] = list(table)
-    folded = agg.reset_index()
-    coll = pd.concat([single, folded[base.columns]], ignore_index=True)
-    coll = coll.sort_values(["rank", "pos"], kind="stable").reset_index(drop=True)
-    return OpView(coll, labels, states_tracked)
+    keep = ~dup
+    keep[first] = True
+    return {name: values[keep] for name, values in cols.items()}
 
 
 def _join(names: list[str], codes: np.ndarray) -> str:
