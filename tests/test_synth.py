@@ -159,7 +159,7 @@ def test_coalesced_buckets_share_one_seq_id_and_end_with_the_marker() -> None:
     job = simulate(JobSpec(Layout(dp=2), steps=1))
     dp = entries_of(job, 0, group_named(job, 0, "mesh_dp"))
     names = [e["profiling_name"] for e in dp]
-    assert names == ["nccl:all_reduce"] * 3 + ["nccl:coalesced", "nccl:all_gather"]
+    assert names == ["nccl:all_reduce"] * 3 + ["nccl:allreduce_coalesced", "nccl:all_gather"]
     assert [e["collective_seq_id"] for e in dp] == [1, 1, 1, 1, 2]
     assert [e["op_id"] for e in dp] == [1, 2, 3, 4, 5]
 

@@ -299,9 +299,11 @@ def stage_program(
             for b in _BUCKETS
         ]
         if coalesce_dp:
+            # NCCL names the end of a coalesced block after its op; since format 2.7 analyzers
+            # (torchfrtrace among them) expect that `*_coalesced` terminator.
             marker = OpT(
-                "nccl:coalesced",
-                "coalesced",
+                "nccl:allreduce_coalesced",
+                "allreduce_coalesced",
                 KIND_INDEX["dp"],
                 False,
                 (),
