@@ -170,8 +170,8 @@ def missing_finding(
 
 def stopped_early(ctx: Context, pg: int, seq: int, waiting: int, idle: int) -> bool:
     """The idle rank's own history says the op the other waits in comes next: it stopped."""
-    coll = ctx.view.coll
-    at = coll.loc[(coll["rank"] == waiting) & (coll["pg"] == pg) & (coll["seq"] == seq)]
+    mine = ctx.rank_ops(waiting)
+    at = mine.loc[(mine["pg"] == pg) & (mine["seq"] == seq)]
     return bool(len(at)) and ctx.next_is_usual(idle, int(at["stack_id"].iloc[0]))
 
 
@@ -182,10 +182,10 @@ def extra_call(ctx: Context, pg: int, ranks: list[int]) -> tuple[int, int, int] 
     """
     if len(ranks) != 2:
         return None
-    coll = ctx.view.coll
     seqs = {}
     for rank in ranks:
-        rows = coll.loc[(coll["rank"] == rank) & (coll["pg"] == pg)].sort_values("seq")
+        mine = ctx.rank_ops(rank)
+        rows = mine.loc[mine["pg"] == pg].sort_values("seq")
         rows = rows.loc[rows["seq"] >= ctx.judged_lo.get(pg, 0)]
         site = rows["stack_id"].to_numpy()
         if (site < 0).all():  # no stacks (JSON dumps): the op signature stands in
@@ -304,16 +304,13 @@ def _diff(
 
 def history_changed(ctx: Context, pg: int, seq: int, rows: pd.DataFrame) -> list[int]:
     """Ranks whose op at this call site differs from what they issued there before."""
-    coll = ctx.view.coll
     changed = []
     for r in rows.itertuples(index=False):
         if r.stack_id < 0:
             return []
-        before = coll.loc[
-            (coll["rank"] == r.rank)
-            & (coll["pg"] == pg)
-            & (coll["seq"] < seq)
-            & (coll["stack_id"] == r.stack_id)
+        mine = ctx.rank_ops(int(r.rank))
+        before = mine.loc[
+            (mine["pg"] == pg) & (mine["seq"] < seq) & (mine["stack_id"] == r.stack_id)
         ]
         if before.empty:
             return []

@@ -36,6 +36,16 @@ class Context:
     def group_members(self, pg: int) -> list[int]:
         return self.members.get(self.name(pg), [])
 
+    def rank_ops(self, rank: int) -> pd.DataFrame:
+        """One rank's collective ops (a small frame): history questions never scan the job."""
+        index = self.__dict__.get("_rank_index")
+        if index is None:
+            index = self.__dict__["_rank_index"] = self.view.coll.groupby("rank").indices
+        rows = index.get(rank)
+        if rows is None:
+            return self.view.coll.iloc[:0]
+        return self.view.coll.iloc[rows]
+
     def sites(self, rank: int) -> list[int]:
         """The rank's call sites (stack ids) in the order it recorded them, all groups."""
         cache = self.__dict__.setdefault("_sites", {})

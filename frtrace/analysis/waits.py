@@ -14,7 +14,6 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from frtrace.analysis.collectives import CollectiveResult, missing_finding
 from frtrace.analysis.context import Context
@@ -333,8 +332,7 @@ def _cycle_culprits(
 
 def _order(ctx: Context, rank: int, x: Node, y: Node) -> str | None:
     """'xy' or 'yx': which of two collectives the rank issued first (None if neither)."""
-    coll = ctx.view.coll
-    mine = coll.loc[coll["rank"] == rank]
+    mine = ctx.rank_ops(rank)
     px = mine.loc[(mine["pg"] == x[1]) & (mine["seq"] == x[2]), "pos"]
     py = mine.loc[(mine["pg"] == y[1]) & (mine["seq"] == y[2]), "pos"]
     if len(px) and len(py):
@@ -588,12 +586,3 @@ def mark_secondary(ctx: Context, findings: list[Finding], blocked: dict[int, Blo
                 f"{', '.join(sorted(set(f.evidence['blocked_in'].values())))} "
                 "(a consequence, see the root cause)"
             )
-
-
-def blocked_frame(ctx: Context, blocked: dict[int, Blocked]) -> pd.DataFrame:
-    """rank -> where it waits, for reports."""
-    rows = [
-        {"rank": r, "waits_in": node_name(ctx, b.node), "op": b.op, "state": b.state}
-        for r, b in sorted(blocked.items())
-    ]
-    return pd.DataFrame(rows, columns=["rank", "waits_in", "op", "state"])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -66,9 +65,6 @@ class Trace:
         for ranks in self.groups["ranks"]:
             members.update(ranks)
         return sorted(members - have)
-
-    def group_ranks(self) -> dict[str, list[int]]:
-        return dict(zip(self.groups["pg_name"], self.groups["ranks"], strict=True))
 
 
 @lru_cache(maxsize=4096)
@@ -217,7 +213,3 @@ def files_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     if not rows:
         return empty_files_frame()
     return pd.DataFrame(rows).sort_values("rank", kind="stable").reset_index(drop=True)
-
-
-def path_str(path: Path) -> str:
-    return str(path)

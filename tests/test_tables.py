@@ -1,0 +1,101 @@
+"""The normalized tables: versions, defaults, memberships and p2p peers as analyzers see them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import FIXTURES, nccl_dump, nccl_entry, write_pickle
+
+from frtrace.tables.load import load_trace
+
+OLD_FIELDS = (
+    "p2p_seq_id",
+    "input_dtypes",
+    "output_dtypes",
+    "thread_id",
+    "thread_name",
+    "duration_ms",
+    "is_p2p",
+    "retired",
+)
+
+
+def old_entry(record_id: int, seq: int) -> dict:
+    """An entry as format 2.2 wrote it: `seq_id`, no dtypes, no p2p counter, no thread."""
+    entry = nccl_entry(record_id, seq)
+    entry["seq_id"] = entry.pop("collective_seq_id")
+    for key in OLD_FIELDS:
+        entry.pop(key)
+    return entry
+
+
+def test_a_format_2_2_dump_loads_with_defaults_for_missing_fields(tmp_path: Path) -> None:
+    dump = nccl_dump(0, 1, [old_entry(i, i + 1) for i in range(3)])
+    dump["version"] = "2.2"
+    write_pickle(tmp_path / "trace_0", dump)
+    trace = load_trace(tmp_path)
+    rows = trace.entries
+    assert rows["collective_seq_id"].tolist() == [1, 2, 3]
+    assert rows["p2p_seq_id"].tolist() == [0, 0, 0]
+    assert set(rows["input_dtypes"].astype(str)) == {""}
+    assert trace.versions == ["2.2"]
+    assert any("input_dtypes" in note for note in trace.notes)
+
+
+def test_a_mix_of_format_versions_is_loaded_and_warned_about(tmp_path: Path) -> None:
+    new = nccl_dump(0, 2)
+    old = nccl_dump(1, 2, [old_entry(i, i + 1) for i in range(3)])
+    old["version"] = "2.4"
+    write_pickle(tmp_path / "trace_0", new)
+    write_pickle(tmp_path / "trace_1", old)
+    trace = load_trace(tmp_path)
+    assert trace.versions == ["2.10", "2.4"]
+    assert any("mix format versions" in w and "2.4: ranks [1]" in w for w in trace.warnings)
+
+
+def test_gloo_memberships_are_inferred_from_entries_despite_the_empty_pg_config() -> None:
+    trace = load_trace(FIXTURES / "healthy_4rank")
+    groups = {
+        g.pg_name: (g.pg_desc, list(g.ranks), g.source)
+        for g in trace.groups.itertuples(index=False)
+    }
+    assert groups["0"] == ("default_pg", [0, 1, 2, 3], "inferred")
+    assert groups["1"] == ("pair01", [0, 1], "inferred")
+    assert groups["2"] == ("pair23", [2, 3], "inferred")
+
+
+def test_p2p_peers_are_translated_to_global_ranks(tmp_path: Path) -> None:
+    pp = {"name": "5", "desc": "mesh_pp", "ranks": "[2, 6]"}
+    send = nccl_entry(
+        0,
+        0,
+        process_group=("5", "mesh_pp"),
+        profiling_name="nccl:send 0->1",
+        is_p2p=True,
+        p2p_seq_id=1,
+        pg_id=1,
+    )
+    recv = nccl_entry(
+        0,
+        0,
+        process_group=("5", "mesh_pp"),
+        profiling_name="nccl:recv 1<-0",
+        is_p2p=True,
+        p2p_seq_id=1,
+        pg_id=1,
+    )
+    for rank, entry in ((2, send), (6, recv)):
+        dump = nccl_dump(rank, 8, [entry])
+        dump["pg_config"]["5"] = pp
+        write_pickle(tmp_path / f"trace_{rank}", dump)
+    e = load_trace(tmp_path).entries.set_index("rank")
+    assert (e.loc[2, "op"], e.loc[2, "global_src"], e.loc[2, "global_dst"]) == ("send", 2, 6)
+    assert (e.loc[6, "op"], e.loc[6, "global_src"], e.loc[6, "global_dst"]) == ("recv", 2, 6)
+
+
+def test_identical_stacks_are_stored_once_for_the_whole_job(tmp_path: Path) -> None:
+    for rank in range(4):
+        write_pickle(tmp_path / f"trace_{rank}", nccl_dump(rank, 4))
+    trace = load_trace(tmp_path)
+    assert len(trace.stacks) == 1
+    assert set(trace.entries["stack_id"]) == {0}
