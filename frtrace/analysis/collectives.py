@@ -153,16 +153,13 @@ def missing_finding(
                 "with two equal sides and no telling history this is undecidable: "
                 "both are named"
             )
-    return Finding(
-        kind="missing_ranks",
-        pg_name=ctx.name(pg),
-        pg_desc=ctx.desc(pg),
+    return ctx.finding(
+        "missing_ranks",
+        pg,
         collective_seq_id=seq_out,
-        p2p_seq_id=None,
         op=op,
         culprit_ranks=culprits,
         waiting_ranks=waiting,
-        expected_ranks=ctx.group_members(pg),
         detail=detail,
         evidence=evidence,
     )
@@ -269,16 +266,13 @@ def mismatch_finding(ctx: Context, pg: int, seq: int, rows: pd.DataFrame) -> Fin
                 f"({'; '.join(f'rank {k}: {v}' for k, v in values.items())}); "
                 "undecidable, all are named"
             )
-    return Finding(
-        kind=kind,
-        pg_name=ctx.name(pg),
-        pg_desc=ctx.desc(pg),
+    return ctx.finding(
+        kind,
+        pg,
         collective_seq_id=seq,
-        p2p_seq_id=None,
         op=_majority_label(ctx, rows, "op"),
         culprit_ranks=culprits,
         waiting_ranks=sorted(set(signature) - set(culprits)),
-        expected_ranks=ctx.group_members(pg),
         detail=detail,
         evidence=evidence,
     )
@@ -353,16 +347,13 @@ def _numel_findings(ctx: Context, coll: pd.DataFrame) -> list[Finding]:
             continue  # all agree: trust them over our idea of the group size
         place = where(ctx.desc(pg), ctx.name(pg), seq)
         findings.append(
-            Finding(
-                kind="size_mismatch",
-                pg_name=ctx.name(pg),
-                pg_desc=ctx.desc(pg),
+            ctx.finding(
+                "size_mismatch",
+                pg,
                 collective_seq_id=seq,
-                p2p_seq_id=None,
                 op=_majority_label(ctx, rows, "op"),
                 culprit_ranks=culprits,
                 waiting_ranks=sorted(set(int(r) for r in everyone["rank"]) - set(culprits)),
-                expected_ranks=ctx.group_members(pg),
                 detail=(
                     f"{place}: numel of ranks {_r(culprits)} does not fit a group of "
                     f"{sizes[pg]} (input {int(rows['input_numel'].iloc[0])}, output "
@@ -394,16 +385,13 @@ def _state_findings(ctx: Context, coll: pd.DataFrame) -> list[Finding]:
         running = sorted(int(r) for r in rows.loc[rows["state"] == 1, "rank"])
         place = where(ctx.desc(pg), ctx.name(pg), seq)
         findings.append(
-            Finding(
-                kind="state_mismatch",
-                pg_name=ctx.name(pg),
-                pg_desc=ctx.desc(pg),
+            ctx.finding(
+                "state_mismatch",
+                pg,
                 collective_seq_id=seq,
-                p2p_seq_id=None,
                 op=_majority_label(ctx, rows, "op"),
                 culprit_ranks=stuck,
                 waiting_ranks=running,
-                expected_ranks=ctx.group_members(pg),
                 detail=(
                     f"every member issued {place}, but ranks {_r(stuck)} never started it "
                     f"while ranks {_r(running)} run it"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from frtrace.analysis.findings import Finding
 from frtrace.analysis.ops import OpView, build_op_view
 from frtrace.tables.trace import Trace
 
@@ -35,6 +37,35 @@ class Context:
 
     def group_members(self, pg: int) -> list[int]:
         return self.members.get(self.name(pg), [])
+
+    def finding(
+        self,
+        kind: str,
+        pg: int,
+        *,
+        culprit_ranks: list[int],
+        waiting_ranks: list[int],
+        detail: str,
+        collective_seq_id: int | None = None,
+        p2p_seq_id: int | None = None,
+        op: str | None = None,
+        expected_ranks: list[int] | None = None,
+        evidence: dict[str, Any] | None = None,
+    ) -> Finding:
+        """A finding about group `pg`: its name, desc and (by default) members filled in."""
+        return Finding(
+            kind=kind,
+            pg_name=self.name(pg),
+            pg_desc=self.desc(pg),
+            collective_seq_id=collective_seq_id,
+            p2p_seq_id=p2p_seq_id,
+            op=op,
+            culprit_ranks=culprit_ranks,
+            waiting_ranks=waiting_ranks,
+            expected_ranks=self.group_members(pg) if expected_ranks is None else expected_ranks,
+            detail=detail,
+            evidence=evidence or {},
+        )
 
     def rank_ops(self, rank: int) -> pd.DataFrame:
         """One rank's collective ops (a small frame): history questions never scan the job."""

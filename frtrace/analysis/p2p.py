@@ -133,11 +133,9 @@ def _pair_finding(ctx: Context, ops: pd.DataFrame, row: Any) -> Finding:
     else:
         culprits, undecidable = sorted({src, dst}), True
         why = "no history tells which side changed: undecidable, both are named"
-    return Finding(
-        kind="p2p_mismatch",
-        pg_name=ctx.name(pg),
-        pg_desc=ctx.desc(pg),
-        collective_seq_id=None,
+    return ctx.finding(
+        "p2p_mismatch",
+        pg,
         p2p_seq_id=seq,
         op="send/recv",
         culprit_ranks=culprits,

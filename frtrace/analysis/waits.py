@@ -382,10 +382,9 @@ def _root_finding(
         return _cycle_finding(ctx, root, waiters, blocked)
     if root.kind == "nodump":
         place = node_name(ctx, node)
-        return Finding(
-            kind="missing_dump",
-            pg_name=ctx.name(pg),
-            pg_desc=ctx.desc(pg),
+        return ctx.finding(
+            "missing_dump",
+            pg,
             collective_seq_id=seq if kind == "c" else None,
             p2p_seq_id=blocked[here[0]].p2p_seq_id if kind == "p" else None,
             op=blocked[here[0]].op,
@@ -419,11 +418,9 @@ def _root_finding(
         b = blocked[waiter]
         peer_op = "recv" if b.op == "send" else "send"
         place = node_name(ctx, node)
-        return Finding(
-            kind="missing_ranks",
-            pg_name=ctx.name(pg),
-            pg_desc=ctx.desc(pg),
-            collective_seq_id=None,
+        return ctx.finding(
+            "missing_ranks",
+            pg,
             p2p_seq_id=_next_p2p_seq(ctx, root.ranks[0], pg),
             op=peer_op,
             culprit_ranks=root.ranks,
@@ -453,10 +450,9 @@ def _root_finding(
         existing = _existing(findings, {"state_mismatch"}, ctx.name(pg), seq)
         if existing is not None:
             return existing
-    return Finding(
-        kind="state_mismatch",
-        pg_name=ctx.name(pg),
-        pg_desc=ctx.desc(pg),
+    return ctx.finding(
+        "state_mismatch",
+        pg,
         collective_seq_id=seq if kind == "c" else None,
         p2p_seq_id=blocked[stuck[0]].p2p_seq_id if kind == "p" else None,
         op=blocked[stuck[0]].op,
@@ -487,10 +483,9 @@ def _cycle_finding(
     kind, pg, seq, _src, _dst = node
     others = sorted(set().union(*(waiters[n] for n in root.nodes)) - set(root.ranks))
     parts = [f"{waits_in(waiters[n], node_name(ctx, n))}" for n in root.nodes]
-    return Finding(
-        kind="order_cycle",
-        pg_name=ctx.name(pg),
-        pg_desc=ctx.desc(pg),
+    return ctx.finding(
+        "order_cycle",
+        pg,
         collective_seq_id=seq if kind == "c" else None,
         p2p_seq_id=blocked[root.ranks[0]].p2p_seq_id
         if kind == "p" and root.ranks[0] in blocked

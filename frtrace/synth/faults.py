@@ -9,19 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from frtrace.analysis.findings import KINDS as FINDING_KINDS
 from frtrace.synth.layout import KIND_INDEX, KINDS, GroupTable, Layout
 from frtrace.synth.program import BF16, FP32, Item, OpT, Registry, is_marker
 
-FAULT_KINDS: tuple[str, ...] = (
-    "missing_ranks",
-    "type_mismatch",
-    "size_mismatch",
-    "dtype_mismatch",
-    "state_mismatch",
-    "p2p_mismatch",
-    "missing_dump",
-    "order_cycle",
-)
+# The generator injects exactly the kinds of problem the analyzer reports.
+FAULT_KINDS: tuple[str, ...] = FINDING_KINDS
 _MISMATCH_KINDS = ("type_mismatch", "size_mismatch", "dtype_mismatch")
 
 

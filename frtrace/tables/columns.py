@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import marshal
 import operator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,29 +153,43 @@ def _frames(frames: Any) -> tuple[Frame, ...]:
     return tuple(out)
 
 
-def intern_stacks(frames_col: list[Any]) -> Interned:
-    """Intern stacks: a cheap key narrows the candidates and list equality (in C) confirms.
+def intern_equal(values: list[Any], keys: Iterable[Any]) -> Interned:
+    """Intern values that may be unhashable (lists of dicts, shapes) without serializing them.
 
-    Stacks repeat per call site; serializing every one would cost 3x more.
+    A cheap hashable key per value narrows the candidates and `==` (in C) confirms; a key that
+    cannot be hashed falls back to the value's marshal bytes. Used for stacks and call-site
+    fields, which repeat per call site: 3x cheaper than serializing every value.
     """
     buckets: dict[Any, list[tuple[Any, int]]] = {}
     reps: list[Any] = []
 
-    def code_of(frames: Any) -> int:
+    def code_of(value: Any, key: Any) -> int:
         try:
-            key: Any = (len(frames), frames[-1]["line"], frames[len(frames) // 2]["line"])
-        except (TypeError, KeyError, IndexError):
-            key = _key(frames)
-        bucket = buckets.setdefault(key, [])
+            bucket = buckets.setdefault(key, [])
+        except TypeError:
+            bucket = buckets.setdefault(_key(value), [])
         for rep, code in bucket:
-            if rep == frames:
+            if rep == value:
                 return code
-        bucket.append((frames, len(reps)))
-        reps.append(frames)
+        bucket.append((value, len(reps)))
+        reps.append(value)
         return len(reps) - 1
 
-    codes = np.fromiter(map(code_of, frames_col), dtype=np.int32, count=len(frames_col))
-    return Interned(codes, [_frames(r) for r in reps])
+    codes = np.fromiter(map(code_of, values, keys), dtype=np.int32, count=len(values))
+    return Interned(codes, reps)
+
+
+def _stack_key(frames: Any) -> Any:
+    try:
+        return (len(frames), frames[-1]["line"], frames[len(frames) // 2]["line"])
+    except (TypeError, KeyError, IndexError):
+        return [frames]  # unhashable: intern_equal falls back to exact bytes
+
+
+def intern_stacks(frames_col: list[Any]) -> Interned:
+    """Each distinct stack once, as tuples of (name, filename, line)."""
+    interned = intern_equal(frames_col, map(_stack_key, frames_col))
+    return Interned(interned.codes, [_frames(r) for r in interned.uniques])
 
 
 # Fields that are (nearly) a function of the call site: interned together as one composite.
@@ -200,26 +215,9 @@ def _composite_rows(entries: list[dict[str, Any]], missing: list[str]) -> list[t
 
 
 def intern_rows(rows: list[tuple[Any, ...]], sites: np.ndarray) -> Interned:
-    """Intern composite rows that may hold lists: bucket by hashable parts, confirm with ==."""
-    buckets: dict[Any, list[tuple[Any, int]]] = {}
-    reps: list[tuple[Any, ...]] = []
-
-    def code_of(row: tuple[Any, ...], site: int) -> int:
-        try:
-            key: Any = (site, row[0], row[1], row[2])
-            hash(key)
-        except TypeError:
-            key = _key(row)
-        bucket = buckets.setdefault(key, [])
-        for rep, code in bucket:
-            if rep == row:
-                return code
-        bucket.append((row, len(reps)))
-        reps.append(row)
-        return len(reps) - 1
-
-    codes = np.fromiter(map(code_of, rows, sites.tolist()), dtype=np.int32, count=len(rows))
-    return Interned(codes, reps)
+    """Composite rows keyed by call site, group, op and state (the rest follows from those)."""
+    keys = zip(sites.tolist(), map(operator.itemgetter(0, 1, 2), rows), strict=True)
+    return intern_equal(rows, keys)
 
 
 def _text(value: Any) -> str:
