@@ -74,3 +74,13 @@ def test_default_location_comes_from_the_torch_env_var(
 def test_missing_folder_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FrtraceError, match="no such folder"):
         discover(tmp_path / "nope", None)
+
+
+def test_the_default_location_is_searched_without_descending_into_other_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_pickle(tmp_path / "nccl_trace_rank_0", nccl_dump(0, 1))
+    write_pickle(tmp_path / "old_job" / "nccl_trace_rank_0", nccl_dump(0, 1))
+    monkeypatch.setenv("TORCH_FR_DUMP_TEMP_FILE", str(tmp_path / "nccl_trace_rank_"))
+    found = discover(None, None)
+    assert [f.path for f in found.files] == [tmp_path / "nccl_trace_rank_0"]

@@ -71,7 +71,7 @@ def default_location() -> tuple[Path, str]:
     return path.parent, path.name
 
 
-def _candidates(trace_dir: Path) -> list[Path]:
+def _candidates(trace_dir: Path, subfolders: bool = True) -> list[Path]:
     """Files in the folder and one level of sub-folders (one folder per host is common)."""
     found: list[Path] = []
     try:
@@ -82,6 +82,8 @@ def _candidates(trace_dir: Path) -> list[Path]:
         if child.name.startswith("."):
             continue
         if child.is_dir():
+            if not subfolders:
+                continue
             try:
                 found.extend(
                     p for p in sorted(child.iterdir()) if p.is_file() and not p.name.startswith(".")
@@ -146,7 +148,8 @@ def discover(trace_dir: str | Path | None, prefix: str | None) -> Discovery:
         raise FrtraceError(f"{directory}: not a folder (give the folder that holds the dumps)")
     if prefix is None and env_prefix:
         prefix = env_prefix
-    candidates = _candidates(directory)
+    # The default location is usually /tmp, shared with everything else: search it flat.
+    candidates = _candidates(directory, subfolders=trace_dir is not None)
     inferred = prefix is None
     if prefix is None:
         prefix, _others = infer_prefix([p.name for p in candidates])
