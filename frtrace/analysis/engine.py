@@ -9,7 +9,7 @@ from frtrace.analysis.context import Context, build_context
 from frtrace.analysis.findings import Finding
 from frtrace.analysis.p2p import analyze_p2p
 from frtrace.analysis.waits import Blocked, analyze_waits, mark_secondary
-from frtrace.report.fmt import rank_ranges
+from frtrace.report.fmt import rank_ranges, verb, who
 from frtrace.tables.trace import Trace
 
 
@@ -43,6 +43,25 @@ class Analysis:
 
 def _key(f: Finding) -> tuple:
     return (f.kind, f.pg_name, f.collective_seq_id, f.p2p_seq_id, tuple(f.culprit_ranks))
+
+
+def mark_same_culprit(findings: list[Finding], roots: list[Finding], blocked: dict) -> None:
+    """A rank that stopped is missing from every later collective of all its groups: those
+    findings repeat the root cause and are listed as its consequences."""
+    stopped = {r for f in roots if f.kind == "missing_ranks" for r in f.culprit_ranks}
+    for f in findings:
+        absent = f.evidence.get("not_issued_by") or []
+        if f.kind != "missing_ranks" or f.secondary or not absent:
+            continue
+        if set(absent) <= stopped and not any(r in blocked for r in absent):
+            f.culprit_ranks = sorted(absent)
+            f.waiting_ranks = sorted(f.evidence.get("issued_by", f.waiting_ranks))
+            f.evidence.pop("undecidable", None)
+            f.evidence["secondary"] = True
+            f.detail = (
+                f"{who(absent)} stopped before the root cause's collective, so "
+                f"{verb(absent, 'it', 'they')} never issued this one either (a consequence)"
+            )
 
 
 def analyze(trace: Trace, mismatch_cap: int = 10) -> Analysis:
@@ -91,6 +110,7 @@ def analyze(trace: Trace, mismatch_cap: int = 10) -> Analysis:
             )
         )
     mark_secondary(ctx, others, waits.blocked)
+    mark_same_culprit(others, roots, waits.blocked)
     primary = [f for f in others if not f.secondary]
     secondary = [f for f in others if f.secondary]
     findings = roots + primary + secondary

@@ -403,14 +403,11 @@ def _root_finding(
         have = sorted(int(r) for r in rows["rank"])
         finding = missing_finding(ctx, pg, seq, rows, have, root.ranks)
         if finding.culprit_ranks == root.ranks:
-            last = (
-                "its last operation completed"
-                if ctx.view.states_tracked
-                else ("it is not waiting in any collective")
-            )
+            done = " (its last operation completed)" if ctx.view.states_tracked else ""
             finding.detail += (
-                f"; rank(s) {rank_ranges(root.ranks)}: {last}, look at what "
-                "they do outside collectives"
+                f"; {who(root.ranks)} {verb(root.ranks, 'is', 'are')} not waiting in any "
+                f"collective{done}: look at what {verb(root.ranks, 'it does', 'they do')} "
+                "outside collectives"
             )
         return finding
     if root.kind == "idle":

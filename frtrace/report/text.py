@@ -16,7 +16,7 @@ STACK_HEAD = 6  # frames shown per stack unless --print-stack-trace
 
 
 def _entry_for(analysis: Analysis, rank: int, f: Finding) -> pd.Series | None:
-    """The rank's entry at the finding's collective, else its last entry."""
+    """The rank's entry at the finding's collective, else its last entry (see _is_last)."""
     e = analysis.ctx.trace.entries
     mine = e.loc[e["rank"] == rank]
     if mine.empty:
@@ -42,12 +42,16 @@ def _stack_lines(analysis: Analysis, rank: int, f: Finding, role: str, full: boo
     entry = _entry_for(analysis, rank, f)
     if entry is None:
         return [f"  rank {rank} ({role}): no dump"]
-    label = (
-        f"{entry['op']} {where(str(entry['pg_desc']), str(entry['pg_name']), None)}"
-        f" #{entry['collective_seq_id']}"
+    seq = f"p2p#{entry['p2p_seq_id']}" if entry["is_p2p"] else f"#{entry['collective_seq_id']}"
+    place = where(str(entry["pg_desc"]), str(entry["pg_name"]), None)
+    at_finding = (entry["pg_name"] == f.pg_name) and (
+        entry["collective_seq_id"] == f.collective_seq_id
+        if not entry["is_p2p"]
+        else entry["p2p_seq_id"] == f.p2p_seq_id
     )
+    label = f"{'at' if at_finding else 'last recorded op:'} {entry['op']} {place} {seq}"
     sid = int(entry["stack_id"])
-    head = f"  rank {rank} ({role}), at {label} [{entry['state']}]:"
+    head = f"  rank {rank} ({role}), {label} [{entry['state']}]:"
     if sid < 0:
         return [head, "    (no stack in this dump)"]
     frames = analysis.ctx.trace.stacks[sid]
