@@ -236,3 +236,10 @@ def test_report_does_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
         )
         outputs.append(run.stdout)
     assert outputs[0] == outputs[1] and json.loads(outputs[0])["root_cause"]
+
+
+def test_only_active_dumps_still_name_a_rank_that_left_no_entries(tmp_path: Path) -> None:
+    fault = Fault("missing_ranks", rank=5, group="tp", step=2)
+    job, analysis = run_job(tmp_path, Layout(tp=4, dp=2, pp=2), fault, only_active=True)
+    assert not job.dumps[5].get("entries")  # everything it did had completed
+    assert_blames_expected(job, analysis)
