@@ -80,8 +80,15 @@ def _incomplete_keys(ctx: Context, coll: pd.DataFrame) -> pd.DataFrame:
     return stats.loc[short].reset_index(drop=True)
 
 
+def _key(pg: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    """(group, seq) as one int64, so lookups are numpy set operations, not joins."""
+    return pg.astype(np.int64) * (1 << 32) + (seq.astype(np.int64) & 0xFFFFFFFF)
+
+
 def _present(coll: pd.DataFrame, keys: pd.DataFrame) -> dict[tuple[int, int], pd.DataFrame]:
-    rows = coll.merge(keys[["pg", "seq"]], on=["pg", "seq"])
+    """The rows of each wanted (pg, seq): one isin over the job, then a small group-by."""
+    wanted = _key(keys["pg"].to_numpy(), keys["seq"].to_numpy())
+    rows = coll.loc[np.isin(_key(coll["pg"].to_numpy(), coll["seq"].to_numpy()), wanted)]
     return {(int(k[0]), int(k[1])): g for k, g in rows.groupby(["pg", "seq"], sort=True)}
 
 
@@ -211,11 +218,26 @@ def _r(ranks: list[int]) -> str:
     return rank_ranges(ranks)
 
 
+def _signature_ids(ctx: Context, coll: pd.DataFrame) -> np.ndarray:
+    """One integer per distinct (op, sizes, dtypes): mixed radix over the label tables."""
+    sig = np.zeros(len(coll), dtype=np.int64)
+    scale = 1
+    for col in SIGNATURE:
+        width = len(ctx.view.labels[col]) or 1
+        if scale * width >= 1 << 62:  # too many distinct values to pack: let pandas number them
+            return coll.groupby(list(SIGNATURE), sort=False).ngroup().to_numpy()
+        sig += coll[col].to_numpy().astype(np.int64) * scale
+        scale *= width
+    return sig
+
+
 def _mismatch_findings(ctx: Context, coll: pd.DataFrame) -> list[Finding]:
-    sig = coll.groupby(list(SIGNATURE), sort=False).ngroup()
-    distinct = pd.DataFrame({"pg": coll["pg"], "seq": coll["seq"], "sig": sig}).drop_duplicates()
-    counts = distinct.groupby(["pg", "seq"]).size()
-    bad = counts[counts > 1].reset_index()[["pg", "seq"]]
+    sig = _signature_ids(ctx, coll)
+    key = _key(coll["pg"].to_numpy(), coll["seq"].to_numpy())
+    distinct = pd.DataFrame({"key": key, "sig": sig}).drop_duplicates()
+    counts = distinct["key"].value_counts()
+    split = counts.index[counts.to_numpy() > 1].to_numpy()
+    bad = pd.DataFrame({"pg": split >> 32, "seq": split & 0xFFFFFFFF}).sort_values(["pg", "seq"])
     if bad.empty:
         return []
     bad = bad.groupby("pg", sort=False).head(ctx.mismatch_cap)

@@ -28,6 +28,13 @@ class OpView:
         return self.labels[column][int(code)]
 
 
+def op_is(entries: pd.DataFrame, name: str) -> np.ndarray:
+    """Mask of entries whose op is `name`, from the categorical codes (no string column)."""
+    cats = entries["op"].cat.categories
+    codes = entries["op"].cat.codes.to_numpy()
+    return codes == cats.get_loc(name) if name in cats else np.zeros(len(codes), dtype=bool)
+
+
 def state_codes(entries: pd.DataFrame) -> np.ndarray:
     cats = entries["state"].cat.categories
     table = np.array([STATE_CODES.get(str(c), 0) for c in cats] or [0], dtype=np.int8)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from frtrace.analysis.context import Context
 from frtrace.analysis.findings import Finding, where
-from frtrace.analysis.ops import state_codes
+from frtrace.analysis.ops import op_is, state_codes
 
 _COMPARED = ("input_sizes", "input_dtypes")
 
@@ -31,16 +31,17 @@ class P2PResult:
 def channel_ops(ctx: Context) -> pd.DataFrame:
     """Every send/recv with its channel and its slot (pairing index) on that channel."""
     e = ctx.trace.entries
-    op = e["op"].astype(object)
-    mask = (e["is_p2p"] & op.isin(["send", "recv"])).to_numpy()
+    is_send, is_recv = op_is(e, "send"), op_is(e, "recv")
+    mask = e["is_p2p"].to_numpy() & (is_send | is_recv)
     if not mask.any():
         return pd.DataFrame()
+    send = is_send[mask]
     rows = pd.DataFrame(
         {
             "rank": e["rank"].to_numpy()[mask],
             "pos": e["pos"].to_numpy()[mask],
             "pg": e["pg_name"].cat.codes.to_numpy()[mask],
-            "side": op.to_numpy()[mask],
+            "side": np.where(send, "send", "recv"),
             "src": e["global_src"].to_numpy()[mask],
             "dst": e["global_dst"].to_numpy()[mask],
             "p2p_seq_id": e["p2p_seq_id"].to_numpy()[mask],
@@ -49,21 +50,28 @@ def channel_ops(ctx: Context) -> pd.DataFrame:
             "input_sizes": e["input_sizes"].cat.codes.to_numpy()[mask],
             "input_dtypes": e["input_dtypes"].cat.codes.to_numpy()[mask],
         }
-    )
-    send = rows["side"].to_numpy() == "send"
+    )  # already ordered by rank and position, like the entries
     rows.loc[send, "src"] = rows.loc[send, "rank"]
     rows.loc[~send, "dst"] = rows.loc[~send, "rank"]
-    rows = rows.sort_values(["rank", "pos"], kind="stable").reset_index(drop=True)
-    key = ["pg", "src", "dst", "side"]
+    # One integer per (group, src, dst, side): channel ends group on a single key.
+    width = int(max(rows["src"].max(), rows["dst"].max())) + 2
+    channel = (
+        (rows["pg"].to_numpy().astype(np.int64) * width + rows["src"].to_numpy() + 1) * width
+        + rows["dst"].to_numpy()
+        + 1
+    ) * 2 + send
     if ctx.view.states_tracked:
         done = rows["state"].to_numpy() == 2
         rows["slot_kind"] = np.where(done, "c", "i")
-        pending = rows.loc[~done].groupby(key, sort=False).cumcount()
-        finished = rows.loc[done].groupby(key, sort=False).cumcount(ascending=False)
-        rows["slot"] = pd.concat([pending, finished]).sort_index()
+        slot = np.empty(len(rows), dtype=np.int64)
+        slot[~done] = pd.Series(channel[~done]).groupby(channel[~done]).cumcount().to_numpy()
+        slot[done] = (
+            pd.Series(channel[done]).groupby(channel[done]).cumcount(ascending=False).to_numpy()
+        )
+        rows["slot"] = slot
     else:
         rows["slot_kind"] = "a"
-        rows["slot"] = rows.groupby(key, sort=False).cumcount()
+        rows["slot"] = pd.Series(channel).groupby(channel).cumcount().to_numpy()
     return rows
 
 

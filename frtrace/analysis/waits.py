@@ -18,7 +18,7 @@ import numpy as np
 from frtrace.analysis.collectives import CollectiveResult, missing_finding
 from frtrace.analysis.context import Context
 from frtrace.analysis.findings import Finding, where
-from frtrace.analysis.ops import state_codes
+from frtrace.analysis.ops import op_is, state_codes
 from frtrace.analysis.p2p import P2PResult
 from frtrace.report.fmt import rank_ranges, verb, who
 
@@ -70,9 +70,10 @@ def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dic
     out: dict[int, Blocked] = {}
     if ctx.view.states_tracked:
         state = state_codes(e)
-        op = e["op"].astype(object).to_numpy()
+        op_names = e["op"].cat.categories
+        op_codes = e["op"].cat.codes.to_numpy()
         p2p_mask = e["is_p2p"].to_numpy()
-        usable = (state < 2) & (~p2p_mask | np.isin(op, ["send", "recv"]))
+        usable = (state < 2) & (~p2p_mask | op_is(e, "send") | op_is(e, "recv"))
         idx = np.flatnonzero(usable)
         if not len(idx):
             return out
@@ -85,20 +86,23 @@ def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dic
                 (int(r), int(p)): int(s)
                 for r, p, s in zip(pend["rank"], pend["pos"], pend["slot"], strict=True)
             }
-        pg_codes = e["pg_name"].cat.codes.to_numpy()
-        for i in idx[first]:
-            rank, pos = int(e["rank"].iat[i]), int(e["pos"].iat[i])
-            pg = int(pg_codes[i])
+        pick = idx[first]
+        cols = {
+            c: e[c].to_numpy()[pick]
+            for c in ("rank", "pos", "global_src", "global_dst", "collective_seq_id", "p2p_seq_id")
+        }
+        pgs = e["pg_name"].cat.codes.to_numpy()[pick]
+        ops = [str(op_names[c]) for c in op_codes[pick]]
+        for k, i in enumerate(pick.tolist()):
+            rank, pos, pg = int(cols["rank"][k]), int(cols["pos"][k]), int(pgs[k])
             if p2p_mask[i]:
-                src, dst = (
-                    (rank, int(e["global_dst"].iat[i]))
-                    if op[i] == "send"
-                    else (int(e["global_src"].iat[i]), rank)
-                )
+                sends = ops[k] == "send"
+                src = rank if sends else int(cols["global_src"][k])
+                dst = int(cols["global_dst"][k]) if sends else rank
                 node: Node = ("p", pg, slots.get((rank, pos), 0), src, dst)
             else:
-                node = ("c", pg, int(e["collective_seq_id"].iat[i]), -1, -1)
-            out[rank] = Blocked(node, int(state[i]), str(op[i]), int(e["p2p_seq_id"].iat[i]), pos)
+                node = ("c", pg, int(cols["collective_seq_id"][k]), -1, -1)
+            out[rank] = Blocked(node, int(state[i]), ops[k], int(cols["p2p_seq_id"][k]), pos)
         return out
     keys = coll.incomplete
     if keys.empty:
