@@ -225,7 +225,8 @@ def run(options: dict[str, Any]) -> int:
         )
         for note in trace.notes:
             click.echo(f"note: {note}", err=True)
-    entries = select_entries(trace.entries, trace.groups, ranks, pg_filters)
+    names = matching_groups(trace.groups, pg_filters)
+    entries = select_entries(trace.entries, ranks, names)
     style = Style(use_color())
     if options["raw"]:
         from frtrace.report.raw import entries_table, write_entries_json
@@ -242,8 +243,7 @@ def run(options: dict[str, Any]) -> int:
     analysis = analyze(trace, mismatch_cap=options["mismatch_cap"])
     if options["verbose"]:
         click.echo(f"note: analyzed in {time.monotonic() - loaded:.2f}s", err=True)
-    if ranks is not None or pg_filters:
-        names = set(entries["pg_name"].astype(object).unique()) if pg_filters else None
+    if ranks is not None or names is not None:
         analysis = analysis.narrowed(ranks, names)
     as_json = (options["fmt"] or "table") == "json"
     report = render_json(analysis) if as_json or options["output"] is not None else ""
@@ -261,25 +261,25 @@ def run(options: dict[str, Any]) -> int:
     return EXIT_OK if analysis.ok else EXIT_FINDINGS
 
 
-def select_entries(
-    entries: Any, groups: Any, ranks: list[int] | None, pg_filters: list[str]
-) -> Any:
-    """Narrow entries to the selected ranks and to groups matching a name or desc."""
+def matching_groups(groups: Any, pg_filters: list[str]) -> set[str] | None:
+    """Names of the groups whose name or desc is in `pg_filters` (None: no filter given)."""
+    if not pg_filters:
+        return None
+    wanted = set(pg_filters)
+    pairs = list(zip(groups["pg_name"], groups["pg_desc"], strict=True))
+    names = {str(n) for n, d in pairs if str(n) in wanted or str(d) in wanted}
+    if not names:
+        known = ", ".join(f"{n} ({d})" for n, d in pairs)
+        raise FrtraceError(f"no process group matches {', '.join(pg_filters)}; groups: {known}")
+    return names
+
+
+def select_entries(entries: Any, ranks: list[int] | None, names: set[str] | None) -> Any:
+    """Narrow entries to the selected ranks and groups."""
     mask = None
     if ranks is not None:
         mask = entries["rank"].isin(ranks)
-    if pg_filters:
-        wanted = set(pg_filters)
-        names = {
-            str(n)
-            for n, d in zip(groups["pg_name"], groups["pg_desc"], strict=True)
-            if str(n) in wanted or str(d) in wanted
-        }
-        if not names:
-            known = ", ".join(
-                f"{n} ({d})" for n, d in zip(groups["pg_name"], groups["pg_desc"], strict=True)
-            )
-            raise FrtraceError(f"no process group matches {', '.join(pg_filters)}; groups: {known}")
+    if names is not None:
         pg_mask = entries["pg_name"].isin(names)
         mask = pg_mask if mask is None else mask & pg_mask
     return entries if mask is None else entries.loc[mask]

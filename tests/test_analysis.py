@@ -243,3 +243,18 @@ def test_only_active_dumps_still_name_a_rank_that_left_no_entries(tmp_path: Path
     job, analysis = run_job(tmp_path, Layout(tp=4, dp=2, pp=2), fault, only_active=True)
     assert not job.dumps[5].get("entries")  # everything it did had completed
     assert_blames_expected(job, analysis)
+
+
+def test_pg_filters_narrow_the_report_to_the_matching_groups(tmp_path: Path) -> None:
+    write_job(
+        simulate(
+            JobSpec(LAYOUTS["tp4-dp1-pp2"], steps=4, fault=Fault("missing_ranks", 5, "tp", 2))
+        ),
+        tmp_path,
+    )
+    runner = CliRunner()
+    tp_only = json.loads(
+        runner.invoke(cli, [str(tmp_path), "--format", "json", "--pg-filters", "mesh_tp"]).stdout
+    )
+    descs = {f["pg_desc"] for f in tp_only["findings"]}
+    assert descs == {"mesh_tp"} and tp_only["root_cause"]["culprit_ranks"] == [5]
