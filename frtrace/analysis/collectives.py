@@ -17,7 +17,7 @@ import pandas as pd
 from frtrace.analysis.context import Context, judged
 from frtrace.analysis.findings import Finding, where
 from frtrace.analysis.ops import SIGNATURE
-from frtrace.report.fmt import rank_ranges, who
+from frtrace.report.fmt import rank_ranges, verb, who
 
 GATHER_OPS = frozenset({"all_gather", "_allgather_base", "all_gather_into_tensor", "allgather"})
 SCATTER_OPS = frozenset({"reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor"})
@@ -406,19 +406,37 @@ def _state_findings(ctx: Context, coll: pd.DataFrame) -> list[Finding]:
         stuck = sorted(int(r) for r in rows.loc[rows["state"] == 0, "rank"])
         running = sorted(int(r) for r in rows.loc[rows["state"] == 1, "rank"])
         place = where(ctx.desc(pg), ctx.name(pg), seq)
-        findings.append(
-            ctx.finding(
-                "state_mismatch",
-                pg,
-                collective_seq_id=seq,
-                op=_majority_label(ctx, rows, "op"),
-                culprit_ranks=stuck,
-                waiting_ranks=running,
-                detail=(
-                    f"every member issued {place}, but ranks {_r(stuck)} never started it "
-                    f"while ranks {_r(running)} run it"
-                ),
-                evidence={"scheduled": stuck, "started": running},
-            )
-        )
+        op = _majority_label(ctx, rows, "op")
+        findings.append(state_finding(ctx, pg, place, stuck, running, op, collective_seq_id=seq))
     return findings
+
+
+def state_finding(
+    ctx: Context,
+    pg: int,
+    place: str,
+    stuck: list[int],
+    running: list[int],
+    op: str,
+    *,
+    collective_seq_id: int | None = None,
+    p2p_seq_id: int | None = None,
+    expected_ranks: list[int] | None = None,
+) -> Finding:
+    """Everyone issued it; `stuck` never started it while `running` run it."""
+    return ctx.finding(
+        "state_mismatch",
+        pg,
+        collective_seq_id=collective_seq_id,
+        p2p_seq_id=p2p_seq_id,
+        op=op,
+        culprit_ranks=stuck,
+        waiting_ranks=running,
+        expected_ranks=expected_ranks,
+        detail=(
+            f"every member issued {place}, but {who(stuck)} never started it while "
+            f"{who(running)} {verb(running, 'runs', 'run')} it: its GPU is stuck before this "
+            "operation"
+        ),
+        evidence={"scheduled": stuck, "started": running},
+    )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from frtrace.analysis.collectives import CollectiveResult, missing_finding
+from frtrace.analysis.collectives import CollectiveResult, missing_finding, state_finding
 from frtrace.analysis.context import Context
 from frtrace.analysis.findings import Finding, where
 from frtrace.analysis.ops import op_is, state_codes
@@ -451,21 +451,16 @@ def _root_finding(
         existing = _existing(findings, {"state_mismatch"}, ctx.name(pg), seq)
         if existing is not None:
             return existing
-    return ctx.finding(
-        "state_mismatch",
+    return state_finding(
+        ctx,
         pg,
+        node_name(ctx, node),
+        stuck,
+        running,
+        blocked[stuck[0]].op,
         collective_seq_id=seq if kind == "c" else None,
         p2p_seq_id=blocked[stuck[0]].p2p_seq_id if kind == "p" else None,
-        op=blocked[stuck[0]].op,
-        culprit_ranks=stuck,
-        waiting_ranks=running,
         expected_ranks=_members(ctx, node),
-        detail=(
-            f"every member issued {node_name(ctx, node)}, but {who(stuck)} never started it "
-            f"while {who(running)} {verb(running, 'runs', 'run')} it: its GPU is stuck before "
-            "this operation"
-        ),
-        evidence={"scheduled": stuck, "started": running},
     )
 
 
