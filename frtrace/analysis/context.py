@@ -69,20 +69,15 @@ class Context:
 
     def rank_ops(self, rank: int) -> pd.DataFrame:
         """One rank's collective ops (a small frame): history questions never scan the job."""
-        index = self.__dict__.get("_rank_index")
-        if index is None:
-            index = self.__dict__["_rank_index"] = self.view.coll.groupby("rank").indices
-        rows = index.get(rank)
-        if rows is None:
-            return self.view.coll.iloc[:0]
-        return self.view.coll.iloc[rows]
+        return self.view.coll.iloc[_rank_slice(self.view.coll["rank"].to_numpy(), rank)]
 
     def sites(self, rank: int) -> list[int]:
         """The rank's call sites (stack ids) in the order it recorded them, all groups."""
         cache = self.__dict__.setdefault("_sites", {})
         if rank not in cache:
             e = self.trace.entries
-            cache[rank] = e.loc[e["rank"] == rank, "stack_id"].tolist()
+            rows = _rank_slice(e["rank"].to_numpy(), rank)
+            cache[rank] = e["stack_id"].to_numpy()[rows].tolist()
         return cache[rank]
 
     def next_is_usual(self, rank: int, site: int) -> bool:
@@ -95,6 +90,13 @@ class Context:
     def expected(self, pg: int) -> set[int]:
         """Members whose dump can tell whether they issued a collective of this group."""
         return (set(self.group_members(pg)) & self.dumped) - self.unknown.get(int(pg), set())
+
+
+def _rank_slice(ranks: np.ndarray, rank: int) -> slice:
+    """Rows of one rank in a table sorted by rank (entries and ops both are): a binary search."""
+    return slice(
+        int(np.searchsorted(ranks, rank, "left")), int(np.searchsorted(ranks, rank, "right"))
+    )
 
 
 def build_context(trace: Trace, mismatch_cap: int = 10) -> Context:
