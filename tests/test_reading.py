@@ -104,3 +104,39 @@ def test_json_quirks_string_status_zero_times_and_no_entries_key(tmp_path: Path)
     assert (row["time_started_ns"], row["state"], row["stack_id"]) == (0, "scheduled", -1)
     status = trace.pg_status.set_index("rank").loc[0]
     assert (status["last_enqueued"], status["last_started"]) == (1, -1)
+
+
+@pytest.mark.parametrize("fixture", ["tutorial/trace_0", "tutorial_json/trace_0.json"])
+def test_corrupted_dumps_are_skipped_or_analyzed_but_never_raise(
+    tmp_path: Path, fixture: str
+) -> None:
+    import random
+    import shutil
+
+    from conftest import FIXTURES
+
+    from frtrace.analysis.engine import analyze
+    from frtrace.tables.load import parse_file
+
+    original = (FIXTURES / fixture).read_bytes()
+    peer = FIXTURES / fixture.replace("trace_0", "trace_1")
+    rng = random.Random(7)
+    outcomes = {"skipped": 0, "analyzed": 0}
+    for trial in range(60):
+        blob = bytearray(original)
+        for _ in range(rng.randint(1, 3)):
+            blob[rng.randrange(len(blob))] = rng.randrange(256)
+        folder = tmp_path / str(trial)
+        folder.mkdir()
+        shutil.copy(peer, folder / peer.name)
+        (folder / Path(fixture).name).write_bytes(
+            bytes(blob[: rng.randint(1, len(blob))]) if trial % 3 == 0 else bytes(blob)
+        )
+        _rank, _path, cols, _fmt, _gz, reason = parse_file((str(folder / Path(fixture).name), 0))
+        if cols is None:
+            assert reason and "\n" not in reason
+            outcomes["skipped"] += 1
+        else:
+            analyze(load_trace(folder))
+            outcomes["analyzed"] += 1
+    assert outcomes["skipped"] > 0
