@@ -155,6 +155,50 @@ def healthy_worker(rank: int, world: int, port: int, out_dir: Path) -> None:
     dist.destroy_process_group()
 
 
+def cascade_worker(rank: int, world: int, port: int, out_dir: Path, timeout_s: float) -> None:
+    """One rank of a hang that cascades across groups.
+
+    Each step every rank all_reduces in its pair group, then in the default group. In step 3
+    rank 3 stalls outside collectives (think data loading) before its pair all_reduce: rank 2
+    waits for it in `pair23`, and ranks 0 and 1 then wait in the default group for rank 2.
+    The rank to blame is 3, at the end of that chain, not 2 where ranks 0-1 wait.
+    """
+    import torch
+    import torch.distributed as dist
+
+    _init_gloo(rank, world, port, timeout_s)
+    store = dist.distributed_c10d._get_default_store()
+    short = timedelta(seconds=timeout_s)  # sub-groups would otherwise wait 30 minutes
+    pair01 = dist.new_group([0, 1], timeout=short, group_desc="pair01")
+    pair23 = dist.new_group([2, 3], timeout=short, group_desc="pair23")
+    mine = pair01 if rank < 2 else pair23
+    x = torch.ones(6) * (rank + 1)
+    try:
+        for step in range(3):
+            if rank == 3 and step == 2:
+                break  # the stall: rank 3 never reaches its next collective
+            dist.all_reduce(x, group=mine)
+            dist.all_reduce(x)
+    except RuntimeError:
+        pass  # the hang, cut short by the process-group timeout
+    others = [f"frtrace/dumped_{r}" for r in range(world) if r != 3]
+    if rank == 3:  # stay silent until every waiting rank has timed out and dumped
+        store.wait(others, timedelta(seconds=60))
+    _dump(rank, out_dir, None)
+    store.set(f"frtrace/dumped_{rank}", "1")
+    store.wait([f"frtrace/dumped_{r}" for r in range(world)], timedelta(seconds=60))
+    store.set(f"frtrace/bye_{rank}", "1")
+    if rank == 0:  # rank 0 hosts the store: leave last
+        store.wait([f"frtrace/bye_{r}" for r in range(world)], timedelta(seconds=60))
+
+
+def capture_cascade(out_dir: Path, timeout_s: float = TUTORIAL_TIMEOUT_S) -> list[Path]:
+    """Run the 4-rank cascading hang; pickles go to ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _run_ranks(cascade_worker, 4, (out_dir, timeout_s))
+    return [out_dir / f"trace_{r}" for r in range(4)]
+
+
 def capture_tutorial(
     out_dir: Path, json_dir: Path | None = None, timeout_s: float = TUTORIAL_TIMEOUT_S
 ) -> list[Path]:
@@ -262,6 +306,21 @@ derived from the entries despite the `''`-keyed `pg_config`; all-`scheduled` sta
 not be reported as a hang.
 
 {healthy_table}
+
+## `cascade_4rank/` (`trace_0` … `trace_3`, pickle)
+
+A hang that cascades across groups. Each step every rank calls `all_reduce` in its pair group
+(`pair01` or `pair23`), then in the default group. In step 3 rank 3 stalls outside
+collectives before its pair `all_reduce`: rank 2 waits for it in `pair23` (seq 3) and times
+out; ranks 0 and 1, having finished `pair01` seq 3, wait for rank 2 in the default group
+(seq 3) and time out. Rank 3 dumps last, once the others have.
+
+**Expected conclusion:** root cause rank 3 in `pair23` (pg `2`) at seq 3, `missing_ranks`:
+its own history shows this call always followed its last one. The chain reads: ranks 0-1
+wait in `default_pg#3` for rank 2; rank 2 waits in `pair23#3` for rank 3; rank 3 never
+issued it. Blaming rank 2 (where ranks 0-1 wait) would be wrong.
+
+{cascade_table}
 """
 
 
@@ -272,6 +331,7 @@ def write_fixtures(out: Path) -> dict[str, list[Path]]:
     made = {
         "tutorial": capture_tutorial(out / "tutorial", out / "tutorial_json"),
         "healthy_4rank": capture_healthy(out / "healthy_4rank"),
+        "cascade_4rank": capture_cascade(out / "cascade_4rank"),
     }
     with open(out / "tutorial" / "trace_0", "rb") as f:
         sample = pickle.load(f)
@@ -284,6 +344,7 @@ def write_fixtures(out: Path) -> dict[str, list[Path]]:
         timeout=f"{TUTORIAL_TIMEOUT_S:g}",
         tutorial_table=summarize([p for p in made["tutorial"] if p.suffix != ".json"]),
         healthy_table=summarize(made["healthy_4rank"]),
+        cascade_table=summarize(made["cascade_4rank"]),
     )
     (out / "README.md").write_text(readme)
     return made

@@ -170,3 +170,20 @@ def test_enable_flight_recorder_sets_old_and_new_names(monkeypatch: pytest.Monke
     monkeypatch.setenv("RANK", "3")
     assert capture.default_dump_path() == "/tmp/x_3"
     assert capture.default_dump_path("/data/fr_") == "/data/fr_3"
+
+
+def test_real_cascading_hang_is_blamed_on_the_rank_at_the_end_of_the_chain() -> None:
+    from frtrace.analysis.engine import analyze
+
+    analysis = analyze(_load(FIXTURES / "cascade_4rank"))
+    root = analysis.root_cause
+    assert root is not None
+    assert (root.kind, root.culprit_ranks, root.pg_desc, root.collective_seq_id) == (
+        "missing_ranks",
+        [3],
+        "pair23",
+        3,
+    )
+    chain = root.evidence["chain"]
+    assert chain[0].startswith("ranks 0-1 wait in default_pg#3")
+    assert "rank 2 waits in pair23#3" in chain[1]
