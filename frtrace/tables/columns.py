@@ -22,17 +22,17 @@ from frtrace.errors import DumpError
 Frame = tuple[str, str, int]
 
 INT_FIELDS = {
-    # column name: (dump key, default)
+    # per-entry counters and times. column name: (dump key, default)
     "record_id": ("record_id", -1),
-    "pg_id": ("pg_id", -1),
     "collective_seq_id": ("collective_seq_id", -1),
     "p2p_seq_id": ("p2p_seq_id", 0),
     "op_id": ("op_id", -1),
     "time_created_ns": ("time_created_ns", 0),
     "time_started_ns": ("time_discovered_started_ns", 0),
     "time_completed_ns": ("time_discovered_completed_ns", 0),
-    "timeout_ms": ("timeout_ms", 0),
 }
+# Integers that follow from the call site, read from the composite. column name: default
+CALL_SITE_INTS = {"pg_id": -1, "timeout_ms": 0}
 STR_FIELDS = {
     "profiling_name": "profiling_name",
     "state": "state",
@@ -285,8 +285,6 @@ def columnize(data: dict[str, Any], rank: int) -> RankColumns:
     n = len(entries)
     ints = {}
     for col, (key, default) in INT_FIELDS.items():
-        if col in ("pg_id", "timeout_ms"):
-            continue
         values = _column(entries, key, None, missing)
         if col == "collective_seq_id" and key in missing and n and "seq_id" in entries[0]:
             missing.remove(key)
@@ -305,8 +303,8 @@ def columnize(data: dict[str, Any], rank: int) -> RankColumns:
         cats[col] = _split(composite, at[col], _text)
     for col in LIST_FIELDS:
         cats[col] = _split(composite, at[col], _dtypes if col.endswith("dtypes") else _shape)
-    ints["pg_id"] = _scalar(composite, at["pg_id"], np.int64, -1)
-    ints["timeout_ms"] = _scalar(composite, at["timeout_ms"], np.int64, 0)
+    for col, default in CALL_SITE_INTS.items():
+        ints[col] = _scalar(composite, at[col], np.int64, default)
     is_p2p = _scalar(composite, at["is_p2p"], bool, False)
     retired = _scalar(composite, at["retired"], bool, False)
     pg_config = data.get("pg_config") or {}
@@ -314,7 +312,7 @@ def columnize(data: dict[str, Any], rank: int) -> RankColumns:
     return RankColumns(
         rank=rank,
         n=n,
-        ints={k: ints[k] for k in INT_FIELDS},
+        ints=ints,
         duration_ms=duration,
         is_p2p=is_p2p,
         retired=retired,
