@@ -198,17 +198,16 @@ def test_cli_exit_status_is_1_on_a_desync_and_0_on_a_healthy_job(tmp_path: Path)
     assert healthy_run.exit_code == 0 and "OK: no desync" in healthy_run.stdout
 
 
+def tp_fault_report(folder: Path, *options: str) -> dict[str, Any]:
+    """The JSON report of a job where rank 5 stops before its tp all_reduce."""
+    fault = Fault("missing_ranks", 5, "tp", 2)
+    write_job(simulate(JobSpec(LAYOUTS["tp4-dp1-pp2"], steps=4, fault=fault)), folder)
+    run = CliRunner().invoke(cli, [str(folder), "--format", "json", *options])
+    return json.loads(run.stdout)
+
+
 def test_selected_ranks_narrow_the_report_to_findings_involving_them(tmp_path: Path) -> None:
-    write_job(
-        simulate(
-            JobSpec(LAYOUTS["tp4-dp1-pp2"], steps=4, fault=Fault("missing_ranks", 5, "tp", 2))
-        ),
-        tmp_path,
-    )
-    runner = CliRunner()
-    about_5 = json.loads(
-        runner.invoke(cli, [str(tmp_path), "--format", "json", "--selected-ranks", "5"]).stdout
-    )
+    about_5 = tp_fault_report(tmp_path, "--selected-ranks", "5")
     assert about_5["findings"] and all(
         5 in f["culprit_ranks"] + f["waiting_ranks"] for f in about_5["findings"]
     )
@@ -246,15 +245,6 @@ def test_only_active_dumps_still_name_a_rank_that_left_no_entries(tmp_path: Path
 
 
 def test_pg_filters_narrow_the_report_to_the_matching_groups(tmp_path: Path) -> None:
-    write_job(
-        simulate(
-            JobSpec(LAYOUTS["tp4-dp1-pp2"], steps=4, fault=Fault("missing_ranks", 5, "tp", 2))
-        ),
-        tmp_path,
-    )
-    runner = CliRunner()
-    tp_only = json.loads(
-        runner.invoke(cli, [str(tmp_path), "--format", "json", "--pg-filters", "mesh_tp"]).stdout
-    )
+    tp_only = tp_fault_report(tmp_path, "--pg-filters", "mesh_tp")
     descs = {f["pg_desc"] for f in tp_only["findings"]}
     assert descs == {"mesh_tp"} and tp_only["root_cause"]["culprit_ranks"] == [5]

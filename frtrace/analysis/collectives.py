@@ -129,7 +129,7 @@ def missing_finding(
     elif len(have) < len(missing):
         culprits, waiting = have, have
         detail = (
-            f"ranks {_r(have)} issued {place} ({op}) that the other {len(missing)} "
+            f"ranks {rank_ranges(have)} issued {place} ({op}) that the other {len(missing)} "
             "members never issued"
         )
     else:
@@ -156,7 +156,8 @@ def missing_finding(
             culprits, waiting = sorted(have + missing), have
             evidence["undecidable"] = True
             detail = (
-                f"ranks {_r(have)} issued {place} ({op}) and ranks {_r(missing)} did not; "
+                f"ranks {rank_ranges(have)} issued {place} ({op}) and ranks "
+                f"{rank_ranges(missing)} did not; "
                 "with two equal sides and no telling history this is undecidable: "
                 "both are named"
             )
@@ -214,10 +215,6 @@ def _majority_label(ctx: Context, rows: pd.DataFrame, column: str) -> str:
     return ctx.view.label(column, code)
 
 
-def _r(ranks: list[int]) -> str:
-    return rank_ranges(ranks)
-
-
 def _signature_ids(ctx: Context, coll: pd.DataFrame) -> np.ndarray:
     """One integer per distinct (op, sizes, dtypes): mixed radix over the label tables."""
     sig = np.zeros(len(coll), dtype=np.int64)
@@ -266,7 +263,8 @@ def mismatch_finding(ctx: Context, pg: int, seq: int, rows: pd.DataFrame) -> Fin
         majority = ordered[0]
         culprits = sorted(r for r in signature if r not in majority)
         detail = (
-            f"{place}: ranks {_r(culprits)} disagree with the other {len(majority)} members "
+            f"{place}: ranks {rank_ranges(culprits)} disagree with the other "
+            f"{len(majority)} members "
             f"on {column.replace('_', ' ')} ({_diff(ctx, column, signature, culprits, majority)})"
         )
     else:
@@ -277,7 +275,7 @@ def mismatch_finding(ctx: Context, pg: int, seq: int, rows: pd.DataFrame) -> Fin
             evidence["undecidable"] = False
             detail = (
                 f"{place}: members split on {column.replace('_', ' ')}; ranks "
-                f"{_r(culprits)} changed what they issue at this call site, the others "
+                f"{rank_ranges(culprits)} changed what they issue at this call site, the others "
                 "did not"
             )
         else:
@@ -377,7 +375,7 @@ def _numel_findings(ctx: Context, coll: pd.DataFrame) -> list[Finding]:
                 culprit_ranks=culprits,
                 waiting_ranks=sorted(set(int(r) for r in everyone["rank"]) - set(culprits)),
                 detail=(
-                    f"{place}: numel of ranks {_r(culprits)} does not fit a group of "
+                    f"{place}: numel of ranks {rank_ranges(culprits)} does not fit a group of "
                     f"{sizes[pg]} (input {int(rows['input_numel'].iloc[0])}, output "
                     f"{int(rows['output_numel'].iloc[0])})"
                 ),

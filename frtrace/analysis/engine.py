@@ -54,13 +54,10 @@ def mark_same_culprit(findings: list[Finding], roots: list[Finding], blocked: di
         if f.kind != "missing_ranks" or f.secondary or not absent:
             continue
         if set(absent) <= stopped and not any(r in blocked for r in absent):
-            f.culprit_ranks = sorted(absent)
-            f.waiting_ranks = sorted(f.evidence.get("issued_by", f.waiting_ranks))
-            f.evidence.pop("undecidable", None)
-            f.evidence["secondary"] = True
-            f.detail = (
+            f.mark_consequence(
+                absent,
                 f"{who(absent)} stopped before the root cause's collective, so "
-                f"{verb(absent, 'it', 'they')} never issued this one either (a consequence)"
+                f"{verb(absent, 'it', 'they')} never issued this one either (a consequence)",
             )
 
 

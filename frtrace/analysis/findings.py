@@ -48,6 +48,15 @@ class Finding:
             "evidence": self.evidence,
         }
 
+    def mark_consequence(self, culprits: list[int], detail: str) -> None:
+        """Recast as a consequence of another finding: `culprits` did not issue it, the
+        ranks that did are the ones waiting, and the verdict is no longer a tie to break."""
+        self.culprit_ranks = sorted(culprits)
+        self.waiting_ranks = sorted(set(self.evidence.get("issued_by", self.waiting_ranks)))
+        self.evidence.pop("undecidable", None)
+        self.evidence["secondary"] = True
+        self.detail = detail
+
     @property
     def secondary(self) -> bool:
         """A consequence of another problem (the culprit is itself blocked elsewhere)."""

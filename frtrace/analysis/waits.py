@@ -566,14 +566,11 @@ def mark_secondary(ctx: Context, findings: list[Finding], blocked: dict[int, Blo
         suspects = f.evidence.get("not_issued_by") or f.culprit_ranks
         away = {r: blocked[r].node for r in suspects if r in blocked}
         if away and len(away) == len(suspects) and all(n != here for n in away.values()):
-            f.culprit_ranks = sorted(suspects)
-            f.waiting_ranks = sorted(set(f.evidence.get("issued_by", f.waiting_ranks)))
-            f.evidence.pop("undecidable", None)
-            f.evidence["secondary"] = True
             f.evidence["blocked_in"] = {str(r): node_name(ctx, n) for r, n in away.items()}
-            f.detail = (
+            f.mark_consequence(
+                suspects,
                 f"{who(suspects)} {verb(suspects, 'has', 'have')} not issued "
                 f"{node_name(ctx, here)}: {verb(suspects, 'it is', 'they are')} blocked in "
                 f"{', '.join(sorted(set(f.evidence['blocked_in'].values())))} "
-                "(a consequence, see the root cause)"
+                "(a consequence, see the root cause)",
             )
