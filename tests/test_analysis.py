@@ -240,7 +240,10 @@ def test_report_does_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
 def test_only_active_dumps_still_name_a_rank_that_left_no_entries(tmp_path: Path) -> None:
     fault = Fault("missing_ranks", rank=5, group="tp", step=2)
     job, analysis = run_job(tmp_path, Layout(tp=4, dp=2, pp=2), fault, only_active=True)
-    assert not job.dumps[5].get("entries")  # everything it did had completed
+    # Everything it did had completed; only coalesced parts stay, `scheduled` forever.
+    left = job.dumps[5].get("entries") or []
+    assert all(e["state"] == "scheduled" and not e["retired"] for e in left)
+    assert {e["profiling_name"] for e in left} <= {"nccl:all_reduce"}
     assert_blames_expected(job, analysis)
 
 

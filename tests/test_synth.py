@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import itertools
 import json
 import pickle
 from collections import defaultdict
@@ -103,8 +104,17 @@ def test_healthy_job_ends_with_every_entry_completed(layout: Layout) -> None:
     job = simulate(JobSpec(layout, steps=2))
     assert job.expected is None and not job.hung and job.omit_ranks == set()
     for rank in range(layout.world):
-        states = {e["state"] for e in entries_of(job, rank)}
-        assert states == {"completed"}
+        entries = entries_of(job, rank)
+        parts = [e for e, nxt in itertools.pairwise(entries) if _same_block(e, nxt)]
+        rest = [e for e in entries if not any(e is p for p in parts)]
+        assert {e["state"] for e in rest} == {"completed"}
+        # Coalesced parts are recorded without events, as NCCL does: frozen forever.
+        assert all(p["state"] == "scheduled" and not p["retired"] for p in parts)
+
+
+def _same_block(e: dict, nxt: dict) -> bool:
+    key = "p2p_seq_id" if e["is_p2p"] else "collective_seq_id"
+    return e["process_group"] == nxt["process_group"] and e[key] == nxt[key]
 
 
 @pytest.mark.parametrize("layout", HEALTHY_LAYOUTS, ids=str)
@@ -159,9 +169,13 @@ def test_coalesced_buckets_share_one_seq_id_and_end_with_the_marker() -> None:
     job = simulate(JobSpec(Layout(dp=2), steps=1))
     dp = entries_of(job, 0, group_named(job, 0, "mesh_dp"))
     names = [e["profiling_name"] for e in dp]
-    assert names == ["nccl:all_reduce"] * 3 + ["nccl:allreduce_coalesced", "nccl:all_gather"]
+    assert names == ["nccl:all_reduce"] * 3 + ["nccl:coalesced", "nccl:all_gather"]
     assert [e["collective_seq_id"] for e in dp] == [1, 1, 1, 1, 2]
     assert [e["op_id"] for e in dp] == [1, 2, 3, 4, 5]
+    parts, closer = dp[:3], dp[3]
+    assert {p["state"] for p in parts} == {"scheduled"}
+    assert all(p["time_discovered_completed_ns"] is None and "duration_ms" not in p for p in parts)
+    assert closer["state"] == "completed" and closer["retired"] and closer["input_sizes"] == []
 
 
 def test_all_gather_output_holds_the_input_of_every_member() -> None:
@@ -331,7 +345,8 @@ def test_state_mismatch_leaves_the_culprits_op_scheduled_while_peers_started_it(
     culprit = collective(job, 6, x["pg_name"], x["collective_seq_id"])
     peer = collective(job, 2, x["pg_name"], x["collective_seq_id"])
     assert {e["state"] for e in culprit} == {"scheduled"}
-    assert {e["state"] for e in peer} == {"started"}
+    # Only the closing entry moves; the parts stay `scheduled` on every rank.
+    assert [e["state"] for e in peer] == ["scheduled"] * 3 + ["started"]
     assert len(culprit) == 4  # the whole coalesced group: 3 buckets and the marker
 
 

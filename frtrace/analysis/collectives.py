@@ -102,7 +102,9 @@ def _missing_findings(ctx: Context, coll: pd.DataFrame, incomplete: pd.DataFrame
     previous: dict[int, tuple[frozenset[int], Finding]] = {}
     for (pg, seq), rows in present.items():
         have = set(int(r) for r in rows["rank"])
-        missing = frozenset(ctx.expected(pg) - have)
+        missing = frozenset(
+            m for m in ctx.expected(pg) - have if not ctx.issued_per_status(pg, m, seq)
+        )
         if not missing:
             continue
         last = previous.get(pg)

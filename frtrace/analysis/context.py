@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from frtrace.analysis.findings import Finding
-from frtrace.analysis.ops import OpView, build_op_view
+from frtrace.analysis.ops import (
+    OpView,
+    block_states,
+    build_op_view,
+    closer_mask,
+    raw_state_codes,
+)
 from frtrace.tables.trace import Trace
 
 
@@ -20,6 +26,7 @@ class Context:
 
     trace: Trace
     view: OpView
+    states: np.ndarray  # per entry, 0/1/2, coalesced parts carrying their closer's state
     pg_names: list[str]  # entries' pg_name codes -> name
     pg_desc: dict[str, str]
     members: dict[str, list[int]]
@@ -28,6 +35,32 @@ class Context:
     judged_lo: dict[int, int]  # pg code -> lowest seq every member could still hold
     unknown: dict[int, set[int]]  # pg code -> members whose window shows nothing of the group
     mismatch_cap: int
+    # pg code -> rank -> (last enqueued, started, completed) collective seq from pg_status,
+    # for groups without p2p work (p2p work reports its p2p seq there); only when states move
+    status: dict[int, dict[int, tuple[int, int, int]]] = field(default_factory=dict)
+    # rank -> its latest recorded time (ns): a running op's discovered start is the dump time
+    dump_ns: dict[int, int] = field(default_factory=dict)
+    timing: bool = False  # the job recorded start events (TORCH_NCCL_ENABLE_TIMING)
+
+    def row(self, rank: int, pos: int) -> int:
+        """Index into the entries table of a rank's entry at `pos` in its dump."""
+        return _rank_slice(self.trace.entries["rank"].to_numpy(), rank).start + int(pos)
+
+    def in_flight_ms(self, rank: int, pos: int) -> float | None:
+        """How long the rank's entry had been enqueued when it dumped, where times tell."""
+        e = self.trace.entries
+        i = self.row(rank, pos)
+        created = int(e["time_created_ns"].iat[i])
+        latest = self.dump_ns.get(int(rank), 0)
+        if not self.timing or created <= 0 or latest <= created:
+            return None
+        return (latest - created) / 1e6
+
+    def issued_per_status(self, pg: int, rank: int, seq: int) -> bool:
+        """pg_status says the rank enqueued this collective (its entry may be gone: a wrapped
+        buffer, or an `onlyActive` dump that leaves completed work out)."""
+        got = self.status.get(int(pg), {}).get(int(rank))
+        return got is not None and got[0] >= seq
 
     def name(self, pg: int) -> str:
         return self.pg_names[int(pg)]
@@ -80,6 +113,13 @@ class Context:
             cache[rank] = e["stack_id"].to_numpy()[rows].tolist()
         return cache[rank]
 
+    def has_history(self, rank: int) -> bool:
+        """The rank's dump holds completed work, so its call sites show what it usually does
+        (an `onlyActive` dump keeps only unfinished work and frozen coalesced parts)."""
+        rows = _rank_slice(self.trace.entries["rank"].to_numpy(), rank)
+        own = raw_state_codes(self.trace.entries.iloc[rows])
+        return bool((own == 2).any()) or not self.view.states_tracked
+
     def next_is_usual(self, rank: int, site: int) -> bool:
         """Its own history says `site` comes right after the rank's last recorded call."""
         sites = self.sites(rank)
@@ -101,12 +141,16 @@ def _rank_slice(ranks: np.ndarray, rank: int) -> slice:
 
 def build_context(trace: Trace, mismatch_cap: int = 10) -> Context:
     """Op view plus the judged window of each group (ring buffers lose old entries)."""
-    view = build_op_view(trace.entries)
     pg_names = [str(c) for c in trace.entries["pg_name"].cat.categories]
     members = {
         str(n): [int(r) for r in rs]
         for n, rs in zip(trace.groups["pg_name"], trace.groups["ranks"], strict=True)
     }
+    # gloo counts a timed-out collective as completed in pg_status: only trust it elsewhere.
+    gloo = "gloo" in set(trace.entries["backend"].astype(str).unique())
+    status = {} if gloo else _status_by_group(trace, pg_names, members)
+    states = block_states(trace.entries, status)
+    view = build_op_view(trace.entries, states)
     reliable = {
         str(n): s == "pg_config"
         for n, s in zip(trace.groups["pg_name"], trace.groups["source"], strict=True)
@@ -124,6 +168,15 @@ def build_context(trace: Trace, mismatch_cap: int = 10) -> Context:
     for (pg, rank), lo in lo_hi.items():
         if wrapped.get(int(rank), False):
             judged_lo[int(pg)] = max(judged_lo.get(int(pg), 0), int(lo))
+    # A wrapped buffer that starts inside a coalescing block lost some of its parts: that
+    # block is no evidence, so the group is judged from the next collective on.
+    e = trace.entries
+    in_block = e["coalesced"].to_numpy() | closer_mask(e)
+    cut = (e["pos"].to_numpy() == 0) & in_block & ~e["is_p2p"].to_numpy()
+    for i in np.flatnonzero(cut).tolist():
+        if wrapped.get(int(e["rank"].iat[i]), False):
+            pg = int(e["pg_name"].cat.codes[i])
+            judged_lo[pg] = max(judged_lo.get(pg, 0), int(e["collective_seq_id"].iat[i]) + 1)
     dumped = set(int(r) for r in trace.files["rank"])
     unknown: dict[int, set[int]] = {}
     held = coll[["pg", "rank"]].drop_duplicates()
@@ -133,13 +186,30 @@ def build_context(trace: Trace, mismatch_cap: int = 10) -> Context:
         lost = {
             m
             for m in members.get(pg_names[pg], [])
-            if m in dumped and m not in have and wrapped.get(m, False)
+            if m in dumped
+            and m not in have
+            and wrapped.get(m, False)
+            and m not in status.get(pg, {})
         }
         if lost:
             unknown[pg] = lost
+    e = trace.entries
+    latest = np.maximum(
+        e["time_created_ns"].to_numpy(),
+        np.maximum(e["time_started_ns"].to_numpy(), e["time_completed_ns"].to_numpy()),
+    )
+    dump_ns = (
+        {int(r): int(v) for r, v in pd.Series(latest).groupby(e["rank"].to_numpy()).max().items()}
+        if len(e)
+        else {}
+    )
+    timing = bool((states == 1).any() or np.isfinite(e["duration_ms"].to_numpy()).any())
     return Context(
+        dump_ns=dump_ns,
+        timing=timing,
         trace=trace,
         view=view,
+        states=states,
         pg_names=pg_names,
         pg_desc=pg_desc,
         members=members,
@@ -148,7 +218,43 @@ def build_context(trace: Trace, mismatch_cap: int = 10) -> Context:
         judged_lo=judged_lo,
         unknown=unknown,
         mismatch_cap=mismatch_cap,
+        status=status,
     )
+
+
+def _status_by_group(
+    trace: Trace, pg_names: list[str], members: dict[str, list[int]]
+) -> dict[int, dict[int, tuple[int, int, int]]]:
+    """pg_status rows by group code, for groups whose entries hold no p2p work.
+
+    pg_status is keyed by the process-local pg_id. Where a rank's own entries do not name the
+    group of a pg_id, the names other ranks give that pg_id narrow it down: the one whose
+    members include the rank (SPMD jobs create their groups in the same order everywhere).
+    """
+    st = trace.pg_status
+    if st.empty:
+        return {}
+    e = trace.entries
+    p2p_groups = set(e.loc[e["is_p2p"].to_numpy(), "pg_name"].astype(str).unique())
+    code = {name: i for i, name in enumerate(pg_names)}
+    by_id: dict[int, set[str]] = {}
+    for pg_id, name in zip(st["pg_id"], st["pg_name"], strict=True):
+        if name:
+            by_id.setdefault(int(pg_id), set()).add(str(name))
+    out: dict[int, dict[int, tuple[int, int, int]]] = {}
+    for row in st.itertuples(index=False):
+        rank, name = int(row.rank), str(row.pg_name)
+        if not name:
+            fits = [n for n in by_id.get(int(row.pg_id), ()) if rank in members.get(n, ())]
+            name = fits[0] if len(fits) == 1 else ""
+        if not name or name in p2p_groups or name not in code:
+            continue
+        out.setdefault(code[name], {})[rank] = (
+            int(row.last_enqueued),
+            int(row.last_started),
+            int(row.last_completed),
+        )
+    return out
 
 
 def judged(coll: pd.DataFrame, ctx: Context) -> np.ndarray:

@@ -41,6 +41,36 @@ class Analysis:
         return Analysis(self.ctx, keep, root, self.blocked, list(self.notes))
 
 
+WAIT_KINDS = frozenset({"missing_ranks", "state_mismatch", "stuck_collective", "order_cycle"})
+
+
+def in_flight_snapshot(ctx: Context, blocked: dict[int, Blocked]) -> str | None:
+    """A note when timing shows every blocked op in flight for less than its timeout.
+
+    NCCL's watchdog dumps on a timeout, so a hang's dumps hold work older than `timeout_ms`;
+    an on-demand dump of a healthy job holds only young work. Without timing (no start
+    events, so no dump time) the two cannot be told apart and frtrace assumes a hang.
+    """
+    if not ctx.timing or not blocked:
+        return None
+    e = ctx.trace.entries
+    oldest = 0.0
+    for rank, b in blocked.items():
+        age = ctx.in_flight_ms(rank, b.pos)
+        if age is None:
+            continue
+        timeout = int(e["timeout_ms"].iat[ctx.row(rank, b.pos)])
+        if timeout <= 0 or age >= timeout:
+            return None
+        oldest = max(oldest, age)
+    if not oldest:
+        return None
+    return (
+        f"snapshot of a live job: {len(blocked)} rank(s) have work in flight, the oldest for "
+        f"{oldest:.0f} ms, under its timeout: not a hang"
+    )
+
+
 def _key(f: Finding) -> tuple:
     return (f.kind, f.pg_name, f.collective_seq_id, f.p2p_seq_id, tuple(f.culprit_ranks))
 
@@ -68,6 +98,14 @@ def analyze(trace: Trace, mismatch_cap: int = 10) -> Analysis:
     p2p = analyze_p2p(ctx)
     found = coll.findings + p2p.findings
     waits = analyze_waits(ctx, coll, p2p, found)
+    snapshot = in_flight_snapshot(ctx, waits.blocked)
+    if snapshot is not None:
+        # Work in flight, none of it past its timeout: a dump taken on demand from a live
+        # job. Only disagreements are findings; who waits for whom is just progress.
+        found = [f for f in found if f.kind not in WAIT_KINDS]
+        waits.root_findings = []
+        waits.blocked = {}
+        waits.notes.append(snapshot)
     roots: list[Finding] = []
     for _root, finding in waits.root_findings:
         if all(_key(finding) != _key(r) for r in roots):

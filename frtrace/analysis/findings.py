@@ -14,6 +14,7 @@ KINDS = (
     "p2p_mismatch",
     "missing_dump",
     "order_cycle",
+    "stuck_collective",
 )
 
 

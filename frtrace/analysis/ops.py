@@ -3,6 +3,16 @@
 Entries sharing a collective_seq_id on one rank (ending in `coalesced` / `*_coalesced`) are a
 single collective, so they become one row whose signature joins the parts. Signatures are kept
 as integer codes with a label table, so comparing ranks is integer work even for millions of rows.
+
+NCCL records the parts of a coalescing block without events: they stay `scheduled` forever,
+and only the block's closing entry (`nccl:coalesced`, `nccl:ALLGATHER_coalesced`, ...) carries
+the block's real state. A p2p batch (`batch_isend_irecv`) is such a block too, its parts
+sharing one p2p_seq_id. So every part takes its closer's state (`block_states`).
+
+Shapes are compared only where the op's semantics make them equal on every member: all_to_all
+splits differ by rank (MoE), only a gather's root holds its outputs and only a scatter's root
+its inputs, and the parts of an uneven all_gather / reduce_scatter (`_broadcast_oop` /
+`_reduce_oop`) carry each member's own shard. Those columns are masked before comparing.
 """
 
 from __future__ import annotations
@@ -14,6 +24,22 @@ import pandas as pd
 
 STATE_CODES = {"scheduled": 0, "started": 1, "completed": 2}
 SIGNATURE = ("op", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes")
+UNCOMPARED = "*"  # label of a masked signature value: not comparable across members
+_A2A = frozenset({"all_to_all", "all_to_all_single", "alltoall", "alltoall_base", "all_to_allv"})
+# Per op, the signature columns that legitimately differ by rank.
+RANK_DEPENDENT: dict[str, tuple[str, ...]] = {
+    **{op: ("input_sizes", "output_sizes") for op in _A2A},
+    "gather": ("output_sizes", "output_dtypes"),
+    "scatter": ("input_sizes", "input_dtypes"),
+    "_broadcast_oop": ("input_sizes",),
+    "_reduce_oop": ("output_sizes",),
+}
+
+
+def is_closer_name(op: str) -> bool:
+    """`coalesced`, `ALLGATHER_coalesced`, `allreduce_coalesced`: names of block closers
+    (the fast-path `*_tensor_coalesced` ops list their tensors and are checked by sizes)."""
+    return op == "coalesced" or op.endswith("_coalesced")
 
 
 @dataclass
@@ -35,20 +61,100 @@ def op_is(entries: pd.DataFrame, name: str) -> np.ndarray:
     return codes == cats.get_loc(name) if name in cats else np.zeros(len(codes), dtype=bool)
 
 
-def state_codes(entries: pd.DataFrame) -> np.ndarray:
+def raw_state_codes(entries: pd.DataFrame) -> np.ndarray:
+    """Each entry's own recorded state as 0/1/2."""
     cats = entries["state"].cat.categories
     table = np.array([STATE_CODES.get(str(c), 0) for c in cats] or [0], dtype=np.int8)
     codes = entries["state"].cat.codes.to_numpy()
     return table[codes] if len(codes) else np.empty(0, np.int8)
 
 
-def build_op_view(entries: pd.DataFrame) -> OpView:
+def closer_mask(entries: pd.DataFrame) -> np.ndarray:
+    """Entries that close a coalescing block: a closer's name and no tensors of its own."""
+    ops = entries["op"].cat.categories
+    by_name = np.array([is_closer_name(str(o)) for o in ops] or [False])
+    empty = entries["input_sizes"].cat.categories
+    no_sizes = np.array([str(c) in ("[]", "") for c in empty] or [False])
+    op_codes = entries["op"].cat.codes.to_numpy()
+    size_codes = entries["input_sizes"].cat.codes.to_numpy()
+    if not len(op_codes):
+        return np.zeros(0, dtype=bool)
+    return by_name[op_codes] & no_sizes[size_codes]
+
+
+def block_ids(entries: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows in coalescing blocks, sorted by block then position, and where each block starts.
+
+    Collective blocks are the parts sharing (rank, group, collective_seq_id); p2p batches are
+    the p2p entries sharing (rank, group, p2p_seq_id) with a closer among them.
+    """
+    is_p2p = entries["is_p2p"].to_numpy()
+    coll_part = entries["coalesced"].to_numpy() & ~is_p2p
+    rank = entries["rank"].to_numpy().astype(np.int64)
+    pg = entries["pg_name"].cat.codes.to_numpy().astype(np.int64)
+    seq = np.where(
+        is_p2p, entries["p2p_seq_id"].to_numpy(), entries["collective_seq_id"].to_numpy()
+    ).astype(np.int64)
+    member = coll_part.copy()
+    p2p_rows = np.flatnonzero(is_p2p)
+    if len(p2p_rows):
+        key = (rank[p2p_rows] << 40) | (pg[p2p_rows] << 24) | (seq[p2p_rows] & 0xFFFFFF)
+        _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+        member[p2p_rows] = counts[inverse] > 1
+    rows = np.flatnonzero(member)
+    if not len(rows):
+        return rows, rows, rows
+    pos = entries["pos"].to_numpy()[rows]
+    flag = is_p2p[rows].astype(np.int64)
+    order = np.lexsort((pos, seq[rows], flag, pg[rows], rank[rows]))
+    rows = rows[order]
+    k = (rank[rows] << 40) | (pg[rows] << 24) | (flag[order] << 23) | (seq[rows] & 0x7FFFFF)
+    new = np.r_[True, k[1:] != k[:-1]]
+    starts = np.flatnonzero(new)
+    return rows, starts, np.cumsum(new) - 1
+
+
+def block_states(
+    entries: pd.DataFrame, status: dict[int, dict[int, tuple[int, int, int]]] | None = None
+) -> np.ndarray:
+    """States with every part of a coalescing block given its closer's state.
+
+    A block without its closer is complete when the rank recorded work after it (an
+    `onlyActive` dump leaves completed closers out, never the frozen parts); at the end of the
+    dump it is still being written and keeps its parts' lowest state, unless pg_status
+    (`status`: group code -> rank -> last enqueued, started, completed) says it got further.
+    """
+    state = raw_state_codes(entries)
+    rows, starts, which = block_ids(entries)
+    if not len(rows):
+        return state
+    ends = np.r_[starts[1:], len(rows)] - 1
+    last = rows[ends]
+    closed = closer_mask(entries)[last]
+    lowest = np.minimum.reduceat(state[rows], starts)
+    ranks = entries["rank"].to_numpy()
+    rank_end = np.searchsorted(ranks, ranks[last], side="right") - 1
+    followed = rank_end > last
+    block_state = np.where(closed, state[last], np.where(followed, 2, lowest))
+    if status:
+        seq = entries["collective_seq_id"].to_numpy()
+        pg = entries["pg_name"].cat.codes.to_numpy()
+        for b in np.flatnonzero(~closed & ~followed).tolist():
+            got = status.get(int(pg[last[b]]), {}).get(int(ranks[last[b]]))
+            if got is not None:
+                block_state[b] = 2 if got[2] >= seq[last[b]] else block_state[b]
+    state = state.copy()
+    state[rows] = block_state[which]
+    return state
+
+
+def build_op_view(entries: pd.DataFrame, state: np.ndarray) -> OpView:
     """Fold coalesced entries and encode each op's signature as integer codes.
 
     Each coalesced group collapses onto its first part's row, so rows stay ordered by rank and
-    position without a re-sort; everything here is numpy over whole columns.
+    position without a re-sort; everything here is numpy over whole columns. `state` is
+    `block_states(entries)`.
     """
-    state = state_codes(entries)
     states_tracked = bool((state > 0).any())
     mask = ~entries["is_p2p"].to_numpy()
     cols: dict[str, np.ndarray] = {
@@ -67,11 +173,27 @@ def build_op_view(entries: pd.DataFrame) -> OpView:
     for col in SIGNATURE:
         cols[col] = entries[col].cat.codes.to_numpy()[mask].astype(np.int32)
         labels[col] = [str(c) for c in entries[col].cat.categories]
+    _mask_rank_dependent(cols, labels)
     cols["parts"] = np.ones(len(cols["rank"]), dtype=np.int32)
     dup = entries["coalesced"].to_numpy()[mask]
     if dup.any():
         cols = _fold(cols, dup, labels)
     return OpView(pd.DataFrame(cols), labels, states_tracked)
+
+
+def _mask_rank_dependent(cols: dict[str, np.ndarray], labels: dict[str, list[str]]) -> None:
+    """Replace the columns an op lets differ by rank with one shared `*` code."""
+    op_labels = labels["op"]
+    for col in SIGNATURE[1:]:
+        masked = np.array(
+            [col in RANK_DEPENDENT.get(op, ()) for op in op_labels] or [False], dtype=bool
+        )
+        if not masked.any() or not len(cols["op"]):
+            continue
+        rows = masked[cols["op"]]
+        if rows.any():
+            cols[col][rows] = len(labels[col])
+            labels[col] = [*labels[col], UNCOMPARED]
 
 
 def _fold(

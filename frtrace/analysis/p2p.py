@@ -16,7 +16,7 @@ import pandas as pd
 
 from frtrace.analysis.context import Context
 from frtrace.analysis.findings import Finding, where
-from frtrace.analysis.ops import op_is, state_codes
+from frtrace.analysis.ops import op_is
 
 _COMPARED = ("input_sizes", "input_dtypes")
 
@@ -45,7 +45,7 @@ def channel_ops(ctx: Context) -> pd.DataFrame:
             "src": e["global_src"].to_numpy()[mask],
             "dst": e["global_dst"].to_numpy()[mask],
             "p2p_seq_id": e["p2p_seq_id"].to_numpy()[mask],
-            "state": state_codes(e)[mask],
+            "state": ctx.states[mask],
             "stack_id": e["stack_id"].to_numpy()[mask],
             "input_sizes": e["input_sizes"].cat.codes.to_numpy()[mask],
             "input_dtypes": e["input_dtypes"].cat.codes.to_numpy()[mask],

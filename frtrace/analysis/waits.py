@@ -18,7 +18,7 @@ import numpy as np
 from frtrace.analysis.collectives import CollectiveResult, missing_finding, state_finding
 from frtrace.analysis.context import Context
 from frtrace.analysis.findings import Finding, where
-from frtrace.analysis.ops import op_is, state_codes
+from frtrace.analysis.ops import op_is
 from frtrace.analysis.p2p import P2PResult
 from frtrace.report.fmt import rank_ranges, verb, who
 
@@ -69,7 +69,7 @@ def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dic
     e = ctx.trace.entries
     out: dict[int, Blocked] = {}
     if ctx.view.states_tracked:
-        state = state_codes(e)
+        state = ctx.states
         op_names = e["op"].cat.categories
         op_codes = e["op"].cat.codes.to_numpy()
         p2p_mask = e["is_p2p"].to_numpy()
@@ -149,7 +149,7 @@ def analyze_waits(
             else:
                 idle.setdefault(node, set()).add(m)
     roots: list[Root] = []
-    kept, redirects = _first_missed(ctx, idle)
+    kept, redirects = _first_missed(ctx, idle, waiters, blocked)
     for node, ranks in kept.items():
         roots.append(Root("idle", [node], sorted(ranks)))
     for src_node, dst_node, rank in redirects:
@@ -174,11 +174,6 @@ def analyze_waits(
     for root in roots:
         finding = _root_finding(ctx, root, waiters, blocked, findings, p2p)
         if finding is None:
-            if root.kind == "together":
-                result.notes.append(
-                    f"ranks {rank_ranges(root.ranks)} all issued {node_name(ctx, root.nodes[0])}"
-                    " and agree on it, yet it never completed: suspect the network or NCCL"
-                )
             continue
         finding.evidence["chain"] = _chain(ctx, root, waiters, edges, reverse, finding)
         finding.evidence["ranks_waiting_on_this"] = root.weight
@@ -187,13 +182,25 @@ def analyze_waits(
 
 
 def _first_missed(
-    ctx: Context, idle: dict[Node, set[int]]
+    ctx: Context,
+    idle: dict[Node, set[int]],
+    waiters: dict[Node, set[int]],
+    blocked: dict[int, Blocked],
 ) -> tuple[dict[Node, set[int]], list[tuple[Node, Node, int]]]:
     """An idle rank holds up every group that waits for it; keep the op it stopped before.
 
     Its own history tells which call would have come next; the other waits are its
     consequences and join that root (their waiting ranks still count toward its weight).
+    A dump without completed work (`onlyActive`) holds no such history: then the op its
+    peers reached first (by their enqueue times) is the one it stopped before.
     """
+    e = ctx.trace.entries
+    created = e["time_created_ns"].to_numpy()
+
+    def first_reached(node: Node) -> int:
+        times = [int(created[ctx.row(w, blocked[w].pos)]) for w in waiters.get(node, ())]
+        return min((t for t in times if t > 0), default=0)
+
     by_rank: dict[int, list[Node]] = {}
     for node, ranks in idle.items():
         for r in ranks:
@@ -202,6 +209,11 @@ def _first_missed(
     redirects: list[tuple[Node, Node, int]] = []
     for rank, nodes in by_rank.items():
         usual = [n for n in nodes if ctx.next_is_usual(rank, _would_be_site(ctx, rank, n))]
+        if len(nodes) > 1 and not ctx.has_history(rank):
+            # Receives are posted ahead of time: only collectives tell when peers got there.
+            timed = [n for n in nodes if n[0] == "c"] or nodes
+            reached = {n: first_reached(n) for n in timed}
+            usual = [min(timed, key=lambda n: reached[n])] if all(reached.values()) else []
         if len(usual) == 1:
             kept.setdefault(usual[0], set()).add(rank)
             redirects += [(n, usual[0], rank) for n in nodes if n != usual[0]]
@@ -446,7 +458,7 @@ def _root_finding(
     stuck = sorted(r for r in here if blocked[r].state == 0)
     running = sorted(r for r in here if blocked[r].state == 1)
     if not (stuck and running):
-        return None
+        return stuck_finding(ctx, node, here, blocked)
     if kind == "c":
         existing = _existing(findings, {"state_mismatch"}, ctx.name(pg), seq)
         if existing is not None:
@@ -461,6 +473,47 @@ def _root_finding(
         collective_seq_id=seq if kind == "c" else None,
         p2p_seq_id=blocked[stuck[0]].p2p_seq_id if kind == "p" else None,
         expected_ranks=_members(ctx, node),
+    )
+
+
+def stuck_finding(
+    ctx: Context, node: Node, here: list[int], blocked: dict[int, Blocked]
+) -> Finding:
+    """Every member issued the op (and, with timing, started it), they agree, none completed:
+    the hang is inside the collective (network, NCCL, a GPU), not in any one rank's code."""
+    kind, pg, seq, _src, _dst = node
+    ages = [a for r in here if (a := ctx.in_flight_ms(r, blocked[r].pos)) is not None]
+    timeout = int(ctx.trace.entries["timeout_ms"].iat[ctx.row(here[0], blocked[here[0]].pos)])
+    evidence: dict = {
+        "started": sorted(r for r in here if blocked[r].state == 1),
+        "in_flight_ms": round(max(ages), 1) if ages else None,
+        "timeout_ms": timeout or None,
+        "confirmed": bool(ages) and bool(timeout) and max(ages) >= timeout,
+    }
+    place = node_name(ctx, node)
+    if evidence["in_flight_ms"] is not None:
+        how = f"in flight for {evidence['in_flight_ms'] / 1e3:.1f} s"
+        if timeout:
+            how += f" (timeout {timeout / 1e3:.0f} s)"
+    else:
+        how = (
+            "never completed (no timing in the dumps: a snapshot with work in flight "
+            "looks the same)"
+        )
+    return ctx.finding(
+        "stuck_collective",
+        pg,
+        collective_seq_id=seq if kind == "c" else None,
+        p2p_seq_id=blocked[here[0]].p2p_seq_id if kind == "p" else None,
+        op=blocked[here[0]].op,
+        culprit_ranks=here,
+        waiting_ranks=[],
+        expected_ranks=_members(ctx, node),
+        detail=(
+            f"{who(here)} all issued {place} and agree on it, but it {how}: the hang is inside "
+            "the collective (network, NCCL or a GPU), not in any one rank's code"
+        ),
+        evidence=evidence,
     )
 
 

@@ -25,6 +25,10 @@ class Fault:
     The faulted op is the `index`-th op (coalesced markers not counted) of group `group` that
     `rank` issues in training step `step` (0-based). `partner` only applies to order_cycle: the
     group kind whose next op the rank issues too early (default: one that closes a cycle).
+
+    `stuck_collective`: every member issues and starts the op, none completes it (a network,
+    NCCL or GPU fault inside the collective). `drop_part` (type_mismatch only): the rank leaves
+    one part out of the coalesced block that holds the op.
     """
 
     kind: str
@@ -33,6 +37,7 @@ class Fault:
     step: int = 1
     index: int = 0
     partner: str | None = None
+    drop_part: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -159,6 +164,17 @@ def plan_fault(
         del program[pos:]
         if fault.kind == "missing_dump":
             omit = {fault.rank}
+    elif fault.kind == "stuck_collective":
+        if item.p2p:
+            raise ValueError("stuck_collective needs a collective, not a p2p op")
+        program[pos] = replace(item, poison=True)  # issued and started, never completes
+        culprits = list(group.ranks)
+    elif fault.drop_part:
+        ops = _ops(reg, item)
+        if fault.kind != "type_mismatch" or len(ops) < 3:
+            raise ValueError("drop_part needs a type_mismatch on an op inside a coalesced block")
+        del ops[j]
+        program[pos] = replace(item, tids=tuple(reg.add(o) for o in ops), poison=True)
     elif fault.kind in _MISMATCH_KINDS:
         if item.p2p:
             raise ValueError(

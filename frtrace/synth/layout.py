@@ -10,24 +10,32 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 #: Group kinds in creation order; a kind's index is used as a compact key everywhere.
-KINDS: tuple[str, ...] = ("default", "tp", "dp", "pp")
+KINDS: tuple[str, ...] = ("default", "tp", "dp", "pp", "ep")
 KIND_INDEX: dict[str, int] = {k: i for i, k in enumerate(KINDS)}
-DESCS: tuple[str, ...] = ("default_pg", "mesh_tp", "mesh_dp", "mesh_pp")
+DESCS: tuple[str, ...] = ("default_pg", "mesh_tp", "mesh_dp", "mesh_pp", "mesh_ep")
+NKINDS = len(KINDS)
 
 
 @dataclass(frozen=True)
 class Layout:
-    """Tensor x data x pipeline parallel sizes; rank = pp*(dp*tp) + dp*tp + tp (Megatron order)."""
+    """Tensor x data x pipeline parallel sizes; rank = pp*(dp*tp) + dp*tp + tp (Megatron order).
+
+    `ep` > 1 adds MoE expert-parallel groups: each data-parallel group split into chunks of
+    `ep` consecutive members, which exchange tokens with uneven all_to_all.
+    """
 
     tp: int = 1
     dp: int = 1
     pp: int = 1
+    ep: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("tp", "dp", "pp"):
+        for name in ("tp", "dp", "pp", "ep"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"Layout.{name} must be an int >= 1, got {value!r}")
+        if self.dp % self.ep:
+            raise ValueError(f"Layout.ep ({self.ep}) must divide dp ({self.dp})")
 
     @property
     def world(self) -> int:
@@ -46,7 +54,8 @@ class Layout:
 
     def size_of(self, kind: str) -> int:
         """Members of one group of that kind."""
-        return {"default": self.world, "tp": self.tp, "dp": self.dp, "pp": self.pp}[kind]
+        sizes = {"default": self.world, "tp": self.tp, "dp": self.dp, "pp": self.pp, "ep": self.ep}
+        return sizes[kind]
 
     def has(self, kind: str) -> bool:
         """Whether the job creates groups of that kind (torch-like jobs skip size-1 meshes)."""
@@ -82,14 +91,14 @@ class GroupTable:
 
     layout: Layout
     groups: list[Group] = field(default_factory=list)
-    _first: list[int] = field(default_factory=lambda: [0, -1, -1, -1])
+    _first: list[int] = field(default_factory=lambda: [0] + [-1] * (NKINDS - 1))
     pg_ids: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         lay = self.layout
         world, tp, dp, pp = lay.world, lay.tp, lay.dp, lay.pp
         self.groups = [Group(0, 0, tuple(range(world)))]
-        pg_ids = [0, -1, -1, -1]
+        pg_ids = [0] + [-1] * (NKINDS - 1)
         next_pg_id = 1
         if lay.has("tp"):
             self._first[1] = len(self.groups)
@@ -109,9 +118,19 @@ class GroupTable:
         if lay.has("pp"):
             self._first[3] = len(self.groups)
             pg_ids[3] = next_pg_id
+            next_pg_id += 1
             stride = world // pp
             for i in range(stride):
                 self.groups.append(Group(len(self.groups), 3, tuple(range(i, world, stride))))
+        if lay.has("ep"):
+            self._first[4] = len(self.groups)
+            pg_ids[4] = next_pg_id
+            for p in range(pp):
+                for t in range(tp):
+                    dp_members = range(p * dp * tp + t, (p + 1) * dp * tp, tp)
+                    for c in range(0, dp, lay.ep):
+                        chunk = tuple(dp_members[c : c + lay.ep])
+                        self.groups.append(Group(len(self.groups), 4, chunk))
         self.pg_ids = tuple(pg_ids)
 
     def gid(self, rank: int, kind: int) -> int:
@@ -127,6 +146,9 @@ class GroupTable:
             return first + rank // lay.tp
         if kind == 2:
             return first + pp_idx * lay.tp + tp_idx
+        if kind == 4:
+            chunks = lay.dp // lay.ep
+            return first + (pp_idx * lay.tp + tp_idx) * chunks + dp_idx // lay.ep
         return first + dp_idx * lay.tp + tp_idx
 
     def group(self, rank: int, kind: int) -> Group:
@@ -136,7 +158,7 @@ class GroupTable:
         return self.groups[gid]
 
     def present_kinds(self) -> list[int]:
-        return [k for k in range(4) if self.pg_ids[k] >= 0]
+        return [k for k in range(NKINDS) if self.pg_ids[k] >= 0]
 
     def as_mapping(self) -> dict[str, tuple[str, list[int]]]:
         """pg_name -> (desc, sorted global ranks), the shape SyntheticJob.groups exposes."""

@@ -7,7 +7,7 @@ groups named by kind and p2p peers by stage offset, so 8192 ranks share a handfu
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from frtrace.synth.layout import KIND_INDEX, Layout
 
@@ -33,6 +33,9 @@ class OpT:
     output_sizes: tuple[Shape, ...]
     output_dtypes: tuple[str, ...]
     site: str
+    # Sizes that depend on the rank (filled in when a dump is built): "" (none), "a2a" (uneven
+    # all_to_all splits), "gather" / "scatter" (only the root holds the list of tensors).
+    vary: str = ""
 
     @property
     def nbytes(self) -> int:
@@ -225,6 +228,53 @@ SITES: dict[str, tuple[tuple[str, str, int], ...]] = {
         ("step", _DIST_OPT, 2103),
         *_TAIL,
     ),
+    "p2p_batch": (
+        ("batch_isend_irecv", _C10D, 2749),
+        ("wrapper", _LOGGER, 81),
+        ("_batched_p2p_ops", _P2P, 168),
+        ("_communicate", _P2P, 386),
+        _SCHED_PP,
+        *_TAIL,
+    ),
+    "moe_dispatch": (
+        ("all_to_all_single", _C10D, 4390),
+        ("wrapper", _LOGGER, 81),
+        ("forward", _MEG + "/core/transformer/moe/token_dispatcher.py", 210),
+        ("forward", _MEG + "/core/transformer/moe/moe_layer.py", 143),
+        ("forward_step", _SCHEDULES, 287),
+        *_TAIL[:1],
+        *_TAIL[3:],
+    ),
+    "barrier": (
+        ("barrier", _C10D, 4712),
+        ("wrapper", _LOGGER, 81),
+        ("save_checkpoint", _MEG + "/training/checkpointing.py", 402),
+        *_TAIL,
+    ),
+    "bcast": (
+        ("broadcast", _C10D, 2811),
+        ("wrapper", _LOGGER, 81),
+        ("broadcast_params", _DDP, 512),
+        *_TAIL,
+    ),
+    "reduce": (
+        ("reduce", _C10D, 3061),
+        ("wrapper", _LOGGER, 81),
+        ("report_memory", _UTILS, 188),
+        *_TAIL,
+    ),
+    "gather": (
+        ("gather", _C10D, 4014),
+        ("wrapper", _LOGGER, 81),
+        ("gather_metrics", _UTILS, 214),
+        *_TAIL,
+    ),
+    "scatter": (
+        ("scatter", _C10D, 4139),
+        ("wrapper", _LOGGER, 81),
+        ("scatter_seeds", _UTILS, 236),
+        *_TAIL,
+    ),
     "loss": (
         ("all_reduce", _C10D, 2950),
         ("wrapper", _LOGGER, 81),
@@ -249,10 +299,27 @@ def _collective(name: str, kind: str, ins: Shape, outs: Shape, dtype: str, site:
     )
 
 
+def _closer(name: str, kind: str, is_p2p: bool, site: str) -> OpT:
+    """The entry that ends a coalescing block: empty sizes, the block's real state and times."""
+    return OpT(f"nccl:{name}", name, KIND_INDEX[kind], is_p2p, (), (), (), (), site)
+
+
 def stage_program(
-    reg: Registry, layout: Layout, stage: int, microbatches: int, layers: int, coalesce_dp: bool
+    reg: Registry,
+    layout: Layout,
+    stage: int,
+    microbatches: int,
+    layers: int,
+    coalesce_dp: bool,
+    batch_p2p: bool = False,
+    extras: bool = False,
 ) -> list[Item]:
-    """One training step of a rank on pipeline stage `stage`, as GPU work items in issue order."""
+    """One training step of a rank on pipeline stage `stage`, as GPU work items in issue order.
+
+    `batch_p2p` sends pipeline activations through `batch_isend_irecv` (Megatron's default):
+    each send/recv becomes a one-op coalescing block closed by `nccl:coalesced`. `extras` adds
+    a barrier and rooted collectives (broadcast, reduce, gather, scatter) after the loss.
+    """
     tp, dp, pp = layout.tp, layout.dp, layout.pp
     last = pp - 1
     act: Shape = (MICRO_BATCH, SEQ, HIDDEN)
@@ -269,25 +336,38 @@ def stage_program(
             name, short, KIND_INDEX["pp"], True, (p2p_act,), (BF16,), (p2p_act,), (BF16,), site
         )
         gpu = 0 if direction == 2 else 60_000
+        ops = [op, _closer("coalesced", "pp", True, "p2p_batch")] if batch_p2p else [op]
         return reg.item(
-            [op], p2p=direction, delta=delta, cpu_ns=15_000, gpu_ns=gpu, bandwidth=p2p_bw
+            ops, p2p=direction, delta=delta, cpu_ns=15_000, gpu_ns=gpu, bandwidth=p2p_bw
         )
 
     tp_fwd = _collective("all_reduce", "tp", act, act, BF16, "tp_fwd")
     tp_bwd = _collective("all_reduce", "tp", act, act, BF16, "tp_bwd")
+    moe = layout.ep > 1
+    tokens: Shape = (1024, HIDDEN // 4)
+    a2a = replace(
+        _collective("all_to_all_single", "ep", tokens, tokens, BF16, "moe_dispatch"), vary="a2a"
+    )
+
+    def layer(tp_op: OpT, cpu: int, gpu: int) -> list[Item]:
+        out = [reg.item([tp_op], cpu_ns=cpu, gpu_ns=gpu)] if tp > 1 else []
+        if moe:
+            out.append(reg.item([a2a], cpu_ns=cpu, gpu_ns=gpu // 2))
+        return out
+
     items: list[Item] = []
     for _ in range(microbatches):
         if stage > 0:
             items.append(p2p(2, -1, "recv_fwd"))
-        if tp > 1:
-            items.extend(reg.item([tp_fwd], cpu_ns=25_000, gpu_ns=180_000) for _ in range(layers))
+        for _ in range(layers):
+            items.extend(layer(tp_fwd, 25_000, 180_000))
         if stage < last:
             items.append(p2p(1, +1, "send_fwd"))
     for _ in range(microbatches):
         if stage < last:
             items.append(p2p(2, +1, "recv_bwd"))
-        if tp > 1:
-            items.extend(reg.item([tp_bwd], cpu_ns=40_000, gpu_ns=350_000) for _ in range(layers))
+        for _ in range(layers):
+            items.extend(layer(tp_bwd, 40_000, 350_000))
         if stage > 0:
             items.append(p2p(1, -1, "send_bwd"))
     if dp > 1:
@@ -299,30 +379,47 @@ def stage_program(
             for b in _BUCKETS
         ]
         if coalesce_dp:
-            # NCCL names the end of a coalesced block after its op; since format 2.7 analyzers
-            # (torchfrtrace among them) expect that `*_coalesced` terminator.
-            marker = OpT(
-                "nccl:allreduce_coalesced",
-                "allreduce_coalesced",
-                KIND_INDEX["dp"],
-                False,
-                (),
-                (),
-                (),
-                (),
-                "dp_coalesced",
-            )
+            # `_coalescing_manager`'s slow path: one part per bucket (recorded without events,
+            # so they stay `scheduled` forever), closed by `endCoalescing`'s `nccl:coalesced`.
+            marker = _closer("coalesced", "dp", False, "dp_coalesced")
             items.append(reg.item([*buckets, marker], cpu_ns=8_000, gpu_ns=40_000, bandwidth=20))
         else:
             items.extend(reg.item([b], cpu_ns=5_000, gpu_ns=20_000, bandwidth=20) for b in buckets)
         shard = max(1, sum(_BUCKETS) // split // dp)
         gather = _collective("all_gather", "dp", (shard,), (shard * dp,), BF16, "dp_allgather")
         items.append(reg.item([gather], cpu_ns=30_000, gpu_ns=200_000, bandwidth=20))
+        if extras:
+            # An uneven all_gather: one `_broadcast_oop` part per member (each the root of its
+            # own shard; inputs differ by rank), closed by `nccl:ALLGATHER_coalesced`.
+            parts = [
+                replace(
+                    _collective("_broadcast_oop", "dp", (8,), (8 + m,), FP32, "dp_allgather"),
+                    vary="bcast_oop",
+                )
+                for m in range(dp)
+            ]
+            closer = _closer("ALLGATHER_coalesced", "dp", False, "dp_allgather")
+            items.append(reg.item([*parts, closer], cpu_ns=30_000, gpu_ns=50_000, bandwidth=20))
     loss = _collective("all_reduce", "default", (1,), (1,), FP32, "loss")
     items.append(reg.item([loss], cpu_ns=50_000, gpu_ns=20_000, bandwidth=20))
+    if extras:
+        world = layout.world
+        barrier = _collective("all_reduce_barrier", "default", (1,), (1,), FP32, "barrier")
+        bcast = _collective("broadcast", "default", (64,), (64,), FP32, "bcast")
+        red = _collective("reduce", "default", (8,), (8,), FP32, "reduce")
+        gather = OpT(
+            "nccl:gather", "gather", 0, False, ((16,),), (FP32,), ((16,),) * world,
+            (FP32,) * world, "gather", vary="gather",
+        )  # fmt: skip
+        scatter = OpT(
+            "nccl:scatter", "scatter", 0, False, ((4,),) * world, (FP32,) * world, ((4,),),
+            (FP32,), "scatter", vary="scatter",
+        )  # fmt: skip
+        for op in (barrier, bcast, red, gather, scatter):
+            items.append(reg.item([op], cpu_ns=20_000, gpu_ns=10_000, bandwidth=20))
     return items
 
 
 def is_marker(op: OpT) -> bool:
     """Coalesced-group terminators are bookkeeping, not ops a user would count."""
-    return op.op in ("coalesced", "allreduce_coalesced")
+    return op.op == "coalesced" or (op.op.endswith("_coalesced") and not op.input_sizes)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from frtrace.synth.faults import Fault, plan_fault
-from frtrace.synth.layout import GroupTable, Layout
+from frtrace.synth.layout import NKINDS, GroupTable, Layout
 from frtrace.synth.program import SITES, Item, OpT, Registry, stage_program
 
 Dump = dict[str, Any]
@@ -31,6 +31,7 @@ COMM_LIB_VERSION = "2.27.5"
 TIMEOUT_MS = 600_000
 _STATES = ("scheduled", "started", "completed")
 _JITTER = 4096
+POLL_NS = 100_000_000  # the NCCL watchdog looks at outstanding work about every 100 ms
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,12 @@ class JobSpec:
     `window` bounds the issued-but-incomplete work items (a coalesced group is one) a rank's
     CPU runs ahead of its GPU. `version` is only written into the dumps: the entry layout is
     always that of format 2.10.
+
+    `batch_p2p` records pipeline send/recv as `batch_isend_irecv` blocks; `extras` adds a
+    barrier, rooted collectives and an uneven all_gather; `straggler` = (rank, ns) makes one
+    rank that much slower per work item (it still completes); `snapshot` (0-1) dumps a healthy
+    job on demand at that fraction of its run, with work in flight; `dump_skew_ms` bounds how
+    far apart ranks dump after a timeout.
     """
 
     layout: Layout
@@ -55,6 +62,11 @@ class JobSpec:
     only_active: bool = False
     seed: int = 0
     fault: Fault | None = None
+    batch_p2p: bool = False
+    extras: bool = False
+    straggler: tuple[int, int] | None = None
+    snapshot: float | None = None
+    dump_skew_ms: int = 3000
 
     def __post_init__(self) -> None:
         if not isinstance(self.layout, Layout):
@@ -67,6 +79,8 @@ class JobSpec:
             raise ValueError(f"JobSpec.seed must be an int, got {self.seed!r}")
         if self.fault is not None and not isinstance(self.fault, Fault):
             raise ValueError(f"JobSpec.fault must be a Fault or None, got {self.fault!r}")
+        if self.snapshot is not None and not (0 < self.snapshot < 1 and self.fault is None):
+            raise ValueError("JobSpec.snapshot must be in (0, 1), and only for healthy jobs")
 
 
 class DumpMap(MutableMapping[int, Dump]):
@@ -146,8 +160,10 @@ class _Rank:
         "head_on",
         "inflight",
         "ints",
+        "lag",
         "n",
         "pc",
+        "pre",
         "prog",
         "st",
         "sta",
@@ -171,12 +187,14 @@ class _Rank:
         self.ints = array("i")
         self.times = array("q")
         self.st = array("b")
-        self.cc = [0, 0, 0, 0]  # collective seq per group kind
-        self.cp = [0, 0, 0, 0]  # p2p seq per group kind
-        self.co = [0, 0, 0, 0]  # op id per group kind
-        self.enq = [-1, -1, -1, -1]
-        self.sta = [-1, -1, -1, -1]
-        self.com = [-1, -1, -1, -1]
+        self.cc = [0] * NKINDS  # collective seq per group kind
+        self.cp = [0] * NKINDS  # p2p seq per group kind
+        self.co = [0] * NKINDS  # op id per group kind
+        self.enq = [-1] * NKINDS
+        self.sta = [-1] * NKINDS
+        self.com = [-1] * NKINDS
+        self.pre = [-1] * NKINDS  # last seq per kind among entries the ring buffer dropped
+        self.lag = 0
         self.chan: dict[int, int] = {}
 
 
@@ -190,7 +208,16 @@ class _Engine:
         self.table = GroupTable(lay)
         self.reg = Registry()
         self.stage_progs = [
-            stage_program(self.reg, lay, s, spec.microbatches, spec.layers, spec.coalesce_dp)
+            stage_program(
+                self.reg,
+                lay,
+                s,
+                spec.microbatches,
+                spec.layers,
+                spec.coalesce_dp,
+                spec.batch_p2p,
+                spec.extras,
+            )
             for s in range(lay.pp)
         ]
         self.members = [g.ranks for g in self.table.groups]
@@ -209,15 +236,18 @@ class _Engine:
             fault_prog, self.expected, self.omit = plan.program, plan.expected, plan.omit_ranks
         self.ranks: list[_Rank] = []
         for r in range(lay.world):
-            gids = [self.table.gid(r, k) for k in range(4)]
+            gids = [self.table.gid(r, k) for k in range(NKINDS)]
             t0 = self.t0 + self.jit[(r * 7) % _JITTER] * 10
             if fault_prog is not None and spec.fault is not None and r == spec.fault.rank:
                 self.ranks.append(_Rank(fault_prog, len(fault_prog), gids, t0))
             else:
                 prog = self.stage_progs[r // stride]
                 self.ranks.append(_Rank(prog, len(prog) * spec.steps, gids, t0))
+        if spec.straggler is not None:
+            self.ranks[spec.straggler[0]].lag = spec.straggler[1]
         self.hung = False
         self._rank_strs: dict[int, str] = {}
+        self.dump_ns: list[int] = []
 
     def run(self) -> None:
         ranks = self.ranks
@@ -249,7 +279,9 @@ class _Engine:
                             start = ready
                         pos = gidx - me.base
                         times, st = me.times, me.st
-                        for j in range(max(pos, 0), pos + len(item.tids)):
+                        # Coalesced parts are recorded without events: only the block's
+                        # closing entry (its last) ever changes state.
+                        for j in range(max(pos + len(item.tids) - 1, 0), pos + len(item.tids)):
                             times[3 * j + 1] = start
                             st[j] = 1
                         if seq >= 0:
@@ -275,11 +307,10 @@ class _Engine:
                                 if rec[2] != key:
                                     raise RuntimeError(f"rank {m} completed work it was not on")
                                 pitem = rec[1]
-                                pos = rec[0] - peer.base
-                                times, st = peer.times, peer.st
-                                for j in range(max(pos, 0), pos + len(pitem.tids)):
-                                    times[3 * j + 2] = end
-                                    st[j] = 2
+                                pos = rec[0] - peer.base + len(pitem.tids) - 1
+                                if pos >= 0:
+                                    peer.times[3 * pos + 2] = end
+                                    peer.st[pos] = 2
                                 if rec[4] >= 0:
                                     peer.com[pitem.kind] = rec[4]
                                 peer.gpu_free = end
@@ -293,7 +324,7 @@ class _Engine:
                 if len(infl) < window and me.pc < me.total:
                     item = me.prog[me.pc % me.n]
                     me.pc += 1
-                    t = me.cpu_t + item.cpu_ns + jit[(me.pc * 7 + r * 13) & mask]
+                    t = me.cpu_t + item.cpu_ns + jit[(me.pc * 7 + r * 13) & mask] + me.lag
                     k = item.kind
                     if item.p2p == 0:
                         c = me.cc[k] + 1
@@ -331,7 +362,7 @@ class _Engine:
                     me.cpu_t = tc - 3_000
                     infl.append((gidx, item, key, members, seq, t))
                     if len(st) >= trim_at:
-                        self._trim(me, len(st) - bs)
+                        self._trim(me, len(st) - bs, self.reg.ops)
                     continue
                 break
         self.hung = any(me.inflight or me.pc < me.total for me in ranks)
@@ -339,10 +370,39 @@ class _Engine:
             raise RuntimeError("healthy synthetic job deadlocked; program generator bug")
         if self.spec.fault is not None and not self.hung:
             raise RuntimeError(f"fault {self.spec.fault} did not hang the job")
+        self.dump_ns = self._dump_times()
+
+    def _dump_times(self) -> list[int]:
+        """When each rank writes its dump, on its own clock.
+
+        A hang: the watchdog of the rank with the oldest outstanding work times out first
+        (`timeout_ms` after it was enqueued) and dumps; the others follow when they see its
+        signal, up to `dump_skew_ms` later. A healthy job dumps at its end, or at `snapshot`.
+        """
+        rng = random.Random(self.spec.seed + 1)
+        skew = self.spec.dump_skew_ms * 1_000_000
+        last = max((me.times[-3] for me in self.ranks if len(me.times)), default=self.t0)
+        if self.hung:
+            oldest = [
+                me.times[3 * (rec[0] - me.base)]
+                for me in self.ranks
+                for rec in list(me.inflight)[:1]
+                if rec[0] >= me.base
+            ]
+            first = min(oldest, default=last) + TIMEOUT_MS * 1_000_000
+            return [first + rng.randrange(skew + 1) for _ in self.ranks]
+        end = max((max(me.times) for me in self.ranks if len(me.times)), default=self.t0)
+        if self.spec.snapshot is not None:
+            end = self.t0 + int((end - self.t0) * self.spec.snapshot)
+        return [end + rng.randrange(skew // 10 + 1) for _ in self.ranks]
 
     @staticmethod
-    def _trim(me: _Rank, drop: int) -> None:
-        """Forget the oldest entries, as the ring buffer overwrites them."""
+    def _trim(me: _Rank, drop: int, ops: list[OpT]) -> None:
+        """Forget the oldest entries, as the ring buffer overwrites them (pg_status keeps
+        counting: it is not part of the ring)."""
+        for i in range(drop):
+            op = ops[me.ints[4 * i]]
+            me.pre[op.kind] = me.ints[4 * i + (2 if op.is_p2p else 1)]
         del me.ints[: 4 * drop]
         del me.times[: 3 * drop]
         del me.st[:drop]
@@ -361,26 +421,27 @@ class _Engine:
             g.pg_name: {"name": g.pg_name, "desc": g.desc, "ranks": self._ranks_str(g.gid)}
             for g in groups.values()
         }
-        pg_status = {
-            str(table.pg_ids[k]): {
-                "last_enqueued_collective": me.enq[k],
-                "last_started_collective": me.sta[k],
-                "last_completed_collective": me.com[k],
-            }
-            for k in kinds
-        }
         pg_info = [
             (groups[k].pg_name, groups[k].desc, table.pg_ids[k]) if k in groups else None
-            for k in range(4)
+            for k in range(NKINDS)
         ]
         # Thousands of small acyclic containers: cyclic GC passes would only cost time.
         paused = gc.isenabled()
         gc.disable()
         try:
-            entries = self._entries(r, me, pg_info)
+            entries, status = self._entries(r, me, pg_info)
         finally:
             if paused:
                 gc.enable()
+        # Keyed by the process-local pg_id; covers p2p work too (which reports its p2p seq).
+        pg_status = {
+            str(table.pg_ids[k]): {
+                "last_enqueued_collective": status[k][0],
+                "last_started_collective": status[k][1],
+                "last_completed_collective": status[k][2],
+            }
+            for k in kinds
+        }
         return {
             "version": spec.version,
             "comm_lib_version": COMM_LIB_VERSION,
@@ -397,38 +458,65 @@ class _Engine:
             self._rank_strs[gid] = text
         return text
 
-    def _entries(self, r: int, me: _Rank, pg_info: list[tuple[str, str, int] | None]) -> list[Dump]:
+    def _entries(
+        self, r: int, me: _Rank, pg_info: list[tuple[str, str, int] | None]
+    ) -> tuple[list[Dump], list[list[int]]]:
+        """The ring buffer's entries as the rank's dump writes them at its dump time, and its
+        pg_status counters per group kind (enqueued, started, completed)."""
         spec = self.spec
         ops: list[OpT] = self.reg.ops
         timing = spec.enable_timing
         stacks = spec.with_stacks
         only_active = spec.only_active
-        jit = self.jit
-        mask = _JITTER - 1
+        dump_at = self.dump_ns[r]
+        phase = self.jit[(r * 31) % _JITTER] * 4_000
         thread_id = str(140_230_000 + (r * 7919) % 10_000)
         thread_name = "pt_main_thread"
         ints, times, st = me.ints, me.times, me.st
+        groups = [self.table.groups[g] if g >= 0 else None for g in me.gids]
+        local = [(g.local_rank(r), len(g.ranks)) if g else (0, 1) for g in groups]
+        status = [[p, p if timing else -1, p] for p in me.pre]
         n = len(st)
+        visible = [i for i in range(n) if times[3 * i] <= dump_at][-spec.buffer_size :]
         site_frames: dict[str, list[dict[str, Any]]] = {}
         copy_dict = dict.copy
         out: list[Dump] = []
-        for i in range(max(0, n - spec.buffer_size), n):
-            state = st[i]
-            if only_active and state == 2:
-                continue
+        for i in visible:
             tid, cseq, pseq, op_id = ints[4 * i : 4 * i + 4]
             created, t_start, t_end = times[3 * i : 3 * i + 3]
             op = ops[tid]
+            done = 0 < t_end <= dump_at
+            running = timing and 0 < t_start <= dump_at
+            state = 2 if done else (1 if running else 0)
+            counters = status[op.kind]
+            counters[0] = pseq if op.is_p2p else cseq
+            if state:
+                counters[1] = counters[0] if timing else -1
+            if done:
+                counters[2] = counters[0]
+            if only_active and done:
+                continue
             info = pg_info[op.kind]
             assert info is not None
             rid = me.base + i
-            # The watchdog notices GPU progress a little after it happens.
-            started = t_start + jit[(rid * 5 + r) & mask] if timing and state else None
-            done = t_end + 5_000 + jit[(rid * 3 + r * 11) & mask] if state == 2 else None
+            # States and discovered times change only when the watchdog retires work (one
+            # poll for both) or when the dump itself looks at the events.
+            retired = False
+            seen_start = seen_done = None
+            if done:
+                poll = t_end + (phase - t_end) % POLL_NS
+                retired = poll <= dump_at
+                seen_done = poll if retired else dump_at
+                seen_start = seen_done if timing else None
+            elif running:
+                seen_start = dump_at
             frames = site_frames.get(op.site)
             if frames is None:
                 frames = [{"name": a, "filename": b, "line": c} for a, b, c in SITES[op.site]]
                 site_frames[op.site] = frames
+            in_sizes, in_dtypes, out_sizes, out_dtypes = (
+                _rank_sizes(op, *local[op.kind], cseq, r) if op.vary else _sizes(op)
+            )
             entry: Dump = {
                 # Fresh dicts sharing str objects: what unpickling a real dump gives.
                 "frames": list(map(copy_dict, frames)) if stacks else [],
@@ -440,23 +528,53 @@ class _Engine:
                 "op_id": op_id,
                 "profiling_name": op.profiling_name,
                 "time_created_ns": created,
-                "time_discovered_started_ns": started,
-                "time_discovered_completed_ns": done,
-                "input_sizes": list(map(list, op.input_sizes)),
-                "input_dtypes": list(op.input_dtypes),
-                "output_sizes": list(map(list, op.output_sizes)),
-                "output_dtypes": list(op.output_dtypes),
+                "time_discovered_started_ns": seen_start,
+                "time_discovered_completed_ns": seen_done,
+                "input_sizes": in_sizes,
+                "input_dtypes": in_dtypes,
+                "output_sizes": out_sizes,
+                "output_dtypes": out_dtypes,
                 "state": _STATES[state],
-                "retired": state == 2,
+                "retired": retired,
                 "timeout_ms": TIMEOUT_MS,
                 "is_p2p": op.is_p2p,
                 "thread_id": thread_id,
                 "thread_name": thread_name,
             }
-            if timing and state == 2:
+            if timing and done:
                 entry["duration_ms"] = (t_end - t_start) / 1e6
             out.append(entry)
-        return out
+        return out, status
+
+
+Sizes = tuple[list[list[int]], list[str], list[list[int]], list[str]]
+_UNDEFINED = "UNKNOWN_SCALAR"  # dtype of the undefined tensor a non-root records
+
+
+def _sizes(op: OpT) -> Sizes:
+    return (
+        list(map(list, op.input_sizes)),
+        list(op.input_dtypes),
+        list(map(list, op.output_sizes)),
+        list(op.output_dtypes),
+    )
+
+
+def _rank_sizes(op: OpT, local: int, size: int, seq: int, rank: int) -> Sizes:
+    """Sizes that legitimately differ by rank, as NCCL records them."""
+    ins, idt, outs, odt = _sizes(op)
+    root = seq % size
+    if op.vary == "a2a":  # MoE token dispatch: every rank sends and receives its own counts
+        hidden = op.input_sizes[0][1]
+        ins = [[512 + (rank * 31 + seq * 17) % 512, hidden]]
+        outs = [[512 + (rank * 7 + seq * 13) % 512, hidden]]
+    elif op.vary == "gather" and local != root:
+        outs, odt = [[0]], [_UNDEFINED]
+    elif op.vary == "scatter" and local != root:
+        ins, idt = [[0]], [_UNDEFINED]
+    elif op.vary == "bcast_oop":  # each member's own shard of an uneven all_gather
+        ins = [[op.input_sizes[0][0] + local]]
+    return ins, idt, outs, odt
 
 
 def simulate(spec: JobSpec) -> SyntheticJob:
@@ -474,14 +592,21 @@ def simulate(spec: JobSpec) -> SyntheticJob:
 
 
 def entries_per_step(
-    layout: Layout, microbatches: int = 2, layers: int = 2, coalesce_dp: bool = True
+    layout: Layout,
+    microbatches: int = 2,
+    layers: int = 2,
+    coalesce_dp: bool = True,
+    batch_p2p: bool = False,
+    extras: bool = False,
 ) -> list[int]:
     """Entries each pipeline stage records per healthy training step."""
     reg = Registry()
     return [
         sum(
             len(item.tids)
-            for item in stage_program(reg, layout, s, microbatches, layers, coalesce_dp)
+            for item in stage_program(
+                reg, layout, s, microbatches, layers, coalesce_dp, batch_p2p, extras
+            )
         )
         for s in range(layout.pp)
     ]
@@ -499,7 +624,12 @@ def spec_for_entries(world_layout: Layout, entries: int, **kw: Any) -> JobSpec:
         if key in kw:
             raise ValueError(f"spec_for_entries picks {key}; do not pass it")
     per_step = entries_per_step(
-        world_layout, kw.get("microbatches", 2), kw.get("layers", 2), kw.get("coalesce_dp", True)
+        world_layout,
+        kw.get("microbatches", 2),
+        kw.get("layers", 2),
+        kw.get("coalesce_dp", True),
+        kw.get("batch_p2p", False),
+        kw.get("extras", False),
     )
     needed = math.ceil(entries / min(per_step))
     fault: Fault | None = kw.pop("fault", None)

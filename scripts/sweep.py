@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Sweep the generator's fault scenarios and check frtrace's verdict against the ground truth.
+
+Every scenario (fault kinds, coalesced-block faults, healthy jobs: MoE, rooted collectives,
+a straggler, an on-demand snapshot) runs on every layout, with timing on and off, with ring
+buffers that wrapped (cutting coalesced blocks at different points per rank) or not, written
+as pickle and as JSON. Prints one row per scenario and a summary; exits 1 on any miss.
+
+Usage: python scripts/sweep.py [--quick] [--layouts 2] [--filter KIND] [--verbose]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_REPO = Path(__file__).resolve().parent.parent
+if str(_REPO) not in sys.path:
+    sys.path.insert(0, str(_REPO))
+
+from frtrace.analysis.engine import analyze  # noqa: E402
+from frtrace.synth import Fault, JobSpec, Layout, simulate, spec_for_entries, write_job  # noqa: E402
+from frtrace.tables.load import load_trace  # noqa: E402
+
+LAYOUTS = (
+    Layout(tp=2, dp=2, pp=2),
+    Layout(tp=4, dp=2, pp=1, ep=2),
+    Layout(tp=2, dp=4, pp=4),
+    Layout(tp=1, dp=8, pp=2),
+    Layout(tp=8, dp=4, pp=2, ep=4),
+    Layout(tp=4, dp=8, pp=4, ep=2),
+)
+MISMATCH = ("type_mismatch", "size_mismatch", "dtype_mismatch")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named way to break (or not) a job; `fault` is built per layout."""
+
+    name: str
+    kind: str | None  # fault kind, None for healthy
+    group: str = "tp"
+    index: int = 0
+    drop_part: bool = False
+    straggler: bool = False
+    snapshot: bool = False
+    needs_timing: bool = False
+
+
+SCENARIOS = (
+    Scenario("healthy", None),
+    Scenario("healthy straggler", None, straggler=True),
+    Scenario("healthy snapshot", None, snapshot=True, needs_timing=True),
+    Scenario("missing_ranks tp", "missing_ranks"),
+    Scenario("missing_ranks dp", "missing_ranks", group="dp"),
+    Scenario("missing_dump", "missing_dump"),
+    Scenario("type_mismatch", "type_mismatch"),
+    Scenario("size_mismatch", "size_mismatch"),
+    Scenario("dtype_mismatch", "dtype_mismatch"),
+    Scenario("size_mismatch coalesced part", "size_mismatch", group="dp", index=1),
+    Scenario("coalesced part count", "type_mismatch", group="dp", index=1, drop_part=True),
+    Scenario("state_mismatch", "state_mismatch", needs_timing=True),
+    Scenario("stuck in coalesced block", "state_mismatch", group="dp", needs_timing=True),
+    Scenario("p2p_mismatch (sender)", "p2p_mismatch", group="pp"),
+    Scenario("order_cycle", "order_cycle"),
+    Scenario("stuck_collective", "stuck_collective"),
+)
+
+
+def _group_ok(layout: Layout, group: str) -> bool:
+    return layout.has(group) and layout.size_of(group) >= 2
+
+
+def fault_for(sc: Scenario, layout: Layout) -> Fault | None:
+    if sc.kind is None:
+        return None
+    group = sc.group
+    if not _group_ok(layout, group):
+        group = next(g for g in ("tp", "dp", "pp") if _group_ok(layout, g))
+        if sc.kind == "p2p_mismatch" or sc.drop_part or sc.index:
+            return None
+    rank = layout.world // 2 + 1 if layout.world > 2 else 1
+    rank = min(rank, layout.world - 1)
+    if sc.kind == "p2p_mismatch":
+        if not _group_ok(layout, "pp"):
+            return None
+        rank = 1 % layout.world  # stage 0 sends first
+    return Fault(sc.kind, rank, group=group, step=1, index=sc.index, drop_part=sc.drop_part)
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    why: str
+    mismatch_elsewhere: int
+    findings: int
+
+
+def judge(expected: dict[str, Any] | None, members: list[int], report: Any) -> Outcome:
+    """Compare the analysis with the ground truth the generator recorded."""
+    findings = report.findings
+    mism_kinds = {*MISMATCH, "p2p_mismatch"}
+    if expected is None:
+        n = len(findings)
+        return Outcome(n == 0, f"{n} finding(s) on a healthy job" if n else "", 0, n)
+    root = report.root_cause
+    elsewhere = sum(
+        1
+        for f in findings
+        if f.kind in mism_kinds
+        and not (f.kind == expected["kind"] and f.pg_name == expected["pg_name"])
+    )
+    if root is None:
+        return Outcome(False, "no root cause (reported healthy)", elsewhere, 0)
+    got = (root.kind, root.pg_name, sorted(root.culprit_ranks))
+    want_culprits = sorted(expected["culprit_ranks"])
+    seq_key = "p2p_seq_id" if expected.get("p2p_seq_id") is not None else "collective_seq_id"
+    problems = []
+    if root.kind != expected["kind"]:
+        problems.append(f"kind {root.kind} != {expected['kind']}")
+    if root.pg_name != expected["pg_name"]:
+        problems.append(f"group {root.pg_name} != {expected['pg_name']}")
+    if sorted(root.culprit_ranks) != want_culprits:
+        problems.append(f"culprits {got[2][:8]} != {want_culprits[:8]}")
+    if expected["kind"] != "missing_dump" and getattr(root, seq_key) != expected[seq_key]:
+        problems.append(f"{seq_key} {getattr(root, seq_key)} != {expected[seq_key]}")
+    if elsewhere:
+        problems.append(f"{elsewhere} mismatch finding(s) elsewhere")
+    return Outcome(not problems, "; ".join(problems), elsewhere, len(findings))
+
+
+def adjust(expected: dict[str, Any] | None, sc: Scenario, timing: bool, job: Any) -> Any:
+    """What the evidence allows when timing is off: a GPU that never started a collective
+    looks like every member waiting inside it (no start events), so nobody can be singled out."""
+    if expected is None or timing or expected["kind"] != "state_mismatch":
+        return expected
+    members = job.groups[expected["pg_name"]][1]
+    return {**expected, "kind": "stuck_collective", "culprit_ranks": members}
+
+
+def run_case(
+    sc: Scenario, layout: Layout, timing: bool, wrapped: bool, fmt: str, tmp: Path
+) -> tuple[Outcome | None, float]:
+    fault = fault_for(sc, layout)
+    if sc.kind is not None and fault is None:
+        return None, 0.0
+    if sc.needs_timing and not timing and sc.kind is None:
+        return None, 0.0
+    common: dict[str, Any] = {
+        "enable_timing": timing,
+        "batch_p2p": True,
+        "extras": True,
+        "seed": hash((sc.name, layout.world, timing, wrapped, fmt)) & 0xFFFF,
+    }
+    if sc.straggler:
+        common["straggler"] = (layout.world - 1, 3_000_000)
+    if sc.snapshot:
+        common["snapshot"] = 0.6
+    if wrapped:
+        spec = spec_for_entries(layout, 97, fault=fault, **common)
+    else:
+        spec = JobSpec(layout, steps=3, fault=fault, **common)
+    t0 = time.perf_counter()
+    job = simulate(spec)
+    out = tmp / f"{abs(hash((sc.name, layout, timing, wrapped, fmt)))}"
+    write_job(job, out, fmt=fmt)
+    trace = load_trace(out, jobs=1)
+    report = analyze(trace)
+    expected = adjust(job.expected, sc, timing, job)
+    members = job.groups[expected["pg_name"]][1] if expected else []
+    return judge(expected, members, report), time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 layouts, pickle only")
+    parser.add_argument("--layouts", type=int, default=len(LAYOUTS))
+    parser.add_argument("--filter", default="", help="only scenarios whose name contains this")
+    parser.add_argument("--verbose", "-v", action="store_true", help="print every miss")
+    args = parser.parse_args(argv)
+    layouts = LAYOUTS[: 2 if args.quick else args.layouts]
+    fmts = ("pickle",) if args.quick else ("pickle", "json")
+    rows: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # runs, exact, elsewhere
+    misses: list[str] = []
+    total_t = 0.0
+    with tempfile.TemporaryDirectory(prefix="frtrace-sweep-") as tmp:
+        for sc in SCENARIOS:
+            if args.filter and args.filter not in sc.name:
+                continue
+            for layout, timing, wrapped, fmt in itertools.product(
+                layouts, (True, False), (True, False), fmts
+            ):
+                outcome, secs = run_case(sc, layout, timing, wrapped, fmt, Path(tmp))
+                total_t += secs
+                if outcome is None:
+                    continue
+                row = rows[sc.name]
+                row[0] += 1
+                row[1] += outcome.ok
+                row[2] += outcome.mismatch_elsewhere
+                if not outcome.ok:
+                    case = (
+                        f"{sc.name} | tp{layout.tp} dp{layout.dp} pp{layout.pp} ep{layout.ep} "
+                        f"timing={'on' if timing else 'off'} wrapped={wrapped} {fmt}"
+                    )
+                    misses.append(f"{case}: {outcome.why}")
+                    if args.verbose:
+                        print("MISS", misses[-1], file=sys.stderr, flush=True)
+    print(f"{'scenario':<32} {'runs':>5} {'right':>6} {'mismatch elsewhere':>19}")
+    for name, (runs, exact, elsewhere) in rows.items():
+        print(f"{name:<32} {runs:>5} {exact:>6} {elsewhere:>19}")
+    runs = sum(r[0] for r in rows.values())
+    right = sum(r[1] for r in rows.values())
+    print(f"{'total':<32} {runs:>5} {right:>6} {sum(r[2] for r in rows.values()):>19}")
+    print(f"({total_t:.0f} s)")
+    for miss in misses[:40]:
+        print("MISS", miss)
+    return 0 if right == runs else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
