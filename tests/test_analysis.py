@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from frtrace.analysis.engine import Analysis, analyze
 from frtrace.cli import cli
 from frtrace.report.json_report import load_schema, report_dict
+from frtrace.report.wording import chain_lines
 from frtrace.synth import Fault, JobSpec, Layout, SyntheticJob, simulate, write_job
 from frtrace.tables.load import load_trace
 
@@ -122,7 +123,7 @@ def test_cascading_hang_in_64_ranks_blames_the_tp_rank_not_the_waiters(tmp_path:
     assert_blames_expected(job, analysis)
     root = analysis.root_cause
     assert root is not None and root.pg_desc == "mesh_tp"
-    chain = root.evidence["chain"]
+    chain = chain_lines(root)
     assert len(chain) >= 2 and chain[-1].startswith("rank 13 never issued")
     waiters_elsewhere = [f for f in analysis.findings if f.secondary]
     assert waiters_elsewhere and all(13 not in f.waiting_ranks for f in waiters_elsewhere)
@@ -132,7 +133,7 @@ def test_two_member_mismatch_with_history_names_the_rank_that_changed(tmp_path: 
     job, analysis = run_job(tmp_path, LAYOUTS["tp2-dp2-pp1"], Fault("size_mismatch", 1, "tp", 2))
     assert_blames_expected(job, analysis)
     assert analysis.root_cause is not None
-    assert analysis.root_cause.evidence["undecidable"] is False
+    assert analysis.root_cause.undecidable is False
 
 
 def test_two_member_mismatch_without_history_names_both_as_undecidable(tmp_path: Path) -> None:
@@ -140,7 +141,7 @@ def test_two_member_mismatch_without_history_names_both_as_undecidable(tmp_path:
     root = analysis.root_cause
     assert root is not None and job.expected is not None
     assert root.culprit_ranks == [0, 1] == job.expected["culprit_ranks"]
-    assert root.evidence["undecidable"] is True
+    assert root.undecidable is True
 
 
 def test_faults_are_found_in_json_dumps_with_host_names(tmp_path: Path) -> None:

@@ -174,6 +174,7 @@ def test_enable_flight_recorder_sets_old_and_new_names(monkeypatch: pytest.Monke
 
 def test_real_cascading_hang_is_blamed_on_the_rank_at_the_end_of_the_chain() -> None:
     from frtrace.analysis.engine import analyze
+    from frtrace.report.wording import chain_lines
 
     analysis = analyze(_load(FIXTURES / "cascade_4rank"))
     root = analysis.root_cause
@@ -184,6 +185,6 @@ def test_real_cascading_hang_is_blamed_on_the_rank_at_the_end_of_the_chain() -> 
         "pair23",
         3,
     )
-    chain = root.evidence["chain"]
+    chain = chain_lines(root)
     assert chain[0].startswith("ranks 0-1 wait in default_pg#3")
     assert "rank 2 waits in pair23#3" in chain[1]

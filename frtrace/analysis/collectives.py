@@ -15,9 +15,8 @@ import numpy as np
 import pandas as pd
 
 from frtrace.analysis.context import Context, judged
-from frtrace.analysis.findings import Finding, where
+from frtrace.analysis.findings import Finding
 from frtrace.analysis.ops import SIGNATURE
-from frtrace.report.fmt import rank_ranges, verb, who
 
 GATHER_OPS = frozenset({"all_gather", "_allgather_base", "all_gather_into_tensor", "allgather"})
 SCATTER_OPS = frozenset({"reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor"})
@@ -109,7 +108,7 @@ def _missing_findings(ctx: Context, coll: pd.DataFrame, incomplete: pd.DataFrame
             continue
         last = previous.get(pg)
         if last is not None and last[0] == missing:
-            last[1].evidence["seq_range"][1] = seq
+            last[1].last_seq = seq
             continue
         finding = missing_finding(ctx, pg, seq, rows, sorted(have), sorted(missing))
         previous[pg] = (missing, finding)
@@ -122,47 +121,24 @@ def missing_finding(
 ) -> Finding:
     """Who is to blame when some members issued (pg, seq) and others did not."""
     op = _majority_label(ctx, rows, "op")
-    place = where(ctx.desc(pg), ctx.name(pg), seq)
-    evidence: dict = {"issued_by": have, "not_issued_by": missing, "seq_range": [seq, seq]}
+    typed: dict = {"issued_by": have, "not_issued_by": missing}
     seq_out: int = seq
     if len(have) > len(missing):
-        culprits, waiting = missing, have
-        detail = f"{who(missing)} never issued {place} ({op}) that {who(have)} issued"
+        culprits, waiting, reason = missing, have, "never_issued"
     elif len(have) < len(missing):
-        culprits, waiting = have, have
-        detail = (
-            f"ranks {rank_ranges(have)} issued {place} ({op}) that the other {len(missing)} "
-            "members never issued"
-        )
+        culprits, waiting, reason = have, [], "minority_issued"
     else:
         extra = extra_call(ctx, pg, have + missing)
         stopped = len(have) == 1 and stopped_early(ctx, pg, seq, have[0], missing[0])
         if extra is not None:
-            rank, extra_seq, stack_id = extra
-            culprits, waiting, seq_out = [rank], have, extra_seq
-            evidence.update(hang_seq=seq, extra_stack_id=stack_id, undecidable=False)
-            detail = (
-                f"rank {rank} issued an extra collective at "
-                f"{where(ctx.desc(pg), ctx.name(pg), extra_seq)} that the other member "
-                f"never issued (a call site the others skip); from then on its "
-                f"collectives pair one off, and {place} has no partner"
-            )
+            rank, extra_seq, _stack_id = extra
+            culprits, waiting, seq_out, reason = [rank], [], extra_seq, "extra_call"
+            typed["hang_seq"] = seq
         elif stopped:
-            culprits, waiting = missing, have
-            evidence["undecidable"] = False
-            detail = (
-                f"{who(missing)} never issued {place} ({op}) that {who(have)} issued; its own "
-                "history shows this call always followed its last one: it stopped before it"
-            )
+            culprits, waiting, reason = missing, have, "stopped_early"
         else:
-            culprits, waiting = sorted(have + missing), have
-            evidence["undecidable"] = True
-            detail = (
-                f"ranks {rank_ranges(have)} issued {place} ({op}) and ranks "
-                f"{rank_ranges(missing)} did not; "
-                "with two equal sides and no telling history this is undecidable: "
-                "both are named"
-            )
+            culprits, waiting, reason = sorted(have + missing), have, "even_split_missing"
+            typed["undecidable"] = True
     return ctx.finding(
         "missing_ranks",
         pg,
@@ -170,8 +146,8 @@ def missing_finding(
         op=op,
         culprit_ranks=culprits,
         waiting_ranks=waiting,
-        detail=detail,
-        evidence=evidence,
+        reason=reason,
+        **typed,
     )
 
 
@@ -258,45 +234,38 @@ def mismatch_finding(ctx: Context, pg: int, seq: int, rows: pd.DataFrame) -> Fin
     for rank, sig in signature.items():
         sides.setdefault(sig, []).append(rank)
     ordered = sorted(sides.values(), key=len, reverse=True)
-    values = {str(rank): _describe(ctx, signature[rank]) for rank in signature}
-    evidence: dict = {"column": column, "by_rank": values}
-    place = where(ctx.desc(pg), ctx.name(pg), seq)
+    facts: dict = {
+        "column": column,
+        "by_rank": {str(rank): _describe(ctx, signature[rank]) for rank in signature},
+    }
+    undecidable = False
     if len(ordered[0]) > len(ordered[1]):
         majority = ordered[0]
         culprits = sorted(r for r in signature if r not in majority)
-        detail = (
-            f"{place}: ranks {rank_ranges(culprits)} disagree with the other "
-            f"{len(majority)} members "
-            f"on {column.replace('_', ' ')} ({_diff(ctx, column, signature, culprits, majority)})"
+        reason = "minority_differs"
+        i = SIGNATURE.index(column)
+        facts.update(
+            majority_size=len(majority),
+            theirs=ctx.view.label(column, signature[culprits[0]][i]),
+            ours=ctx.view.label(column, signature[majority[0]][i]),
         )
     else:
         changed = history_changed(ctx, pg, seq, rows)
         tied = sorted(signature)
         if changed and len(changed) < len(tied) and any(set(changed) == set(s) for s in ordered):
-            culprits = sorted(changed)
-            evidence["undecidable"] = False
-            detail = (
-                f"{place}: members split on {column.replace('_', ' ')}; ranks "
-                f"{rank_ranges(culprits)} changed what they issue at this call site, the others "
-                "did not"
-            )
+            culprits, reason = sorted(changed), "history_changed"
         else:
-            culprits = tied
-            evidence["undecidable"] = True
-            detail = (
-                f"{place}: members split evenly on {column.replace('_', ' ')} "
-                f"({'; '.join(f'rank {k}: {v}' for k, v in values.items())}); "
-                "undecidable, all are named"
-            )
+            culprits, reason, undecidable = tied, "even_split", True
     return ctx.finding(
         kind,
         pg,
         collective_seq_id=seq,
         op=_majority_label(ctx, rows, "op"),
         culprit_ranks=culprits,
-        waiting_ranks=sorted(set(signature) - set(culprits)),
-        detail=detail,
-        evidence=evidence,
+        waiting_ranks=sorted(signature),
+        reason=reason,
+        facts=facts,
+        undecidable=undecidable,
     )
 
 
@@ -305,25 +274,25 @@ def _describe(ctx: Context, sig: tuple[int, ...]) -> str:
     return f"{op} in {isz} {idt} out {osz} {odt}".replace("  ", " ")
 
 
-def _diff(
-    ctx: Context,
-    column: str,
-    sig: dict[int, tuple[int, ...]],
-    culprits: list[int],
-    majority: list[int],
-) -> str:
-    i = SIGNATURE.index(column)
-    theirs = ctx.view.label(column, sig[culprits[0]][i])
-    ours = ctx.view.label(column, sig[majority[0]][i])
-    return f"{theirs or '-'} vs {ours or '-'}"
-
-
 def history_changed(ctx: Context, pg: int, seq: int, rows: pd.DataFrame) -> list[int]:
-    """Ranks whose op at this call site differs from what they issued there before."""
+    """Ranks whose op at this call site differs from what they issued there before.
+
+    Without stacks (JSON dumps) the call site is unknown: a rank changed when what it issued
+    here never occurred earlier in its own history of the group, while every other member's
+    did (a repeating training step shows each call many times).
+    """
     changed = []
+    if (rows["stack_id"].to_numpy() < 0).any():
+        for r in rows.itertuples(index=False):
+            mine = ctx.rank_ops(int(r.rank))
+            before = mine.loc[(mine["pg"] == pg) & (mine["seq"] < seq)]
+            if before.empty:
+                return []
+            seen = set(before[list(SIGNATURE)].itertuples(index=False, name=None))
+            if tuple(int(getattr(r, c)) for c in SIGNATURE) not in seen:
+                changed.append(int(r.rank))
+        return changed
     for r in rows.itertuples(index=False):
-        if r.stack_id < 0:
-            return []
         mine = ctx.rank_ops(int(r.rank))
         before = mine.loc[
             (mine["pg"] == pg) & (mine["seq"] < seq) & (mine["stack_id"] == r.stack_id)
@@ -367,7 +336,6 @@ def _numel_findings(ctx: Context, coll: pd.DataFrame) -> list[Finding]:
         culprits = sorted(int(r) for r in rows["rank"])
         if len(culprits) == len(everyone):
             continue  # all agree: trust them over our idea of the group size
-        place = where(ctx.desc(pg), ctx.name(pg), seq)
         findings.append(
             ctx.finding(
                 "size_mismatch",
@@ -375,13 +343,14 @@ def _numel_findings(ctx: Context, coll: pd.DataFrame) -> list[Finding]:
                 collective_seq_id=seq,
                 op=_majority_label(ctx, rows, "op"),
                 culprit_ranks=culprits,
-                waiting_ranks=sorted(set(int(r) for r in everyone["rank"]) - set(culprits)),
-                detail=(
-                    f"{place}: numel of ranks {rank_ranges(culprits)} does not fit a group of "
-                    f"{sizes[pg]} (input {int(rows['input_numel'].iloc[0])}, output "
-                    f"{int(rows['output_numel'].iloc[0])})"
-                ),
-                evidence={"column": "numel", "group_size": int(sizes[pg])},
+                waiting_ranks=[int(r) for r in everyone["rank"]],
+                reason="numel",
+                facts={
+                    "column": "numel",
+                    "group_size": int(sizes[pg]),
+                    "input_numel": int(rows["input_numel"].iloc[0]),
+                    "output_numel": int(rows["output_numel"].iloc[0]),
+                },
             )
         )
         if len(findings) >= ctx.mismatch_cap:
@@ -405,16 +374,14 @@ def _state_findings(ctx: Context, coll: pd.DataFrame) -> list[Finding]:
     for (pg, seq), rows in _present(coll, hit).items():
         stuck = sorted(int(r) for r in rows.loc[rows["state"] == 0, "rank"])
         running = sorted(int(r) for r in rows.loc[rows["state"] == 1, "rank"])
-        place = where(ctx.desc(pg), ctx.name(pg), seq)
         op = _majority_label(ctx, rows, "op")
-        findings.append(state_finding(ctx, pg, place, stuck, running, op, collective_seq_id=seq))
+        findings.append(state_finding(ctx, pg, stuck, running, op, collective_seq_id=seq))
     return findings
 
 
 def state_finding(
     ctx: Context,
     pg: int,
-    place: str,
     stuck: list[int],
     running: list[int],
     op: str,
@@ -433,10 +400,6 @@ def state_finding(
         culprit_ranks=stuck,
         waiting_ranks=running,
         expected_ranks=expected_ranks,
-        detail=(
-            f"every member issued {place}, but {who(stuck)} never started it while "
-            f"{who(running)} {verb(running, 'runs', 'run')} it: its GPU is stuck before this "
-            "operation"
-        ),
-        evidence={"scheduled": stuck, "started": running},
+        reason="not_started",
+        facts={"scheduled": stuck, "started": running},
     )

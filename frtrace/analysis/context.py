@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from frtrace.analysis.findings import Finding
+from frtrace.analysis.findings import Finding, Place, WaitNode
 from frtrace.analysis.ops import (
     OpView,
     block_states,
@@ -78,14 +78,16 @@ class Context:
         *,
         culprit_ranks: list[int],
         waiting_ranks: list[int],
-        detail: str,
+        reason: str,
         collective_seq_id: int | None = None,
         p2p_seq_id: int | None = None,
         op: str | None = None,
         expected_ranks: list[int] | None = None,
-        evidence: dict[str, Any] | None = None,
+        facts: dict[str, Any] | None = None,
+        **typed: Any,
     ) -> Finding:
-        """A finding about group `pg`: its name, desc and (by default) members filled in."""
+        """A finding about group `pg`: its name, desc and (by default) members filled in.
+        Waiting ranks never include culprits."""
         return Finding(
             kind=kind,
             pg_name=self.name(pg),
@@ -93,12 +95,19 @@ class Context:
             collective_seq_id=collective_seq_id,
             p2p_seq_id=p2p_seq_id,
             op=op,
-            culprit_ranks=culprit_ranks,
-            waiting_ranks=waiting_ranks,
+            culprit_ranks=sorted(culprit_ranks),
+            waiting_ranks=sorted(set(waiting_ranks) - set(culprit_ranks)),
             expected_ranks=self.group_members(pg) if expected_ranks is None else expected_ranks,
-            detail=detail,
-            evidence=evidence or {},
+            reason=reason,
+            facts=facts or {},
+            **typed,
         )
+
+    def place(self, node: WaitNode) -> Place:
+        """A wait node by name: what findings and chains refer to."""
+        if node.kind == "c":
+            return Place(self.name(node.pg), self.desc(node.pg), node.seq)
+        return Place(self.name(node.pg), self.desc(node.pg), None, True, node.src, node.dst)
 
     def rank_ops(self, rank: int) -> pd.DataFrame:
         """One rank's collective ops (a small frame): history questions never scan the job."""

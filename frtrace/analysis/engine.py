@@ -9,7 +9,6 @@ from frtrace.analysis.context import Context, build_context
 from frtrace.analysis.findings import Finding
 from frtrace.analysis.p2p import analyze_p2p
 from frtrace.analysis.waits import Blocked, analyze_waits, mark_secondary
-from frtrace.report.fmt import rank_ranges, verb, who
 from frtrace.tables.trace import Trace
 
 
@@ -80,15 +79,11 @@ def mark_same_culprit(findings: list[Finding], roots: list[Finding], blocked: di
     findings repeat the root cause and are listed as its consequences."""
     stopped = {r for f in roots if f.kind == "missing_ranks" for r in f.culprit_ranks}
     for f in findings:
-        absent = f.evidence.get("not_issued_by") or []
+        absent = f.not_issued_by
         if f.kind != "missing_ranks" or f.secondary or not absent:
             continue
         if set(absent) <= stopped and not any(r in blocked for r in absent):
-            f.mark_consequence(
-                absent,
-                f"{who(absent)} stopped before the root cause's collective, so "
-                f"{verb(absent, 'it', 'they')} never issued this one either (a consequence)",
-            )
+            f.mark_consequence(absent, "stopped_earlier")
 
 
 def analyze(trace: Trace, mismatch_cap: int = 10) -> Analysis:
@@ -112,7 +107,8 @@ def analyze(trace: Trace, mismatch_cap: int = 10) -> Analysis:
             roots.append(finding)
     root_keys = {_key(r) for r in roots}
     root_places = {
-        (r.kind, r.pg_name, r.evidence.get("hang_seq", r.collective_seq_id)) for r in roots
+        (r.kind, r.pg_name, r.hang_seq if r.hang_seq is not None else r.collective_seq_id)
+        for r in roots
     }
     others = [
         f
@@ -137,11 +133,8 @@ def analyze(trace: Trace, mismatch_cap: int = 10) -> Analysis:
                 culprit_ranks=[rank],
                 waiting_ranks=[],
                 expected_ranks=ctx.members.get(groups[-1], []) if groups else [],
-                detail=(
-                    f"rank {rank} is a member of groups {', '.join(groups)} but left no usable "
-                    "dump: the analysis of those groups is partial"
-                ),
-                evidence={"groups": groups},
+                reason="partial_groups",
+                facts={"groups": groups},
             )
         )
     mark_secondary(ctx, others, waits.blocked)
@@ -153,7 +146,7 @@ def analyze(trace: Trace, mismatch_cap: int = 10) -> Analysis:
     if roots and len(roots) > 1:
         notes.append(
             f"{len(roots)} independent causes; the first holds up the most ranks "
-            f"({rank_ranges(roots[0].waiting_ranks)} and those waiting on them)"
+            f"({roots[0].ranks_waiting_on_this} waiting ranks)"
         )
     root_cause = findings[0] if findings else None
     return Analysis(ctx, findings, root_cause, waits.blocked, notes)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from frtrace.analysis.context import Context
-from frtrace.analysis.findings import Finding, where
+from frtrace.analysis.findings import Finding
 from frtrace.analysis.ops import op_is
 
 _COMPARED = ("input_sizes", "input_dtypes")
@@ -131,35 +131,28 @@ def _pair_finding(ctx: Context, ops: pd.DataFrame, row: Any) -> Finding:
     )
     s_changed = _changed(ops, src, int(row.pos_s), src, dst, "send")
     r_changed = _changed(ops, dst, int(row.pos_r), src, dst, "recv")
-    place = where(ctx.desc(pg), ctx.name(pg), seq, p2p=True)
     if s_changed and r_changed is False:
-        culprits, undecidable = [src], False
-        why = f"rank {src} changed what it sends at this call site; rank {dst} did not"
+        culprits, reason = [src], "sender_changed"
     elif r_changed and s_changed is False:
-        culprits, undecidable = [dst], False
-        why = f"rank {dst} changed what it receives at this call site; rank {src} did not"
+        culprits, reason = [dst], "receiver_changed"
     else:
-        culprits, undecidable = sorted({src, dst}), True
-        why = "no history tells which side changed: undecidable, both are named"
+        culprits, reason = sorted({src, dst}), "p2p_undecidable"
     return ctx.finding(
         "p2p_mismatch",
         pg,
         p2p_seq_id=seq,
         op="send/recv",
         culprit_ranks=culprits,
-        waiting_ranks=sorted({src, dst} - set(culprits)),
+        waiting_ranks=[src, dst],
         expected_ranks=sorted({src, dst}),
-        detail=(
-            f"{place}: rank {src} sends {send_desc} to rank {dst}, which receives "
-            f"{recv_desc}; {why}"
-        ),
-        evidence={
+        reason=reason,
+        undecidable=reason == "p2p_undecidable",
+        facts={
             "src": src,
             "dst": dst,
             "send": send_desc,
             "recv": recv_desc,
             "send_p2p_seq_id": seq,
             "recv_p2p_seq_id": int(row.p2p_seq_id_r),
-            "undecidable": undecidable,
         },
     )

@@ -17,12 +17,11 @@ import numpy as np
 
 from frtrace.analysis.collectives import CollectiveResult, missing_finding, state_finding
 from frtrace.analysis.context import Context
-from frtrace.analysis.findings import Finding, where
+from frtrace.analysis.findings import Finding, Hop, WaitNode
 from frtrace.analysis.ops import op_is
 from frtrace.analysis.p2p import P2PResult
-from frtrace.report.fmt import rank_ranges, verb, who
 
-Node = tuple[str, int, int, int, int]  # kind ("c" or "p"), pg, seq, src, dst (+slot in seq for p)
+Node = WaitNode
 
 
 @dataclass
@@ -42,6 +41,7 @@ class Root:
     nodes: list[Node]
     ranks: list[int]
     weight: int = 0
+    edges: dict[Node, dict[Node, set[int]]] = field(default_factory=dict)  # a cycle's own
 
 
 @dataclass
@@ -50,18 +50,6 @@ class WaitResult:
     roots: list[Root] = field(default_factory=list)
     root_findings: list[tuple[Root, Finding]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-def waits_in(ranks: set[int] | list[int], place: str) -> str:
-    """'rank 3 waits in mesh_tp#7' / 'ranks 0-2 wait in ...': one hop of a chain."""
-    return f"{who(ranks)} {verb(ranks, 'waits', 'wait')} in {place}"
-
-
-def node_name(ctx: Context, node: Node) -> str:
-    kind, pg, seq, src, dst = node
-    if kind == "c":
-        return where(ctx.desc(pg), ctx.name(pg), seq)
-    return f"{where(ctx.desc(pg), ctx.name(pg), None)} p2p {src}->{dst}"
 
 
 def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dict[int, Blocked]:
@@ -99,9 +87,9 @@ def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dic
                 sends = ops[k] == "send"
                 src = rank if sends else int(cols["global_src"][k])
                 dst = int(cols["global_dst"][k]) if sends else rank
-                node: Node = ("p", pg, slots.get((rank, pos), 0), src, dst)
+                node = WaitNode("p", pg, slots.get((rank, pos), 0), src, dst)
             else:
-                node = ("c", pg, int(cols["collective_seq_id"][k]), -1, -1)
+                node = WaitNode("c", pg, int(cols["collective_seq_id"][k]), -1, -1)
             out[rank] = Blocked(node, int(state[i]), ops[k], int(cols["p2p_seq_id"][k]), pos)
         return out
     keys = coll.incomplete
@@ -110,7 +98,7 @@ def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dic
     rows = ctx.view.coll.merge(keys, on=["pg", "seq"]).sort_values(["rank", "pos"])
     for r in rows.drop_duplicates("rank").itertuples(index=False):
         out[int(r.rank)] = Blocked(
-            ("c", int(r.pg), int(r.seq), -1, -1),
+            WaitNode("c", int(r.pg), int(r.seq), -1, -1),
             int(r.state),
             ctx.view.label("op", r.op),
             -1,
@@ -160,7 +148,8 @@ def analyze_waits(
         if node not in edges and node not in idle and node not in nodump:
             roots.append(Root("together", [node], sorted(waiters[node])))
     for scc in _cycles(edges):
-        roots.append(Root("cycle", scc, _cycle_culprits(ctx, scc, edges, blocked)))
+        own = {a: edges.get(a, {}) for a in scc}
+        roots.append(Root("cycle", scc, _cycle_culprits(ctx, scc, edges, blocked), edges=own))
     reverse: dict[Node, set[Node]] = {}
     for src, targets in edges.items():
         for dst in targets:
@@ -175,8 +164,9 @@ def analyze_waits(
         finding = _root_finding(ctx, root, waiters, blocked, findings, p2p)
         if finding is None:
             continue
-        finding.evidence["chain"] = _chain(ctx, root, waiters, edges, reverse, finding)
-        finding.evidence["ranks_waiting_on_this"] = root.weight
+        finding.chain = _chain(ctx, root, waiters, edges, reverse)
+        finding.chain_end = root.kind
+        finding.ranks_waiting_on_this = root.weight
         result.root_findings.append((root, finding))
     return result
 
@@ -395,9 +385,8 @@ def _root_finding(
     kind, pg, seq, src, dst = node
     here = sorted(waiters.get(node, set()))
     if root.kind == "cycle":
-        return _cycle_finding(ctx, root, waiters, blocked)
+        return _cycle_finding(ctx, root, waiters, blocked, _cycle_hops(ctx, root, waiters))
     if root.kind == "nodump":
-        place = node_name(ctx, node)
         return ctx.finding(
             "missing_dump",
             pg,
@@ -407,44 +396,28 @@ def _root_finding(
             culprit_ranks=root.ranks,
             waiting_ranks=here,
             expected_ranks=_members(ctx, node),
-            detail=(
-                f"{waits_in(here, place)} for ranks "
-                f"{rank_ranges(root.ranks)}, which left no dump: look at how those "
-                "processes ended (crash, OOM kill, lost host)"
-            ),
-            evidence={"no_dump": root.ranks},
+            reason="no_dump",
+            facts={"no_dump": root.ranks, **_node_facts(node)},
         )
     if root.kind == "idle" and kind == "c":
         rows = ctx.view.coll.loc[(ctx.view.coll["pg"] == pg) & (ctx.view.coll["seq"] == seq)]
         have = sorted(int(r) for r in rows["rank"])
         finding = missing_finding(ctx, pg, seq, rows, have, root.ranks)
         if finding.culprit_ranks == root.ranks:
-            done = " (its last operation completed)" if ctx.view.states_tracked else ""
-            finding.detail += (
-                f"; {who(root.ranks)} {verb(root.ranks, 'is', 'are')} not waiting in any "
-                f"collective{done}: look at what {verb(root.ranks, 'it does', 'they do')} "
-                "outside collectives"
-            )
+            finding.facts.update(idle=True, states_tracked=ctx.view.states_tracked)
         return finding
     if root.kind == "idle":
-        waiter = here[0]
-        b = blocked[waiter]
-        peer_op = "recv" if b.op == "send" else "send"
-        place = node_name(ctx, node)
+        b = blocked[here[0]]
         return ctx.finding(
             "missing_ranks",
             pg,
             p2p_seq_id=_next_p2p_seq(ctx, root.ranks[0], pg),
-            op=peer_op,
+            op="recv" if b.op == "send" else "send",
             culprit_ranks=root.ranks,
-            waiting_ranks=here,
+            waiting_ranks=here[:1],
             expected_ranks=sorted({src, dst}),
-            detail=(
-                f"{waits_in([waiter], place)} ({b.op}) but {who(root.ranks)} never posted the "
-                f"matching {peer_op} and is not waiting in any collective: look at what it "
-                "does outside collectives"
-            ),
-            evidence={"src": src, "dst": dst, "waiting_p2p_seq_id": b.p2p_seq_id},
+            reason="never_posted",
+            facts={**_node_facts(node), "waiting_op": b.op, "waiting_p2p_seq_id": b.p2p_seq_id},
         )
     # Every member is at the node: they disagree, or some never started it.
     if kind == "p":
@@ -466,7 +439,6 @@ def _root_finding(
     return state_finding(
         ctx,
         pg,
-        node_name(ctx, node),
         stuck,
         running,
         blocked[stuck[0]].op,
@@ -474,6 +446,11 @@ def _root_finding(
         p2p_seq_id=blocked[stuck[0]].p2p_seq_id if kind == "p" else None,
         expected_ranks=_members(ctx, node),
     )
+
+
+def _node_facts(node: Node) -> dict:
+    """A p2p node's channel, for the report to name where ranks wait."""
+    return {"node": {"src": node.src, "dst": node.dst}} if node.p2p else {}
 
 
 def stuck_finding(
@@ -484,22 +461,6 @@ def stuck_finding(
     kind, pg, seq, _src, _dst = node
     ages = [a for r in here if (a := ctx.in_flight_ms(r, blocked[r].pos)) is not None]
     timeout = int(ctx.trace.entries["timeout_ms"].iat[ctx.row(here[0], blocked[here[0]].pos)])
-    evidence: dict = {
-        "started": sorted(r for r in here if blocked[r].state == 1),
-        "in_flight_ms": round(max(ages), 1) if ages else None,
-        "timeout_ms": timeout or None,
-        "confirmed": bool(ages) and bool(timeout) and max(ages) >= timeout,
-    }
-    place = node_name(ctx, node)
-    if evidence["in_flight_ms"] is not None:
-        how = f"in flight for {evidence['in_flight_ms'] / 1e3:.1f} s"
-        if timeout:
-            how += f" (timeout {timeout / 1e3:.0f} s)"
-    else:
-        how = (
-            "never completed (no timing in the dumps: a snapshot with work in flight "
-            "looks the same)"
-        )
     return ctx.finding(
         "stuck_collective",
         pg,
@@ -509,11 +470,14 @@ def stuck_finding(
         culprit_ranks=here,
         waiting_ranks=[],
         expected_ranks=_members(ctx, node),
-        detail=(
-            f"{who(here)} all issued {place} and agree on it, but it {how}: the hang is inside "
-            "the collective (network, NCCL or a GPU), not in any one rank's code"
-        ),
-        evidence=evidence,
+        reason="stuck",
+        facts={
+            "started": sorted(r for r in here if blocked[r].state == 1),
+            "in_flight_ms": round(max(ages), 1) if ages else None,
+            "timeout_ms": timeout or None,
+            "confirmed": bool(ages) and bool(timeout) and max(ages) >= timeout,
+            **_node_facts(node),
+        },
     )
 
 
@@ -524,31 +488,40 @@ def _next_p2p_seq(ctx: Context, rank: int, pg: int) -> int | None:
     return int(mine.max()) + 1 if len(mine) else None
 
 
+def _cycle_hops(ctx: Context, root: Root, waiters: dict[Node, set[int]]) -> list[Hop]:
+    inside = set(root.nodes)
+    return [
+        Hop(tuple(sorted(waiters[a])), ctx.place(a), tuple(sorted(ranks)))
+        for a in root.nodes
+        for b, ranks in root.edges.get(a, {}).items()
+        if b in inside
+    ]
+
+
 def _cycle_finding(
-    ctx: Context, root: Root, waiters: dict[Node, set[int]], blocked: dict[int, Blocked]
+    ctx: Context,
+    root: Root,
+    waiters: dict[Node, set[int]],
+    blocked: dict[int, Blocked],
+    hops: list[Hop],
 ) -> Finding:
     culprit_nodes = {blocked[r].node for r in root.ranks if r in blocked}
     node = sorted(culprit_nodes)[0] if culprit_nodes else root.nodes[0]
     kind, pg, seq, _src, _dst = node
     others = sorted(set().union(*(waiters[n] for n in root.nodes)) - set(root.ranks))
-    parts = [f"{waits_in(waiters[n], node_name(ctx, n))}" for n in root.nodes]
+    first = root.ranks[0]
     return ctx.finding(
         "order_cycle",
         pg,
         collective_seq_id=seq if kind == "c" else None,
-        p2p_seq_id=blocked[root.ranks[0]].p2p_seq_id
-        if kind == "p" and root.ranks[0] in blocked
-        else None,
-        op=blocked[root.ranks[0]].op if root.ranks[0] in blocked else None,
+        p2p_seq_id=blocked[first].p2p_seq_id if kind == "p" and first in blocked else None,
+        op=blocked[first].op if first in blocked else None,
         culprit_ranks=root.ranks,
         waiting_ranks=others,
         expected_ranks=_members(ctx, node),
-        detail=(
-            f"deadlock: {'; '.join(parts)}; each waits for the other. Ranks "
-            f"{rank_ranges(root.ranks)} issued {node_name(ctx, node)} before the "
-            "collective their peers are in: they call collectives in a different order"
-        ),
-        evidence={"cycle": [node_name(ctx, n) for n in root.nodes]},
+        reason="cycle",
+        cycle=[ctx.place(n) for n in root.nodes],
+        chain=hops,
     )
 
 
@@ -558,16 +531,10 @@ def _chain(
     waiters: dict[Node, set[int]],
     edges: dict[Node, dict[Node, set[int]]],
     reverse: dict[Node, set[Node]],
-    finding: Finding,
-) -> list[str]:
+) -> list[Hop]:
     """From the farthest waiting ranks down to the root, one hop per group."""
     if root.kind == "cycle":
-        return [
-            f"{waits_in(waiters[a], node_name(ctx, a))} for {rank_ranges(sorted(ranks))}"
-            for a in root.nodes
-            for b, ranks in edges.get(a, {}).items()
-            if b in set(root.nodes)
-        ]
+        return _cycle_hops(ctx, root, waiters)
     target = root.nodes[0]
     dist = {target: 0}
     nxt: dict[Node, Node] = {}
@@ -585,25 +552,10 @@ def _chain(
     cur = start
     while cur != target:
         step = nxt[cur]
-        via = edges[cur][step]
-        hops.append(f"{waits_in(waiters[cur], node_name(ctx, cur))} for {who(via)}")
+        via = tuple(sorted(edges[cur][step]))
+        hops.append(Hop(tuple(sorted(waiters[cur])), ctx.place(cur), via))
         cur = step
-    if root.kind == "together":
-        hops.append(
-            f"ranks {rank_ranges(sorted(waiters[target]))} are all in "
-            f"{node_name(ctx, target)}: {finding.kind}"
-        )
-    else:
-        hops.append(
-            f"{who(sorted(waiters[target]))} {verb(sorted(waiters[target]), 'waits', 'wait')} in "
-            f"{node_name(ctx, target)} for {who(root.ranks)}"
-        )
-        what = (
-            "left no dump"
-            if root.kind == "nodump"
-            else ("never issued it and is not waiting in any collective")
-        )
-        hops.append(f"{who(root.ranks)} {what}")
+    hops.append(Hop(tuple(sorted(waiters[target])), ctx.place(target), tuple(root.ranks)))
     return hops
 
 
@@ -614,16 +566,10 @@ def mark_secondary(ctx: Context, findings: list[Finding], blocked: dict[int, Blo
     for f in findings:
         if f.kind not in ("missing_ranks", "state_mismatch") or f.collective_seq_id is None:
             continue
-        seq = f.evidence.get("hang_seq", f.collective_seq_id)
-        here: Node = ("c", names.get(f.pg_name, -1), seq, -1, -1)
-        suspects = f.evidence.get("not_issued_by") or f.culprit_ranks
+        seq = f.hang_seq if f.hang_seq is not None else f.collective_seq_id
+        here = WaitNode("c", names.get(f.pg_name, -1), seq, -1, -1)
+        suspects = f.not_issued_by or f.culprit_ranks
         away = {r: blocked[r].node for r in suspects if r in blocked}
         if away and len(away) == len(suspects) and all(n != here for n in away.values()):
-            f.evidence["blocked_in"] = {str(r): node_name(ctx, n) for r, n in away.items()}
-            f.mark_consequence(
-                suspects,
-                f"{who(suspects)} {verb(suspects, 'has', 'have')} not issued "
-                f"{node_name(ctx, here)}: {verb(suspects, 'it is', 'they are')} blocked in "
-                f"{', '.join(sorted(set(f.evidence['blocked_in'].values())))} "
-                "(a consequence, see the root cause)",
-            )
+            f.blocked_in = {r: ctx.place(n) for r, n in away.items()}
+            f.mark_consequence(suspects, "blocked_elsewhere")

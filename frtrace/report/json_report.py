@@ -7,6 +7,7 @@ from importlib import resources
 from typing import Any
 
 from frtrace.analysis.engine import Analysis
+from frtrace.report.wording import finding_dict
 
 SCHEMA_ID = "frtrace.report/1"
 
@@ -14,8 +15,8 @@ SCHEMA_ID = "frtrace.report/1"
 def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
     """The report as plain data; `stack_frames` > 0 adds culprit/waiter frames to evidence."""
     trace = analysis.ctx.trace
-    findings = [f.to_dict() for f in analysis.findings]
-    root = findings[0] if analysis.root_cause is not None else None
+    findings = [finding_dict(f) for f in analysis.findings]
+    root = finding_dict(analysis.root_cause) if analysis.root_cause is not None else None
     return {
         "schema": SCHEMA_ID,
         "ok": analysis.ok,

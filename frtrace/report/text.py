@@ -8,9 +8,10 @@ import pandas as pd
 from tabulate import tabulate
 
 from frtrace.analysis.engine import Analysis
-from frtrace.analysis.findings import Finding, where
+from frtrace.analysis.findings import Finding, Place
 from frtrace.report.fmt import Style, rank_ranges
 from frtrace.report.summary import loaded_summary
+from frtrace.report.wording import chain_lines, detail, where
 
 STACK_HEAD = 6  # frames shown per stack unless --print-stack-trace
 
@@ -43,7 +44,7 @@ def _stack_lines(analysis: Analysis, rank: int, f: Finding, role: str, full: boo
     if entry is None:
         return [f"  rank {rank} ({role}): no dump"]
     seq = f"p2p#{entry['p2p_seq_id']}" if entry["is_p2p"] else f"#{entry['collective_seq_id']}"
-    place = where(str(entry["pg_desc"]), str(entry["pg_name"]), None)
+    place = where(Place(str(entry["pg_name"]), str(entry["pg_desc"])))
     at_finding = (entry["pg_name"] == f.pg_name) and (
         entry["collective_seq_id"] == f.collective_seq_id
         if not entry["is_p2p"]
@@ -67,7 +68,7 @@ def _root_block(analysis: Analysis, style: Style, full_stacks: bool) -> list[str
     if f is None:
         return []
     seq = f.collective_seq_id if f.collective_seq_id is not None else f.p2p_seq_id
-    place = where(f.pg_desc, f.pg_name, seq, p2p=f.collective_seq_id is None and seq is not None)
+    place = where(f.place)
     lines = [style.red(f"ROOT CAUSE: {f.kind} in {place}" + (f", {f.op}" if f.op else "")), ""]
     rows = [
         ["culprit ranks", style.red(rank_ranges(f.culprit_ranks))],
@@ -85,8 +86,8 @@ def _root_block(analysis: Analysis, style: Style, full_stacks: bool) -> list[str
             ]
         )
     lines += [f"  {k:<16}{v}" for k, v in rows]
-    lines += ["", f"  {f.detail}"]
-    chain = f.evidence.get("chain") or []
+    lines += ["", f"  {detail(f)}"]
+    chain = chain_lines(f)
     if chain:
         lines += ["", "  chain (who waits for whom):"]
         lines += [f"    {i}. {hop}" for i, hop in enumerate(chain, 1)]
@@ -120,7 +121,7 @@ def _findings_tables(analysis: Analysis, style: Style) -> list[str]:
                     "consequence"
                     if f.secondary
                     else ("ROOT" if f is analysis.root_cause else "cause"),
-                    f.detail,
+                    detail(f),
                 ]
             )
         lines += ["", f"{kind} ({len(items)})"]
@@ -129,6 +130,7 @@ def _findings_tables(analysis: Analysis, style: Style) -> list[str]:
                 rows,
                 headers=["group", "seq", "op", "culprits", "waiting", "role", "detail"],
                 tablefmt="simple",
+                disable_numparse=True,
                 maxcolwidths=[None, None, None, 20, 20, None, 70],
             )
         )

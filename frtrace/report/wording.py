@@ -1,0 +1,308 @@
+"""Sentences for people: what a finding means and how its wait chain reads.
+
+Analysis produces typed facts (`frtrace.analysis.findings`); every word a user reads about
+them is chosen here, so the text, JSON and HTML reports say the same thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from frtrace.analysis.findings import Finding, Hop, Place
+from frtrace.report.fmt import rank_ranges, verb, who
+
+
+def where(place: Place) -> str:
+    """`mesh_tp#73 (pg 3)`, `mesh_pp p2p#4 (pg 9)`, `mesh_pp (pg 9) p2p 0->4`."""
+    label = place.pg_desc or f"pg {place.pg_name}"
+    if place.p2p and place.src >= 0:
+        return f"{label}{_pg(place)} p2p {place.src}->{place.dst}"
+    mark = "p2p#" if place.p2p else "#"
+    seq = f"{mark}{place.seq}" if place.seq is not None and place.seq >= 0 else ""
+    return f"{label}{seq}{_pg(place)}"
+
+
+def _pg(place: Place) -> str:
+    return f" (pg {place.pg_name})" if place.pg_desc else ""
+
+
+def waits_in(ranks: list[int] | tuple[int, ...], place: Place) -> str:
+    """'rank 3 waits in mesh_tp#7' / 'ranks 0-2 wait in ...': one hop of a chain."""
+    return f"{who(ranks)} {verb(ranks, 'waits', 'wait')} in {where(place)}"
+
+
+def _at(f: Finding, seq: int | None) -> str:
+    return where(Place(f.pg_name, f.pg_desc, seq))
+
+
+def _never_issued(f: Finding) -> str:
+    text = f"{who(f.culprit_ranks)} never issued {_at(f, f.collective_seq_id)} ({f.op})"
+    return text + f" that {who(f.issued_by)} issued{_idle(f)}"
+
+
+def _minority_issued(f: Finding) -> str:
+    return (
+        f"ranks {rank_ranges(f.issued_by)} issued {_at(f, f.collective_seq_id)} ({f.op}) that "
+        f"the other {len(f.not_issued_by)} members never issued"
+    )
+
+
+def _extra_call(f: Finding) -> str:
+    return (
+        f"rank {f.culprit_ranks[0]} issued an extra collective at {_at(f, f.collective_seq_id)}"
+        " that the other member never issued (a call site the others skip); from then on its "
+        f"collectives pair one off, and {_at(f, f.hang_seq)} has no partner"
+    )
+
+
+def _stopped_early(f: Finding) -> str:
+    return (
+        f"{who(f.culprit_ranks)} never issued {_at(f, f.collective_seq_id)} ({f.op}) that "
+        f"{who(f.issued_by)} issued; its own history shows this call always followed its last "
+        f"one: it stopped before it{_idle(f)}"
+    )
+
+
+def _even_split_missing(f: Finding) -> str:
+    return (
+        f"ranks {rank_ranges(f.issued_by)} issued {_at(f, f.collective_seq_id)} ({f.op}) and "
+        f"ranks {rank_ranges(f.not_issued_by)} did not; with two equal sides and no telling "
+        "history this is undecidable: both are named"
+    )
+
+
+def _idle(f: Finding) -> str:
+    if not f.facts.get("idle"):
+        return ""
+    done = " (its last operation completed)" if f.facts.get("states_tracked") else ""
+    ranks = f.culprit_ranks
+    return (
+        f"; {who(ranks)} {verb(ranks, 'is', 'are')} not waiting in any collective{done}: look "
+        f"at what {verb(ranks, 'it does', 'they do')} outside collectives"
+    )
+
+
+def _column(f: Finding) -> str:
+    return str(f.facts.get("column", "")).replace("_", " ")
+
+
+def _minority_differs(f: Finding) -> str:
+    return (
+        f"{where(f.place)}: ranks {rank_ranges(f.culprit_ranks)} disagree with the other "
+        f"{f.facts.get('majority_size', 0)} members on {_column(f)} "
+        f"({f.facts.get('theirs') or '-'} vs {f.facts.get('ours') or '-'})"
+    )
+
+
+def _history_changed(f: Finding) -> str:
+    return (
+        f"{where(f.place)}: members split on {_column(f)}; ranks {rank_ranges(f.culprit_ranks)}"
+        " changed what they issue at this call site, the others did not"
+    )
+
+
+def _even_split(f: Finding) -> str:
+    by_rank = f.facts.get("by_rank", {})
+    values = "; ".join(f"rank {k}: {v}" for k, v in by_rank.items())
+    return (
+        f"{where(f.place)}: members split evenly on {_column(f)} ({values}); undecidable, all "
+        "are named"
+    )
+
+
+def _numel(f: Finding) -> str:
+    return (
+        f"{where(f.place)}: numel of ranks {rank_ranges(f.culprit_ranks)} does not fit a group "
+        f"of {f.facts.get('group_size')} (input {f.facts.get('input_numel')}, output "
+        f"{f.facts.get('output_numel')})"
+    )
+
+
+def _not_started(f: Finding) -> str:
+    running = f.waiting_ranks
+    return (
+        f"every member issued {where(f.place)}, but {who(f.culprit_ranks)} never started it "
+        f"while {who(running)} {verb(running, 'runs', 'run')} it: its GPU is stuck before "
+        "this operation"
+    )
+
+
+def _p2p_pair(f: Finding) -> str:
+    src, dst = f.facts.get("src"), f.facts.get("dst")
+    why = {
+        "sender_changed": f"rank {src} changed what it sends at this call site; rank {dst} did not",
+        "receiver_changed": f"rank {dst} changed what it receives at this call site; rank "
+        f"{src} did not",
+        "p2p_undecidable": "no history tells which side changed: undecidable, both are named",
+    }[f.reason]
+    return (
+        f"{where(f.place)}: rank {src} sends {f.facts.get('send')} to rank {dst}, which "
+        f"receives {f.facts.get('recv')}; {why}"
+    )
+
+
+def _no_dump(f: Finding) -> str:
+    place = _blocking_place(f)
+    return (
+        f"{waits_in(f.waiting_ranks, place)} for ranks {rank_ranges(f.culprit_ranks)}, which "
+        "left no dump: look at how those processes ended (crash, OOM kill, lost host)"
+    )
+
+
+def _blocking_place(f: Finding) -> Place:
+    node = f.facts.get("node")
+    if isinstance(node, dict):
+        return Place(f.pg_name, f.pg_desc, None, True, int(node["src"]), int(node["dst"]))
+    return f.place
+
+
+def _partial_groups(f: Finding) -> str:
+    groups = ", ".join(f.facts.get("groups", []))
+    return (
+        f"rank {f.culprit_ranks[0]} is a member of groups {groups} but left no usable dump: "
+        "the analysis of those groups is partial"
+    )
+
+
+def _never_posted(f: Finding) -> str:
+    place = _blocking_place(f)
+    mine, theirs = f.facts.get("waiting_op"), f.op
+    return (
+        f"{waits_in(f.waiting_ranks, place)} ({mine}) but {who(f.culprit_ranks)} never posted "
+        f"the matching {theirs} and is not waiting in any collective: look at what it does "
+        "outside collectives"
+    )
+
+
+def _cycle(f: Finding) -> str:
+    parts = "; ".join(waits_in(h.ranks, h.place) for h in f.chain)
+    return (
+        f"deadlock: {parts}; each waits for the other. Ranks {rank_ranges(f.culprit_ranks)} "
+        f"issued {where(f.place)} before the collective their peers are in: they call "
+        "collectives in a different order"
+    )
+
+
+def _stuck(f: Finding) -> str:
+    age, timeout = f.facts.get("in_flight_ms"), f.facts.get("timeout_ms")
+    if age is not None:
+        how = f"has been in flight for {age / 1e3:.1f} s"
+        if timeout:
+            how += f" (timeout {timeout / 1e3:.0f} s)"
+    else:
+        how = (
+            "never completed (without timing in the dumps, work in flight at an on-demand "
+            "dump looks the same)"
+        )
+    return (
+        f"{who(f.culprit_ranks)} all issued {where(f.place)} and agree on it, but it {how}: "
+        "the hang is inside the collective (network, NCCL or a GPU), not in any one rank's code"
+    )
+
+
+def _blocked_elsewhere(f: Finding) -> str:
+    places = ", ".join(sorted({where(p) for p in f.blocked_in.values()}))
+    ranks = f.culprit_ranks
+    return (
+        f"{who(ranks)} {verb(ranks, 'has', 'have')} not issued {where(f.place)}: "
+        f"{verb(ranks, 'it is', 'they are')} blocked in {places} (a consequence, see the root "
+        "cause)"
+    )
+
+
+def _stopped_earlier(f: Finding) -> str:
+    ranks = f.culprit_ranks
+    return (
+        f"{who(ranks)} stopped before the root cause's collective, so "
+        f"{verb(ranks, 'it', 'they')} never issued this one either (a consequence)"
+    )
+
+
+_DETAIL: dict[str, Callable[[Finding], str]] = {
+    "never_issued": _never_issued,
+    "minority_issued": _minority_issued,
+    "extra_call": _extra_call,
+    "stopped_early": _stopped_early,
+    "even_split_missing": _even_split_missing,
+    "minority_differs": _minority_differs,
+    "history_changed": _history_changed,
+    "even_split": _even_split,
+    "numel": _numel,
+    "not_started": _not_started,
+    "sender_changed": _p2p_pair,
+    "receiver_changed": _p2p_pair,
+    "p2p_undecidable": _p2p_pair,
+    "no_dump": _no_dump,
+    "partial_groups": _partial_groups,
+    "never_posted": _never_posted,
+    "cycle": _cycle,
+    "stuck": _stuck,
+    "blocked_elsewhere": _blocked_elsewhere,
+    "stopped_earlier": _stopped_earlier,
+}
+
+
+def detail(f: Finding) -> str:
+    """One paragraph saying what went wrong and why these ranks are blamed."""
+    return _DETAIL[f.reason](f)
+
+
+def chain_lines(f: Finding) -> list[str]:
+    """The wait chain, from the farthest waiting ranks down to the culprits."""
+    if not f.chain:
+        return []
+    if f.chain_end == "cycle":
+        return [f"{waits_in(h.ranks, h.place)} for {rank_ranges(h.waits_for)}" for h in f.chain]
+    lines = [f"{waits_in(h.ranks, h.place)} for {who(h.waits_for)}" for h in f.chain[:-1]]
+    last: Hop = f.chain[-1]
+    if f.chain_end == "together":
+        lines.append(f"ranks {rank_ranges(last.ranks)} are all in {where(last.place)}: {f.kind}")
+        return lines
+    lines.append(f"{waits_in(last.ranks, last.place)} for {who(last.waits_for)}")
+    if f.reason == "extra_call":
+        lines.append(
+            f"{who(last.waits_for)} has nothing left to pair with it: rank "
+            f"{f.culprit_ranks[0]}'s extra call at {_at(f, f.collective_seq_id)} shifted its "
+            "collectives by one"
+        )
+        return lines
+    end = (
+        "left no dump"
+        if f.chain_end == "nodump"
+        else "never issued it and is not waiting in any collective"
+    )
+    lines.append(f"{who(last.waits_for)} {end}")
+    return lines
+
+
+def finding_dict(f: Finding) -> dict[str, object]:
+    """A finding in the JSON report's shape (`frtrace.report/1`)."""
+    evidence: dict[str, object] = dict(f.facts)
+    evidence.update(reason=f.reason, undecidable=f.undecidable, secondary=f.secondary)
+    if f.issued_by or f.not_issued_by:
+        evidence.update(issued_by=f.issued_by, not_issued_by=f.not_issued_by)
+    if f.hang_seq is not None:
+        evidence["hang_seq"] = f.hang_seq
+    if f.last_seq is not None:
+        evidence["seq_range"] = [f.collective_seq_id, f.last_seq]
+    if f.blocked_in:
+        evidence["blocked_in"] = {str(r): where(p) for r, p in sorted(f.blocked_in.items())}
+    if f.chain:
+        evidence["chain"] = chain_lines(f)
+        evidence["ranks_waiting_on_this"] = f.ranks_waiting_on_this
+    if f.cycle:
+        evidence["cycle"] = [where(p) for p in f.cycle]
+    return {
+        "kind": f.kind,
+        "pg_name": f.pg_name,
+        "pg_desc": f.pg_desc,
+        "collective_seq_id": f.collective_seq_id,
+        "p2p_seq_id": f.p2p_seq_id,
+        "op": f.op,
+        "culprit_ranks": [int(r) for r in f.culprit_ranks],
+        "waiting_ranks": [int(r) for r in f.waiting_ranks],
+        "expected_ranks": [int(r) for r in f.expected_ranks],
+        "secondary": f.secondary,
+        "detail": detail(f),
+        "evidence": evidence,
+    }
