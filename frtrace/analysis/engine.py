@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from frtrace.analysis.collectives import analyze_collectives
+from frtrace.analysis.consistency import check_one_job
 from frtrace.analysis.context import Context, build_context
 from frtrace.analysis.findings import Finding
 from frtrace.analysis.p2p import analyze_p2p
@@ -14,30 +15,47 @@ from frtrace.tables.trace import Trace
 
 @dataclass
 class Analysis:
-    """Findings with the root cause first, then the other causes, then their consequences."""
+    """Findings with the root cause first, then the other causes, then their consequences.
+
+    A narrowed analysis (`narrowed`) shows fewer findings but keeps the job's verdict: its
+    root cause and `ok` are those of the whole job.
+    """
 
     ctx: Context
     findings: list[Finding]
     root_cause: Finding | None
     blocked: dict[int, Blocked]
     notes: list[str] = field(default_factory=list)
+    selection: Selection | None = None
 
     @property
     def ok(self) -> bool:
-        return not self.findings
+        """No finding anywhere in the job (a selection never hides a hang)."""
+        return self.root_cause is None
 
     def narrowed(self, ranks: list[int] | None, pg_names: set[str] | None) -> Analysis:
         """Only findings about the selected ranks and groups (the analysis saw everything)."""
-        keep = []
-        for f in self.findings:
-            if pg_names is not None and f.pg_name not in pg_names:
-                continue
-            involved = set(f.culprit_ranks) | set(f.waiting_ranks)
-            if ranks is not None and not involved & set(ranks):
-                continue
-            keep.append(f)
-        root = keep[0] if keep else None
-        return Analysis(self.ctx, keep, root, self.blocked, list(self.notes))
+        keep = [f for f in self.findings if _selected(f, ranks, pg_names)]
+        root = self.root_cause
+        outside = root is not None and not _selected(root, ranks, pg_names)
+        selection = Selection(ranks, sorted(pg_names) if pg_names else None, outside)
+        return Analysis(self.ctx, keep, root, self.blocked, list(self.notes), selection)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What `--selected-ranks` / `--pg-filters` kept, and whether the root cause is outside."""
+
+    ranks: list[int] | None
+    groups: list[str] | None
+    root_cause_outside: bool
+
+
+def _selected(f: Finding, ranks: list[int] | None, pg_names: set[str] | None) -> bool:
+    if pg_names is not None and f.pg_name not in pg_names:
+        return False
+    involved = set(f.culprit_ranks) | set(f.waiting_ranks) | set(f.expected_ranks)
+    return ranks is None or bool(involved & set(ranks))
 
 
 WAIT_KINDS = frozenset({"missing_ranks", "state_mismatch", "stuck_collective", "order_cycle"})
@@ -88,6 +106,7 @@ def mark_same_culprit(findings: list[Finding], roots: list[Finding], blocked: di
 
 def analyze(trace: Trace, mismatch_cap: int = 10) -> Analysis:
     """All findings about the job; the root cause is the one most waiting ranks lead to."""
+    check_one_job(trace)
     ctx = build_context(trace, mismatch_cap)
     coll = analyze_collectives(ctx)
     p2p = analyze_p2p(ctx)

@@ -40,6 +40,13 @@ def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
             for g in trace.groups.itertuples(index=False)
         ],
         "notes": list(analysis.notes),
+        "selection": None
+        if analysis.selection is None
+        else {
+            "ranks": analysis.selection.ranks,
+            "groups": analysis.selection.groups,
+            "root_cause_outside": analysis.selection.root_cause_outside,
+        },
     }
 
 

@@ -215,6 +215,15 @@ def render_text(
     if analysis.ok:
         lines.append(style.green("OK: no desync, mismatch or missing rank found."))
     else:
+        sel = analysis.selection
+        if sel is not None and sel.root_cause_outside:
+            lines += [
+                style.yellow(
+                    "note: the root cause lies outside the selection (--selected-ranks / "
+                    "--pg-filters); it is shown in full below"
+                ),
+                "",
+            ]
         lines += _root_block(analysis, style, full_stacks)
         lines += ["", *_findings_tables(analysis, style)]
     for note in analysis.notes:

@@ -176,6 +176,7 @@ def load_discovered(
         skipped=skipped,
         notes=notes,
         warnings=warnings,
+        membership_conflicts=members.conflicts,
     )
 
 

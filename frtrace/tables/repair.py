@@ -29,6 +29,8 @@ class Memberships:
     groups: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # pg_name -> the different member lists dumps give it (dumps of more than one job?)
+    conflicts: dict[str, list[list[int]]] = field(default_factory=dict)
 
 
 def parse_ranks(value: Any) -> list[int] | None:
@@ -131,6 +133,7 @@ def infer_memberships(
         known_ranks.update(listed)
 
     rows = []
+    conflicts: dict[str, list[list[int]]] = {}
     for name in sorted(set(observed) | set(config_votes), key=_pg_sort_key):
         desc = config_desc.get(name) or desc_seen.get(name, "")
         seen = observed.get(name, [])
@@ -139,6 +142,7 @@ def infer_memberships(
             members_t, _count = votes.most_common(1)[0]
             members = list(members_t)
             if len(votes) > 1:
+                conflicts[name] = [list(v) for v, _n in votes.most_common()]
                 warnings.append(
                     f"pg {name} ({desc}): dumps disagree on its members; using {members}"
                 )
@@ -183,7 +187,7 @@ def infer_memberships(
             }
         )
     groups = pd.DataFrame(rows, columns=["pg_name", "pg_desc", "ranks", "size", "source"])
-    return Memberships(groups, notes, warnings)
+    return Memberships(groups, notes, warnings, conflicts)
 
 
 def _pg_sort_key(name: str) -> tuple[int, int, str]:

@@ -47,6 +47,7 @@ class Trace:
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    membership_conflicts: dict[str, list[list[int]]] = field(default_factory=dict)
 
     @property
     def ranks(self) -> list[int]:

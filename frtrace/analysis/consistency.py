@@ -1,0 +1,92 @@
+"""Refuse to analyze a folder that mixes the dumps of different jobs.
+
+A confident answer about two jobs' dumps taken as one is wrong in ways nobody can see: groups
+seem to miss members and every collective seems desynchronized. Two signs are unambiguous:
+dumps that give one process group different members, and ranks whose recordings end hours
+apart (one job's ranks all dump within a timeout of each other).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from frtrace.errors import FrtraceError
+from frtrace.tables.trace import Trace
+
+MIN_GAP_NS = 30 * 60 * 1_000_000_000  # at least 30 minutes between two jobs' last records
+
+
+@dataclass(frozen=True)
+class TimeSplit:
+    """Ranks whose last records end long before the others'."""
+
+    early: list[int]
+    late: list[int]
+    gap_s: float
+
+
+class MixedJobsError(FrtraceError):
+    """The dumps in the folder come from more than one job (exit status 2)."""
+
+    def __init__(self, conflicts: dict[str, list[list[int]]], split: TimeSplit | None) -> None:
+        self.conflicts = conflicts
+        self.split = split
+        super().__init__(describe(conflicts, split))
+
+
+def describe(conflicts: dict[str, list[list[int]]], split: TimeSplit | None) -> str:
+    from frtrace.report.fmt import rank_ranges
+
+    parts = []
+    for name, lists in list(conflicts.items())[:3]:
+        options = " vs ".join(f"[{rank_ranges(m, 6)}]" for m in lists[:3])
+        parts.append(f"pg {name} has different members in different dumps ({options})")
+    if split is not None:
+        parts.append(
+            f"ranks {rank_ranges(split.early, 6)} stopped recording {split.gap_s / 3600:.1f} h "
+            f"before ranks {rank_ranges(split.late, 6)}"
+        )
+    return (
+        "these dumps look like more than one job: "
+        + "; ".join(parts)
+        + ". Put each job's dumps in a folder of its own (or select one with --prefix)"
+    )
+
+
+def time_split(trace: Trace) -> TimeSplit | None:
+    """The largest gap between ranks' last recorded times, when it is longer than any
+    timeout the dumps carry allows (and at least `MIN_GAP_NS`)."""
+    e = trace.entries
+    if e.empty:
+        return None
+    created = e["time_created_ns"].to_numpy()
+    ok = created > 0
+    if not ok.any():
+        return None
+    last = pd.Series(created[ok]).groupby(e["rank"].to_numpy()[ok]).max()
+    if len(last) < 2:
+        return None
+    order = np.argsort(last.to_numpy(), kind="stable")
+    times = last.to_numpy()[order]
+    gaps = np.diff(times)
+    k = int(np.argmax(gaps))
+    timeout_ns = int(e["timeout_ms"].max()) * 1_000_000
+    if gaps[k] <= max(MIN_GAP_NS, 2 * timeout_ns):
+        return None
+    ranks = last.index.to_numpy()[order]
+    return TimeSplit(
+        sorted(int(r) for r in ranks[: k + 1]),
+        sorted(int(r) for r in ranks[k + 1 :]),
+        float(gaps[k]) / 1e9,
+    )
+
+
+def check_one_job(trace: Trace) -> None:
+    """Raise MixedJobsError when the dumps cannot all come from one job."""
+    conflicts = trace.membership_conflicts
+    split = time_split(trace)
+    if conflicts or split is not None:
+        raise MixedJobsError(conflicts, split)
