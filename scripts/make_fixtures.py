@@ -424,6 +424,10 @@ Each rank ran in its own `spawn`ed process on 127.0.0.1 with `TORCH_FR_BUFFER_SI
 (set through `frtrace.capture.enable_flight_recorder`) and wrote its own dump on demand
 (`frtrace.capture.dump_flight_recorder`, i.e. `torch._C._distributed_c10d._dump_fr_trace*`).
 Dump format version `{version}`. Stack traces are included in the pickles (JSON has none).
+Re-capture some folders only with `--only FOLDER...` (the others stay as committed).
+`tests/test_real_dumps.py` re-captures `tutorial` and `healthy_4rank` on every run;
+`tests/test_real_fixtures.py` checks frtrace's verdict on the later folders against the
+expected conclusions below, and re-captures them with `FRTRACE_RECAPTURE=1` (slow).
 
 What real gloo dumps look like (the loader must cope; synthetic fixtures may differ):
 
@@ -541,7 +545,7 @@ Ranks disagree on a broadcast's root. Default group only, {timeout}-second timeo
 `broadcast` from roots 0, 1, 2 (seq 1-3) and an `all_reduce` (seq 4), all healthy; then
 `broadcast` (seq 5) with `src=0` on ranks 0-2 but `src=3` on rank 3, then `all_reduce`
 (seq 6). With gloo's tree broadcast ranks 0 and 2 get through seq 5 and wait in seq 6; ranks 1
-and 3 time out inside seq 5 (both waiting on a send). Same outcome in all six captures tried.
+and 3 time out inside seq 5 (both waiting on a send). Same outcome in all seven captures tried.
 
 What torch wrote: every broadcast, the disputed one included, is `gloo:broadcast` with
 `[[4]]` Float in and out on every rank; the root is recorded nowhere, so seq 5 looks the same
