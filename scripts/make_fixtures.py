@@ -1,6 +1,6 @@
 """Regenerate frtrace's real Flight Recorder fixtures by running small gloo jobs on CPU.
 
-Usage: ``python scripts/make_fixtures.py [--out fixtures]``
+Usage: ``python scripts/make_fixtures.py [--out fixtures] [--only FOLDER...]``
 
 The synthetic dumps in frtrace.synth say what we *think* torch writes; these say what it
 really writes (e.g. gloo never moves ``state`` past "scheduled" and keys ``pg_config`` by
@@ -13,6 +13,7 @@ torch is imported only inside them so that ``--help`` and imports work without t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
 import os
 import pickle
@@ -192,6 +193,174 @@ def cascade_worker(rank: int, world: int, port: int, out_dir: Path, timeout_s: f
         store.wait([f"frtrace/bye_{r}" for r in range(world)], timedelta(seconds=60))
 
 
+def _dump_and_leave(rank: int, world: int, store: Any, out_dir: Path) -> None:
+    """Dump, then keep this rank alive until every rank has dumped.
+
+    A rank that exits early would turn its peers' timeouts into connection errors; the
+    store still works after a process group gave up. Rank 0 hosts the store, so it leaves last.
+    """
+    _dump(rank, out_dir, None)
+    store.set(f"frtrace/dumped_{rank}", "1")
+    store.wait([f"frtrace/dumped_{r}" for r in range(world)], timedelta(seconds=60))
+    store.set(f"frtrace/bye_{rank}", "1")
+    if rank == 0:
+        store.wait([f"frtrace/bye_{r}" for r in range(world)], timedelta(seconds=60))
+
+
+def order_inversion_worker(
+    rank: int, world: int, port: int, out_dir: Path, timeout_s: float
+) -> None:
+    """One rank of a deadlock from collectives issued in different orders.
+
+    Groups `left` = ranks 0-2 and `right` = ranks 1-3 share ranks 1 and 2. Each step every
+    member all_reduces in `left`, then in `right`. In step 3 rank 1 calls `right` first: it
+    waits there for rank 2, which waits in `left` for rank 1. Rank 0 (in `left`) and rank 3
+    (in `right`) wait behind the cycle. Nobody gets to its second call before the timeout.
+    """
+    import torch
+    import torch.distributed as dist
+
+    _init_gloo(rank, world, port, timeout_s)
+    store = dist.distributed_c10d._get_default_store()
+    short = timedelta(seconds=timeout_s)
+    left = dist.new_group([0, 1, 2], timeout=short, group_desc="left")
+    right = dist.new_group([1, 2, 3], timeout=short, group_desc="right")
+    mine = [(left, torch.ones(4))] if rank != 3 else []
+    mine += [(right, torch.ones(2, 2))] if rank != 0 else []
+    try:
+        for step in range(3):
+            order = mine[::-1] if (rank == 1 and step == 2) else mine
+            for group, tensor in order:
+                dist.all_reduce(tensor, group=group)
+    except RuntimeError:
+        pass  # the deadlock, cut short by the process-group timeout
+    _dump_and_leave(rank, world, store, out_dir)
+
+
+def broadcast_root_worker(
+    rank: int, world: int, port: int, out_dir: Path, timeout_s: float
+) -> None:
+    """One rank of a job whose ranks disagree on a broadcast's root.
+
+    After broadcasts from roots 0, 1, 2 and an all_reduce, ranks 0-2 broadcast from rank 0
+    while rank 3 broadcasts from itself. With gloo's tree broadcast ranks 0 and 2 get through
+    and wait in the next all_reduce; ranks 1 and 3 time out in the broadcast.
+    """
+    import torch
+    import torch.distributed as dist
+
+    _init_gloo(rank, world, port, timeout_s)
+    store = dist.distributed_c10d._get_default_store()
+    x = torch.arange(4, dtype=torch.float32)
+    for src in range(3):
+        dist.broadcast(x, src=src)
+    dist.all_reduce(x)
+    try:
+        dist.broadcast(x, src=3 if rank == 3 else 0)  # rank 3 names the wrong root
+        dist.all_reduce(x)
+    except RuntimeError:
+        pass  # the hang, cut short by the process-group timeout
+    _dump_and_leave(rank, world, store, out_dir)
+
+
+def size_worker(rank: int, world: int, port: int, out_dir: Path, timeout_s: float) -> None:
+    """One rank of a 3-rank job where rank 2 all_reduces 4 elements and its peers 6.
+
+    Two healthy all_reduces come first. The odd rank's tensor is the smaller one on purpose:
+    with a larger one gloo aborts a peer process (no dump); with a smaller one rank 2's call
+    returns (with garbage) while ranks 0 and 1 wait for the rest and time out.
+    """
+    import torch
+    import torch.distributed as dist
+
+    _init_gloo(rank, world, port, timeout_s)
+    store = dist.distributed_c10d._get_default_store()
+    for _ in range(2):
+        dist.all_reduce(torch.ones(6))
+    # Ranks 0 and 1 wait for bytes rank 2 never sends, until the timeout.
+    with contextlib.suppress(RuntimeError):
+        dist.all_reduce(torch.ones(4 if rank == 2 else 6))
+    _dump_and_leave(rank, world, store, out_dir)
+
+
+def alltoall_split(src: int, dst: int) -> int:
+    """Rows rank ``src`` sends rank ``dst`` in the all_to_all fixture: uneven, MoE-like."""
+    return (src + 2 * dst) % 3 + 1
+
+
+def alltoall_worker(rank: int, world: int, port: int, out_dir: Path) -> None:
+    """One rank of a healthy job doing uneven `all_to_all_single` exchanges (MoE token routing).
+
+    Rank ``r`` sends ``alltoall_split(r, j)`` rows of 2 to rank ``j``; three steps, each with
+    the splits shifted by one rank, then a barrier before dumping.
+    """
+    import torch
+    import torch.distributed as dist
+
+    _init_gloo(rank, world, port)
+    for step in range(3):
+        send = [alltoall_split((rank + step) % world, j) for j in range(world)]
+        recv = [alltoall_split((j + step) % world, rank) for j in range(world)]
+        inp = torch.full((sum(send), 2), float(rank))
+        out = torch.empty(sum(recv), 2)
+        dist.all_to_all_single(out, inp, output_split_sizes=recv, input_split_sizes=send)
+    dist.barrier()
+    _dump(rank, out_dir, None)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def gather_scatter_worker(rank: int, world: int, port: int, out_dir: Path) -> None:
+    """One rank of a healthy job using rooted collectives with various roots, then a barrier."""
+    import torch
+    import torch.distributed as dist
+
+    _init_gloo(rank, world, port)
+    x = torch.full((3,), float(rank))
+    dist.gather(x, [torch.empty(3) for _ in range(world)] if rank == 0 else None, dst=0)
+    dist.scatter(x, [torch.ones(3) * r for r in range(world)] if rank == 1 else None, src=1)
+    dist.reduce(x, dst=2)
+    dist.broadcast(x, src=3)
+    dist.gather(x, [torch.empty(3) for _ in range(world)] if rank == 3 else None, dst=3)
+    dist.reduce(x, dst=0)
+    dist.barrier()
+    _dump(rank, out_dir, None)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def _capture(worker: Callable[..., None], world: int, out_dir: Path, *args: Any) -> list[Path]:
+    """Run ``worker`` on ``world`` ranks writing pickles to ``out_dir``; return their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _run_ranks(worker, world, (out_dir, *args))
+    return [out_dir / f"trace_{r}" for r in range(world)]
+
+
+def capture_order_inversion(out_dir: Path, timeout_s: float = TUTORIAL_TIMEOUT_S) -> list[Path]:
+    """Run the 4-rank order-inversion deadlock; pickles go to ``out_dir``."""
+    return _capture(order_inversion_worker, 4, out_dir, timeout_s)
+
+
+def capture_broadcast_root(out_dir: Path, timeout_s: float = TUTORIAL_TIMEOUT_S) -> list[Path]:
+    """Run the 4-rank broadcast-root disagreement; pickles go to ``out_dir``."""
+    return _capture(broadcast_root_worker, 4, out_dir, timeout_s)
+
+
+def capture_size(out_dir: Path, timeout_s: float = TUTORIAL_TIMEOUT_S) -> list[Path]:
+    """Run the 3-rank all_reduce size mismatch; pickles go to ``out_dir``."""
+    return _capture(size_worker, 3, out_dir, timeout_s)
+
+
+def capture_alltoall(out_dir: Path) -> list[Path]:
+    """Run the healthy 4-rank uneven all_to_all job; pickles go to ``out_dir``."""
+    return _capture(alltoall_worker, 4, out_dir)
+
+
+def capture_gather_scatter(out_dir: Path) -> list[Path]:
+    """Run the healthy 4-rank gather/scatter/reduce/broadcast job; pickles go to ``out_dir``."""
+    return _capture(gather_scatter_worker, 4, out_dir)
+
+
 def capture_cascade(out_dir: Path, timeout_s: float = TUTORIAL_TIMEOUT_S) -> list[Path]:
     """Run the 4-rank cascading hang; pickles go to ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -224,13 +393,14 @@ def capture_healthy(out_dir: Path) -> list[Path]:
 
 
 def summarize(paths: Sequence[Path]) -> str:
-    """A markdown table of (rank, pg, seq, op, sizes) read with plain pickle.
+    """A markdown table of (rank, pg, seq, op, sizes, state) read with plain pickle.
 
     Doubles as the check that the dumps are ordinary pickles, loadable without frtrace.
     """
     rows = [
-        "| rank | pg (name, desc) | collective_seq_id | profiling_name | input_sizes | state |",
-        "|---|---|---|---|---|---|",
+        "| rank | pg (name, desc) | collective_seq_id | profiling_name | input_sizes "
+        "| output_sizes | state |",
+        "|---|---|---|---|---|---|---|",
     ]
     for path in sorted(paths):
         with open(path, "rb") as f:
@@ -240,7 +410,7 @@ def summarize(paths: Sequence[Path]) -> str:
             pg = ", ".join(e["process_group"])
             rows.append(
                 f"| {rank} | ({pg}) | {e['collective_seq_id']} | {e['profiling_name']} "
-                f"| {e['input_sizes']} | {e['state']} |"
+                f"| {e['input_sizes']} | {e['output_sizes']} | {e['state']} |"
             )
     return "\n".join(rows)
 
@@ -254,6 +424,10 @@ Each rank ran in its own `spawn`ed process on 127.0.0.1 with `TORCH_FR_BUFFER_SI
 (set through `frtrace.capture.enable_flight_recorder`) and wrote its own dump on demand
 (`frtrace.capture.dump_flight_recorder`, i.e. `torch._C._distributed_c10d._dump_fr_trace*`).
 Dump format version `{version}`. Stack traces are included in the pickles (JSON has none).
+Re-capture some folders only with `--only FOLDER...` (the others stay as committed).
+`tests/test_real_dumps.py` re-captures `tutorial` and `healthy_4rank` on every run;
+`tests/test_real_fixtures.py` checks frtrace's verdict on the later folders against the
+expected conclusions below, and re-captures them with `FRTRACE_RECAPTURE=1` (slow).
 
 What real gloo dumps look like (the loader must cope; synthetic fixtures may differ):
 
@@ -266,15 +440,37 @@ What real gloo dumps look like (the loader must cope; synthetic fixtures may dif
   `('0', 'default_pg')`; their members must be inferred from which ranks' dumps use them.
 - `pg_status` gives `last_enqueued/started/completed_collective` keyed by the entries'
   `pg_id`, a per-process index, *not* by `pg_name` (ranks 2 and 3 report `pair23`, named
-  `2`, under key `1`). Values are ints in the pickle but strings in JSON;
-  `last_started_collective` is `-1` on gloo and `last_completed_collective` counts the
-  timed-out collective as completed.
+  `2`, under key `1`; in `order_inversion_4rank` rank 0's `left` and rank 3's `right` are
+  both key `1`, and a group a rank never used, even the default one, has no key). Values
+  are ints in the pickle but strings in JSON; `last_started_collective` is `-1` on gloo.
+  `last_completed_collective` is set when gloo's worker finishes an op, asynchronously: it
+  usually counts a timed-out collective as completed, but a dump taken just after a
+  timeout, or even just after a completed `barrier`, can find it one behind
+  `last_enqueued_collective`. It tells neither a hang nor its place.
+- An entry is written when the op is enqueued, so a collective a rank is stuck in (and
+  timed out of) is in its dump, as `scheduled` like every other.
+- Rooted collectives record no root: a `broadcast`, `reduce`, `gather` or `scatter` entry
+  has only `profiling_name` (`gloo:broadcast`, ...), sizes and dtypes; no key holds `src`
+  or `dst`. Sizes do tell the root of `gather` and `scatter` apart (below).
+- `gather`: the root's `output_sizes` is the gather list as one stacked shape (`[[4, 3]]`
+  for 4 tensors of 3), every other rank's `output_sizes` and `output_dtypes` are `[]`.
+  `scatter`: the root's `input_sizes` is `[[4, 3]]`, the others' `input_sizes` and
+  `input_dtypes` are `[]`. `reduce` and `broadcast` record `[[n]]` in and out on every rank.
+- `barrier` is `gloo:barrier` with `[]` sizes and dtypes.
+- `all_to_all_single` with uneven splits works on gloo and is recorded as
+  `gloo:all_to_all` with each rank's whole input and output tensors (`[[7, 2]]`); the split
+  sizes are not recorded, so healthy ranks legitimately disagree on both sizes.
+- A size mismatch in `all_reduce` is not an error gloo raises. With the odd rank's tensor
+  larger (8 elements against 6) a peer process was aborted (SIGABRT, so no dump); with it
+  smaller (4 against 6) the odd rank's call returned and its peers timed out, which is what
+  `size_3rank` uses.
 - JSON turns tuples into lists, `None` times into `0`, adds `nccl_comm_state: {{}}`
   and drops `frames`.
 - gloo records `reduce_scatter_tensor` as `gloo:all_reduce` (of the whole input) and
   point-to-point `send`/`recv` not at all.
 - Sub-groups keep the 30-minute default `timeout_ms` (1800000) whatever the default
-  group was given.
+  group was given, unless `new_group(..., timeout=...)` sets one (`order_inversion_4rank`:
+  2000).
 
 ## `tutorial/` (`trace_0`, `trace_1`, pickle) and `tutorial_json/` (`trace_0.json`, `trace_1.json`)
 
@@ -305,7 +501,7 @@ final barrier, so everything has completed.
 derived from the entries despite the `''`-keyed `pg_config`; all-`scheduled` states must
 not be reported as a hang.
 
-{healthy_table}
+{healthy_4rank_table}
 
 ## `cascade_4rank/` (`trace_0` … `trace_3`, pickle)
 
@@ -320,19 +516,133 @@ its own history shows this call always followed its last one. The chain reads: r
 wait in `default_pg#3` for rank 2; rank 2 waits in `pair23#3` for rank 3; rank 3 never
 issued it. Blaming rank 2 (where ranks 0-1 wait) would be wrong.
 
-{cascade_table}
+{cascade_4rank_table}
+
+## `order_inversion_4rank/` (`trace_0` … `trace_3`, pickle)
+
+A deadlock from collectives issued in different orders. `new_group([0, 1, 2],
+group_desc="left")` (named `1`) and `new_group([1, 2, 3], group_desc="right")` (named `2`)
+share ranks 1 and 2; both get the {timeout}-second timeout, the default group is never used.
+Each step every member calls `all_reduce` in `left` (shape [4]), then in `right` ([2, 2]).
+In step 3 rank 1 calls `right` first: it waits in `right#3` for rank 2, which waits in
+`left#3` for rank 1; rank 0 waits in `left#3` and rank 3 in `right#3` behind them. All four
+time out in their first step-3 call and never issue their second; then each dumps.
+
+What torch wrote: rank 1 ends `left#2, right#2, right#3`, rank 2 `left#2, right#2, left#3`;
+so `left#3` lacks rank 1 and `right#3` lacks rank 2. `pg_config` is `''` with ranks `'[]'`.
+
+**Expected conclusion:** findings (exit 1). Root cause `order_cycle`, culprit rank 1, in
+`right` (pg `2`) at seq 3 (`all_reduce`), the call it issued before `left#3`: its own
+history (`left` before `right` in steps 1-2) shows that rank 1 changed its order while rank
+2 kept it. The cycle is ranks 1 and 2 (`right#3` <-> `left#3`); ranks 0 and 3 only wait.
+Rank 1 missing from `left#3` and rank 2 from `right#3` are consequences, not causes.
+
+{order_inversion_4rank_table}
+
+## `broadcast_root_4rank/` (`trace_0` … `trace_3`, pickle)
+
+Ranks disagree on a broadcast's root. Default group only, {timeout}-second timeout:
+`broadcast` from roots 0, 1, 2 (seq 1-3) and an `all_reduce` (seq 4), all healthy; then
+`broadcast` (seq 5) with `src=0` on ranks 0-2 but `src=3` on rank 3, then `all_reduce`
+(seq 6). With gloo's tree broadcast ranks 0 and 2 get through seq 5 and wait in seq 6; ranks 1
+and 3 time out inside seq 5 (both waiting on a send). Same outcome in all seven captures tried.
+
+What torch wrote: every broadcast, the disputed one included, is `gloo:broadcast` with
+`[[4]]` Float in and out on every rank; the root is recorded nowhere, so seq 5 looks the same
+on all four ranks. Only what happened next differs: ranks 0 and 2 have `all_reduce` seq 6,
+ranks 1 and 3 end at seq 5.
+
+**Expected conclusion:** findings (exit 1). The real culprit, rank 3 naming the wrong root,
+cannot be read from the dumps, nor can "root disagreement". What is knowable: in
+`default_pg` (pg `0`) ranks 0 and 2 wait in seq 6 (`all_reduce`) that ranks 1 and 3 never
+issued, their last record being the broadcast seq 5 that all four issued alike. So the root
+cause is `missing_ranks` at pg `0` seq 6 with waiting ranks 0 and 2 and rank 3 among the
+culprits; without states nothing separates "ranks 1 and 3 are stuck" from "ranks 0 and 2
+issued an extra all_reduce", so naming both sides (undecidable) is honest, and naming only
+ranks 0 and 2 would be wrong.
+
+{broadcast_root_4rank_table}
+
+## `size_3rank/` (`trace_0` … `trace_2`, pickle)
+
+3 ranks, default group, {timeout}-second timeout. Two healthy `all_reduce`s of 6 elements
+(seq 1-2); at seq 3 rank 2 all_reduces 4 elements while ranks 0 and 1 all_reduce 6. Rank 2's
+call returns (with garbage), ranks 0 and 1 time out waiting for the rest; then each dumps.
+
+**Expected conclusion:** findings (exit 1). Root cause `size_mismatch` in `default_pg`
+(pg `0`) at seq 3 (`all_reduce`): culprit rank 2 (`[[4]]` against the majority's `[[6]]`),
+ranks 0 and 1 waiting.
+
+{size_3rank_table}
+
+## `alltoall_uneven_4rank/` (`trace_0` … `trace_3`, pickle)
+
+A healthy MoE-like job: three `all_to_all_single` calls with uneven splits (rank `r` sends
+`(r' + 2 j) % 3 + 1` rows of 2 to rank `j`, with `r' = (r + step) % 4`), then `barrier`;
+dumps after the barrier, everything completed.
+
+What torch wrote: `gloo:all_to_all` with whole tensors, e.g. seq 2 inputs `[[8, 2]]`,
+`[[9, 2]]`, `[[7, 2]]`, `[[7, 2]]` on ranks 0-3; outputs are `[[7, 2]]`, `[[9, 2]]`,
+`[[8, 2]]`, `[[7, 2]]` every step; the splits are not recorded.
+
+**Expected conclusion:** no problem found (exit 0, `ok`, no findings): uneven all_to_all
+sizes are normal and must not be reported as a size mismatch. Group `0` = ranks 0-3,
+collectives 1-4 on every rank.
+
+{alltoall_uneven_4rank_table}
+
+## `gather_scatter_4rank/` (`trace_0` … `trace_3`, pickle)
+
+A healthy job with rooted collectives on the default group, tensors of 3 elements: `gather`
+to rank 0 (seq 1), `scatter` from rank 1 (seq 2), `reduce` to rank 2 (seq 3), `broadcast`
+from rank 3 (seq 4), `gather` to rank 3 (seq 5), `reduce` to rank 0 (seq 6), `barrier`
+(seq 7); dumps after the barrier, everything completed.
+
+What torch wrote: the gather roots (0 at seq 1, 3 at seq 5) have output `[[4, 3]]`, the
+other ranks `[]`; the scatter root (1) has input `[[4, 3]]`, the others `[]`; `reduce` and
+`broadcast` show `[[3]]` in and out everywhere; `gloo:barrier` has `[]`.
+
+**Expected conclusion:** no problem found (exit 0, `ok`, no findings): a rooted
+collective's root legitimately records other sizes than its peers. Group `0` = ranks 0-3,
+collectives 1-7 on every rank.
+
+{gather_scatter_4rank_table}
 """
 
 
-def write_fixtures(out: Path) -> dict[str, list[Path]]:
-    """Capture every fixture folder under ``out`` and write its README."""
+#: Fixture folder -> how to capture it under the fixture root (`tutorial` also writes
+#: `tutorial_json`).
+CAPTURES: dict[str, Callable[[Path], list[Path]]] = {
+    "tutorial": lambda out: capture_tutorial(out / "tutorial", out / "tutorial_json"),
+    "healthy_4rank": lambda out: capture_healthy(out / "healthy_4rank"),
+    "cascade_4rank": lambda out: capture_cascade(out / "cascade_4rank"),
+    "order_inversion_4rank": lambda out: capture_order_inversion(out / "order_inversion_4rank"),
+    "broadcast_root_4rank": lambda out: capture_broadcast_root(out / "broadcast_root_4rank"),
+    "size_3rank": lambda out: capture_size(out / "size_3rank"),
+    "alltoall_uneven_4rank": lambda out: capture_alltoall(out / "alltoall_uneven_4rank"),
+    "gather_scatter_4rank": lambda out: capture_gather_scatter(out / "gather_scatter_4rank"),
+}
+
+
+def write_fixtures(out: Path, only: Sequence[str] | None = None) -> dict[str, list[Path]]:
+    """Capture the fixture folders under ``out`` (all, or ``only`` these) and write the README.
+
+    The README's tables are read back from every folder on disk, so re-capturing one
+    scenario leaves the others' committed bytes (and tables) as they are.
+    """
     import torch
 
-    made = {
-        "tutorial": capture_tutorial(out / "tutorial", out / "tutorial_json"),
-        "healthy_4rank": capture_healthy(out / "healthy_4rank"),
-        "cascade_4rank": capture_cascade(out / "cascade_4rank"),
-    }
+    names = list(CAPTURES) if only is None else list(only)
+    unknown = sorted(set(names) - set(CAPTURES))
+    if unknown:
+        raise ValueError(f"unknown fixture(s) {unknown}; known: {sorted(CAPTURES)}")
+    made = {name: CAPTURES[name](out) for name in names}
+    tables = {}
+    for name in CAPTURES:
+        paths = sorted((out / name).glob("trace_*"))
+        if not paths:
+            raise FileNotFoundError(f"{out / name} has no dumps; capture it too (--only {name})")
+        tables[f"{name}_table"] = summarize(paths)
     with open(out / "tutorial" / "trace_0", "rb") as f:
         sample = pickle.load(f)
     readme = _README.format(
@@ -342,9 +652,7 @@ def write_fixtures(out: Path) -> dict[str, list[Path]]:
         version=sample["version"],
         pg_config=sample["pg_config"],
         timeout=f"{TUTORIAL_TIMEOUT_S:g}",
-        tutorial_table=summarize([p for p in made["tutorial"] if p.suffix != ".json"]),
-        healthy_table=summarize(made["healthy_4rank"]),
-        cascade_table=summarize(made["cascade_4rank"]),
+        **tables,
     )
     (out / "README.md").write_text(readme)
     return made
@@ -354,9 +662,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", type=Path, default=Path("fixtures"), help="fixture root")
+    parser.add_argument(
+        "--only", nargs="+", choices=sorted(CAPTURES), help="capture only these folders"
+    )
     args = parser.parse_args(argv)
     start = time.monotonic()
-    made = write_fixtures(args.out)
+    made = write_fixtures(args.out, args.only)
     for name, paths in made.items():
         for p in paths:
             print(f"{name}: {p} ({p.stat().st_size} bytes)")
