@@ -2,7 +2,7 @@
 
 The dumps in ``fixtures/`` come from ``scripts/make_fixtures.py``; every expected conclusion
 below follows from how that job was built (see ``fixtures/README.md``), not from what frtrace
-printed. Conclusions frtrace gets wrong today are strict xfails that say what it gets wrong.
+printed.
 Set ``FRTRACE_RECAPTURE=1`` to also re-capture these jobs with the installed torch (about
 20 s each on a busy 2-core machine) and compare them with the committed copies.
 """
@@ -117,12 +117,6 @@ def test_order_inversion_is_a_deadlock_between_ranks_1_and_2_only() -> None:
         assert set(finding["culprit_ranks"]) <= {1, 2}, finding
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="frtrace names both ranks of the cycle (1 and 2) and places it at left#3; rank 1's "
-    "own history (left before right in steps 1-2) shows that it alone changed its order, "
-    "issuing right#3 early",
-)
 def test_order_inversion_blames_rank_1_for_issuing_right_3_early() -> None:
     root = root_of("order_inversion_4rank")
     assert (root["kind"], root["culprit_ranks"]) == ("order_cycle", [1])
@@ -208,11 +202,6 @@ def test_alltoall_dumps_record_whole_uneven_tensors_not_splits() -> None:
     assert len(set(sent.values())) > 1  # really uneven
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="frtrace compares all_to_all input sizes across ranks and reports the uneven (healthy) "
-    "splits as size_mismatch at default_pg#1-3",
-)
 def test_uneven_alltoall_is_healthy() -> None:
     assert_healthy("alltoall_uneven_4rank")
 
@@ -239,11 +228,6 @@ def test_gather_scatter_dumps_show_roots_only_through_sizes() -> None:
     assert {got_in[r, 7] for r in range(4)} == {0}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="frtrace reports the gather roots' output ([[4, 3]] vs []) at default_pg#1 and #5 and "
-    "the scatter root's input at #2 as size_mismatch",
-)
 def test_gather_scatter_reduce_broadcast_with_various_roots_is_healthy() -> None:
     assert_healthy("gather_scatter_4rank")
 

@@ -155,7 +155,9 @@ def stopped_early(ctx: Context, pg: int, seq: int, waiting: int, idle: int) -> b
     """The idle rank's own history says the op the other waits in comes next: it stopped."""
     mine = ctx.rank_ops(waiting)
     at = mine.loc[(mine["pg"] == pg) & (mine["seq"] == seq)]
-    return bool(len(at)) and ctx.next_is_usual(idle, int(at["stack_id"].iloc[0]))
+    if not len(at):
+        return False
+    return ctx.next_is_usual(idle, ctx.steps(waiting)[int(at["pos"].iloc[0])])
 
 
 def extra_call(ctx: Context, pg: int, ranks: list[int]) -> tuple[int, int, int] | None:

@@ -87,7 +87,7 @@ class Context:
         **typed: Any,
     ) -> Finding:
         """A finding about group `pg`: its name, desc and (by default) members filled in.
-        Waiting ranks never include culprits."""
+        Waiting ranks include culprits only when the finding cannot tell them apart."""
         return Finding(
             kind=kind,
             pg_name=self.name(pg),
@@ -96,7 +96,11 @@ class Context:
             p2p_seq_id=p2p_seq_id,
             op=op,
             culprit_ranks=sorted(culprit_ranks),
-            waiting_ranks=sorted(set(waiting_ranks) - set(culprit_ranks)),
+            waiting_ranks=sorted(
+                set(waiting_ranks)
+                if typed.get("undecidable")
+                else set(waiting_ranks) - set(culprit_ranks)
+            ),
             expected_ranks=self.group_members(pg) if expected_ranks is None else expected_ranks,
             reason=reason,
             facts=facts or {},
@@ -113,13 +117,18 @@ class Context:
         """One rank's collective ops (a small frame): history questions never scan the job."""
         return self.view.coll.iloc[_rank_slice(self.view.coll["rank"].to_numpy(), rank)]
 
-    def sites(self, rank: int) -> list[int]:
-        """The rank's call sites (stack ids) in the order it recorded them, all groups."""
-        cache = self.__dict__.setdefault("_sites", {})
+    def steps(self, rank: int) -> list[tuple[int, int]]:
+        """The rank's calls as (group code, call site) in recorded order; the op stands in for
+        the call site when the dump has no stacks (JSON)."""
+        cache = self.__dict__.setdefault("_steps", {})
         if rank not in cache:
             e = self.trace.entries
             rows = _rank_slice(e["rank"].to_numpy(), rank)
-            cache[rank] = e["stack_id"].to_numpy()[rows].tolist()
+            site = e["stack_id"].to_numpy()[rows].astype(np.int64)
+            op = e["op"].cat.codes.to_numpy()[rows].astype(np.int64)
+            site = np.where(site >= 0, site, -1 - op)
+            pg = e["pg_name"].cat.codes.to_numpy()[rows]
+            cache[rank] = list(zip(pg.tolist(), site.tolist(), strict=True))
         return cache[rank]
 
     def has_history(self, rank: int) -> bool:
@@ -129,12 +138,15 @@ class Context:
         own = raw_state_codes(self.trace.entries.iloc[rows])
         return bool((own == 2).any()) or not self.view.states_tracked
 
-    def next_is_usual(self, rank: int, site: int) -> bool:
-        """Its own history says `site` comes right after the rank's last recorded call."""
-        sites = self.sites(rank)
-        if site < 0 or len(sites) < 2 or sites[-1] < 0:
+    def next_is_usual(self, rank: int, step: tuple[int, int] | None) -> bool:
+        """Its own history says `step` (group, call site) comes right after the rank's last
+        recorded call."""
+        steps = self.steps(rank)
+        if step is None or len(steps) < 2:
             return False
-        return any(a == sites[-1] and b == site for a, b in itertools.pairwise(sites))
+        if step[1] < 0 and len(set(steps)) < 3:
+            return False  # no stacks and a history of one or two calls tells nothing
+        return any(a == steps[-1] and b == step for a, b in itertools.pairwise(steps))
 
     def expected(self, pg: int) -> set[int]:
         """Members whose dump can tell whether they issued a collective of this group."""

@@ -198,7 +198,7 @@ def _first_missed(
     kept: dict[Node, set[int]] = {}
     redirects: list[tuple[Node, Node, int]] = []
     for rank, nodes in by_rank.items():
-        usual = [n for n in nodes if ctx.next_is_usual(rank, _would_be_site(ctx, rank, n))]
+        usual = [n for n in nodes if ctx.next_is_usual(rank, _would_be_step(ctx, rank, n))]
         if len(nodes) > 1 and not ctx.has_history(rank):
             # Receives are posted ahead of time: only collectives tell when peers got there.
             timed = [n for n in nodes if n[0] == "c"] or nodes
@@ -213,26 +213,25 @@ def _first_missed(
     return kept, redirects
 
 
-def _would_be_site(ctx: Context, rank: int, node: Node) -> int:
-    """The call site of the op `rank` would issue at this node."""
-    if node[0] == "c":
-        return _site(ctx, node)
+def _would_be_step(ctx: Context, rank: int, node: Node) -> tuple[int, int] | None:
+    """The (group, call site) of the op `rank` would issue at this node: a peer's call at
+    a collective, its own last call on the channel for p2p."""
     e = ctx.trace.entries
-    peer_op = "recv" if node[4] == rank else "send"
+    if node.kind == "c":
+        coll = ctx.view.coll
+        rows = coll.loc[(coll["pg"] == node.pg) & (coll["seq"] == node.seq)]
+        if not len(rows):
+            return None
+        return ctx.steps(int(rows["rank"].iloc[0]))[int(rows["pos"].iloc[0])]
+    peer_op = "recv" if node.dst == rank else "send"
     mine = e.loc[
         (e["rank"] == rank)
         & e["is_p2p"]
         & (e["op"] == peer_op)
-        & (e["global_src"] == node[3])
-        & (e["global_dst"] == node[4])
+        & (e["global_src"] == node.src)
+        & (e["global_dst"] == node.dst)
     ]
-    return int(mine["stack_id"].iloc[-1]) if len(mine) else -1
-
-
-def _site(ctx: Context, node: Node) -> int:
-    coll = ctx.view.coll
-    rows = coll.loc[(coll["pg"] == node[1]) & (coll["seq"] == node[2]), "stack_id"]
-    return int(rows.iloc[0]) if len(rows) else -1
+    return ctx.steps(rank)[int(mine["pos"].iloc[-1])] if len(mine) else None
 
 
 def _upstream(nodes: list[Node], reverse: dict[Node, set[Node]]) -> set[Node]:
@@ -351,13 +350,14 @@ def _order(ctx: Context, rank: int, x: Node, y: Node) -> str | None:
 
 
 def _novel_step(ctx: Context, rank: int, at: Blocked) -> bool:
-    """The call-site transition into the blocking op never occurred earlier on this rank."""
-    sites = ctx.sites(rank)
+    """The step into the blocking op (previous call -> this call, each a group and call site)
+    never occurred earlier on this rank."""
+    steps = ctx.steps(rank)
     k = at.pos
-    if k <= 0 or k >= len(sites) or sites[k] < 0:
+    if k <= 0 or k >= len(steps):
         return False
-    earlier = set(itertools.pairwise(sites[:k]))
-    return (sites[k - 1], sites[k]) not in earlier
+    earlier = set(itertools.pairwise(steps[:k]))
+    return (steps[k - 1], steps[k]) not in earlier
 
 
 def _existing(
