@@ -1,0 +1,265 @@
+"""Dumps shaped the way ProcessGroupNCCL writes them, where they are awkward: the generator
+follows torch's rules, and the analysis stays right on them."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pickle
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+from conftest import REPO
+
+from frtrace.analysis.engine import analyze
+from frtrace.cli import cli, expand_multi_values
+from frtrace.report.json_report import load_schema
+from frtrace.synth import Fault, JobSpec, Layout, simulate, spec_for_entries, write_job
+from frtrace.tables.load import load_trace
+
+
+def _sweep() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("sweep", REPO / "scripts" / "sweep.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sweep"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+SWEEP = _sweep()
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, expand_multi_values(list(args)), catch_exceptions=False)
+    return result.exit_code, result.stdout
+
+
+# --- the generator writes what NCCL writes ----------------------------------------------------
+
+
+def test_batched_p2p_parts_stay_scheduled_and_the_closer_carries_the_state() -> None:
+    job = simulate(JobSpec(Layout(tp=1, dp=1, pp=2), steps=1, batch_p2p=True))
+    entries = job.dumps[0]["entries"]
+    send, closer = entries[0], entries[1]
+    assert send["profiling_name"] == "nccl:send 0->1" and send["state"] == "scheduled"
+    assert send["time_discovered_completed_ns"] is None and not send["retired"]
+    assert closer["profiling_name"] == "nccl:coalesced" and closer["is_p2p"] is True
+    assert closer["state"] == "completed" and closer["input_sizes"] == []
+    assert send["p2p_seq_id"] == closer["p2p_seq_id"] == 1
+    assert send["collective_seq_id"] == closer["collective_seq_id"] == 0
+
+
+def test_without_timing_nothing_is_started_and_pg_status_never_starts() -> None:
+    fault = Fault("missing_ranks", rank=1, group="tp", step=1)
+    job = simulate(JobSpec(Layout(tp=2, dp=2), steps=3, enable_timing=False, fault=fault))
+    dump = job.dumps[0]
+    assert {e["state"] for e in dump["entries"]} <= {"scheduled", "completed"}
+    assert not any("duration_ms" in e for e in dump["entries"])
+    assert {s["last_started_collective"] for s in dump["pg_status"].values()} == {-1}
+
+
+def test_pg_status_of_a_p2p_group_reports_its_p2p_seq() -> None:
+    job = simulate(JobSpec(Layout(tp=1, dp=1, pp=2), steps=2, batch_p2p=True))
+    dump = job.dumps[0]
+    pp_id = next(str(e["pg_id"]) for e in dump["entries"] if e["is_p2p"])
+    last_p2p = max(e["p2p_seq_id"] for e in dump["entries"] if e["is_p2p"])
+    assert dump["pg_status"][pp_id]["last_enqueued_collective"] == last_p2p
+
+
+def test_rooted_and_moe_collectives_record_rank_dependent_sizes() -> None:
+    job = simulate(JobSpec(Layout(tp=1, dp=4, ep=2), steps=1, extras=True))
+    by_rank = {r: job.dumps[r]["entries"] for r in range(4)}
+
+    def sizes(op: str, side: str) -> list[Any]:
+        return [next(e[side] for e in by_rank[r] if e["profiling_name"] == op) for r in range(4)]
+
+    a2a_in = sizes("nccl:all_to_all_single", "input_sizes")
+    assert len({str(s) for s in a2a_in}) > 1  # uneven MoE splits
+    gathered = sizes("nccl:gather", "output_sizes")
+    assert sorted(len(g) for g in gathered) == [1, 1, 1, 4]  # only the root holds all four
+    assert [g for g in gathered if len(g) == 1] == [[[0]]] * 3
+
+
+def test_a_hung_jobs_dumps_are_written_after_the_timeout_on_each_rank_s_clock() -> None:
+    fault = Fault("stuck_collective", rank=1, group="tp", step=1)
+    job = simulate(JobSpec(Layout(tp=2, dp=2), steps=3, fault=fault))
+    stuck = [e for e in job.dumps[0]["entries"] if e["state"] == "started"]
+    assert stuck, "the collective every member is inside stays started"
+    age_ms = (stuck[0]["time_discovered_started_ns"] - stuck[0]["time_created_ns"]) / 1e6
+    assert age_ms >= stuck[0]["timeout_ms"]
+
+
+# --- the analysis on them ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", SWEEP.SCENARIOS, ids=lambda s: s.name.replace(" ", "_"))
+def test_sweep_subset_names_the_injected_fault_and_nothing_else(
+    tmp_path: Path, scenario: Any
+) -> None:
+    """One MoE layout, timing on and off, buffers that wrapped inside blocks and did not."""
+    layout = Layout(tp=4, dp=2, pp=1, ep=2) if scenario.kind != "p2p_mismatch" else None
+    layout = layout or Layout(tp=2, dp=2, pp=2)
+    ran = 0
+    for timing in (True, False):
+        for wrapped in (True, False):
+            outcome, _ = SWEEP.run_case(scenario, layout, timing, wrapped, "pickle", tmp_path)
+            if outcome is None:
+                continue
+            ran += 1
+            assert outcome.ok, f"timing={timing} wrapped={wrapped}: {outcome.why}"
+    assert ran
+
+
+def test_a_hang_inside_a_collective_is_a_finding_and_exits_1(tmp_path: Path) -> None:
+    fault = Fault("stuck_collective", rank=3, group="tp", step=1)
+    job = simulate(JobSpec(Layout(tp=2, dp=2, pp=2), steps=3, fault=fault, batch_p2p=True))
+    write_job(job, tmp_path)
+    code, out = run(str(tmp_path), "--format", "json")
+    root = json.loads(out)["root_cause"]
+    assert code == 1 and root["kind"] == "stuck_collective"
+    assert root["culprit_ranks"] == [2, 3] and root["collective_seq_id"] == 9
+    assert root["evidence"]["confirmed"] is True
+    assert root["evidence"]["in_flight_ms"] >= root["evidence"]["timeout_ms"]
+
+
+def test_a_healthy_snapshot_with_work_in_flight_exits_0(tmp_path: Path) -> None:
+    job = simulate(JobSpec(Layout(tp=2, dp=2, pp=2), steps=3, snapshot=0.5, batch_p2p=True))
+    write_job(job, tmp_path)
+    trace = load_trace(tmp_path, jobs=1)
+    assert (trace.entries["state"] == "started").any(), "the snapshot caught work in flight"
+    code, out = run(str(tmp_path), "--format", "json")
+    report = json.loads(out)
+    assert code == 0 and report["ok"] is True
+    assert any("snapshot of a live job" in n for n in report["notes"])
+
+
+def test_a_buffer_that_starts_inside_a_coalesced_block_is_no_evidence(tmp_path: Path) -> None:
+    # 1024-rank benchmark's shape at small scale: buffers wrap at different points per rank.
+    fault = Fault("missing_ranks", rank=13, group="tp", step=1)
+    job = simulate(spec_for_entries(Layout(tp=4, dp=4, pp=2), 61, fault=fault, extras=True))
+    cut = [
+        r
+        for r in job.dumps
+        if job.dumps[r]["entries"]
+        and job.dumps[r]["entries"][0]["profiling_name"] in ("nccl:all_reduce", "nccl:coalesced")
+        and job.dumps[r]["entries"][0]["process_group"][1] == "mesh_dp"
+    ]
+    assert cut, "some buffer starts inside a coalesced dp block"
+    write_job(job, tmp_path)
+    analysis = analyze(load_trace(tmp_path, jobs=1))
+    kinds = {f.kind for f in analysis.findings}
+    assert not kinds & {"type_mismatch", "size_mismatch", "dtype_mismatch"}
+    assert analysis.root_cause is not None and analysis.root_cause.culprit_ranks == [13]
+
+
+# --- the report never contradicts itself ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tp_fault_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tp_fault")
+    fault = Fault("missing_ranks", rank=5, group="tp", step=1)
+    write_job(simulate(JobSpec(Layout(tp=4, dp=2, pp=2), steps=3, fault=fault)), out)
+    return out
+
+
+def test_selected_ranks_without_the_culprit_keep_the_root_cause_and_exit_1(
+    tp_fault_dir: Path,
+) -> None:
+    code, out = run(str(tp_fault_dir), "--format", "json", "--selected-ranks", "8-11")
+    report = json.loads(out)
+    assert code == 1 and report["ok"] is False
+    assert report["root_cause"]["culprit_ranks"] == [5]
+    assert report["selection"] == {
+        "ranks": [8, 9, 10, 11],
+        "groups": None,
+        "root_cause_outside": True,
+    }
+    for f in report["findings"]:
+        involved = set(f["culprit_ranks"]) | set(f["waiting_ranks"]) | set(f["expected_ranks"])
+        assert involved & {8, 9, 10, 11}
+    code, text = run(str(tp_fault_dir), "--selected-ranks", "8-11")
+    assert code == 1 and "root cause lies outside the selection" in text
+    assert "ROOT CAUSE: missing_ranks in mesh_tp" in text
+
+
+def test_pg_filters_never_turn_a_hung_job_into_ok(tp_fault_dir: Path) -> None:
+    code, out = run(str(tp_fault_dir), "--format", "json", "--pg-filters", "mesh_pp")
+    report = json.loads(out)
+    assert code == 1 and report["ok"] is False and report["root_cause"]["pg_desc"] == "mesh_tp"
+    assert report["selection"]["root_cause_outside"] is True
+
+
+def test_consequences_are_marked_and_listed_after_the_causes(tp_fault_dir: Path) -> None:
+    report = json.loads(run(str(tp_fault_dir), "--format", "json")[1])
+    flags = [f["secondary"] for f in report["findings"]]
+    assert flags[0] is False and flags == sorted(flags)
+    assert any(flags), "ranks blocked behind rank 5 give consequence findings"
+    for f in report["findings"]:
+        if not f["evidence"]["undecidable"]:
+            assert not set(f["culprit_ranks"]) & set(f["waiting_ranks"]), f
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict[str, Any]:
+    return load_schema()
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault("missing_ranks", rank=37, group="dp", step=1),
+        Fault("missing_dump", rank=37, group="tp", step=1),
+        Fault("type_mismatch", rank=37, group="tp", step=1),
+        Fault("size_mismatch", rank=37, group="dp", step=1, index=1),
+        Fault("dtype_mismatch", rank=37, group="tp", step=1),
+        Fault("state_mismatch", rank=37, group="tp", step=1),
+        Fault("p2p_mismatch", rank=1, group="pp", step=1),
+        Fault("order_cycle", rank=37, group="tp", step=1),
+        Fault("stuck_collective", rank=37, group="dp", step=1),
+        Fault("type_mismatch", rank=37, group="dp", step=1, index=1, drop_part=True),
+    ],
+    ids=lambda f: f"{f.kind}-{f.group}{'-drop' if f.drop_part else ''}",
+)
+def test_every_output_path_works_on_a_large_faulted_job(
+    tmp_path: Path, fault: Fault, schema: dict[str, Any]
+) -> None:
+    layout = Layout(tp=4, dp=8, pp=2, ep=2)
+    job = simulate(spec_for_entries(layout, 80, fault=fault, batch_p2p=True, extras=True))
+    write_job(job, tmp_path)
+    code, text = run(str(tmp_path))
+    assert code == 1 and "ROOT CAUSE:" in text
+    code, out = run(str(tmp_path), "--format", "json")
+    report = json.loads(out)
+    jsonschema.validate(report, schema)
+    assert code == 1 and report["root_cause"]["kind"] == job.expected["kind"]  # type: ignore[index]
+    assert report["root_cause"]["culprit_ranks"] == job.expected["culprit_ranks"]  # type: ignore[index]
+    code, raw = run(str(tmp_path), "-j", "--selected-ranks", "36-39")
+    assert code == 0 and {e["rank"] for e in json.loads(raw)} <= {36, 37, 38, 39}
+    code, table = run(str(tmp_path), "-j", "--format", "table", "--pg-filters", "0")
+    assert code == 0 and table.strip()
+
+
+def test_text_report_of_a_1024_rank_dp_fault_has_no_internal_error(tmp_path: Path) -> None:
+    fault = Fault("missing_ranks", rank=777, group="dp", step=0)
+    job = simulate(JobSpec(Layout(tp=8, dp=128), steps=2, layers=1, microbatches=1, fault=fault))
+    write_job(job, tmp_path)
+    code, text = run(str(tmp_path))
+    assert code == 1 and "internal error" not in text and "ROOT CAUSE" in text
+
+
+def test_dumps_of_two_jobs_in_one_folder_are_refused_with_exit_2(tmp_path: Path) -> None:
+    small = simulate(JobSpec(Layout(tp=2, dp=2), steps=1, seed=1))
+    large = simulate(JobSpec(Layout(tp=2, dp=4), steps=1, seed=2))
+    write_job(small, tmp_path)
+    for rank in range(4, 8):
+        (tmp_path / f"nccl_trace_rank_{rank}").write_bytes(pickle.dumps(large.dumps[rank]))
+    result = CliRunner().invoke(cli, [str(tmp_path)])
+    assert result.exit_code == 2
+    assert "more than one job" in result.stderr and "pg 0" in result.stderr
