@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
     parser.add_argument("--dp", type=int, default=1, help="data-parallel size")
     parser.add_argument("--pp", type=int, default=1, help="pipeline-parallel size")
+    parser.add_argument(
+        "--ep", type=int, default=1, help="MoE expert-parallel size (divides dp; uneven all_to_all)"
+    )
     parser.add_argument("--steps", type=int, default=None, help="training steps (default 2)")
     parser.add_argument(
         "--entries",
@@ -54,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fault-rank", type=int, default=0)
     parser.add_argument(
         "--fault-group",
-        choices=("tp", "dp", "pp", "default"),
+        choices=("tp", "dp", "pp", "ep", "default"),
         default=None,
         help="group of the faulted op (default: pp for p2p_mismatch, else tp)",
     )
@@ -86,6 +89,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--only-active", action="store_true", help="dump only entries that are not completed"
     )
+    parser.add_argument(
+        "--batch-p2p", action="store_true", help="pipeline send/recv via batch_isend_irecv blocks"
+    )
+    parser.add_argument(
+        "--extras",
+        action="store_true",
+        help="add a barrier, broadcast/reduce/gather/scatter and an uneven all_gather per step",
+    )
+    parser.add_argument(
+        "--fault-drop-part",
+        action="store_true",
+        help="type_mismatch only: leave one part out of the coalesced block holding the op",
+    )
+    parser.add_argument(
+        "--straggler",
+        type=int,
+        nargs=2,
+        metavar=("RANK", "NS"),
+        help="make RANK this many ns slower per work item (healthy, just slow)",
+    )
+    parser.add_argument(
+        "--snapshot",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="healthy jobs: dump on demand at this fraction (0-1) of the run, work in flight",
+    )
     return parser
 
 
@@ -93,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        layout = Layout(tp=args.tp, dp=args.dp, pp=args.pp)
+        layout = Layout(tp=args.tp, dp=args.dp, pp=args.pp, ep=args.ep)
         fault = None
         if args.fault is not None:
             group = args.fault_group or ("pp" if args.fault == "p2p_mismatch" else "tp")
@@ -104,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                 step=args.fault_step,
                 index=args.fault_index,
                 partner=args.fault_partner,
+                drop_part=args.fault_drop_part,
             )
         common = {
             "microbatches": args.microbatches,
@@ -114,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
             "enable_timing": not args.no_timing,
             "only_active": args.only_active,
             "fault": fault,
+            "batch_p2p": args.batch_p2p,
+            "extras": args.extras,
+            "straggler": tuple(args.straggler) if args.straggler else None,
+            "snapshot": args.snapshot,
         }
         if args.entries is not None:
             if args.steps is not None or args.buffer_size is not None:

@@ -203,8 +203,9 @@ def _stuck(f: Finding) -> str:
 def _blocked_elsewhere(f: Finding) -> str:
     places = ", ".join(sorted({where(p) for p in f.blocked_in.values()}))
     ranks = f.culprit_ranks
+    done = "started" if f.kind == "state_mismatch" else "issued"
     return (
-        f"{who(ranks)} {verb(ranks, 'has', 'have')} not issued {where(f.place)}: "
+        f"{who(ranks)} {verb(ranks, 'has', 'have')} not {done} {where(f.place)}: "
         f"{verb(ranks, 'it is', 'they are')} blocked in {places} (a consequence, see the root "
         "cause)"
     )
