@@ -101,6 +101,9 @@ class Outcome:
     why: str
     mismatch_elsewhere: int
     findings: int
+    culprit: bool = False
+    group: bool = False
+    seq: bool = False
 
 
 def judge(expected: dict[str, Any] | None, members: list[int], report: Any) -> Outcome:
@@ -109,7 +112,9 @@ def judge(expected: dict[str, Any] | None, members: list[int], report: Any) -> O
     mism_kinds = {*MISMATCH, "p2p_mismatch"}
     if expected is None:
         n = len(findings)
-        return Outcome(n == 0, f"{n} finding(s) on a healthy job" if n else "", 0, n)
+        return Outcome(
+            n == 0, f"{n} finding(s) on a healthy job" if n else "", 0, n, True, True, True
+        )
     root = report.root_cause
     elsewhere = sum(
         1
@@ -133,7 +138,15 @@ def judge(expected: dict[str, Any] | None, members: list[int], report: Any) -> O
         problems.append(f"{seq_key} {getattr(root, seq_key)} != {expected[seq_key]}")
     if elsewhere:
         problems.append(f"{elsewhere} mismatch finding(s) elsewhere")
-    return Outcome(not problems, "; ".join(problems), elsewhere, len(findings))
+    return Outcome(
+        not problems,
+        "; ".join(problems),
+        elsewhere,
+        len(findings),
+        culprit=root.kind == expected["kind"] and sorted(root.culprit_ranks) == want_culprits,
+        group=root.pg_name == expected["pg_name"],
+        seq=expected["kind"] == "missing_dump" or getattr(root, seq_key) == expected[seq_key],
+    )
 
 
 def adjust(expected: dict[str, Any] | None, sc: Scenario, timing: bool, job: Any) -> Any:
@@ -187,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     layouts = LAYOUTS[: 2 if args.quick else args.layouts]
     fmts = ("pickle",) if args.quick else ("pickle", "json")
-    rows: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # runs, exact, elsewhere
+    # runs, culprit+kind, group, seq, all right, findings on healthy jobs, mismatches elsewhere
+    rows: dict[str, list[int]] = defaultdict(lambda: [0] * 7)
     misses: list[str] = []
     total_t = 0.0
     with tempfile.TemporaryDirectory(prefix="frtrace-sweep-") as tmp:
@@ -203,8 +217,12 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 row = rows[sc.name]
                 row[0] += 1
-                row[1] += outcome.ok
-                row[2] += outcome.mismatch_elsewhere
+                row[1] += outcome.culprit
+                row[2] += outcome.group
+                row[3] += outcome.seq
+                row[4] += outcome.ok
+                row[5] += outcome.findings if sc.kind is None else 0
+                row[6] += outcome.mismatch_elsewhere
                 if not outcome.ok:
                     case = (
                         f"{sc.name} | tp{layout.tp} dp{layout.dp} pp{layout.pp} ep{layout.ep} "
@@ -213,12 +231,21 @@ def main(argv: list[str] | None = None) -> int:
                     misses.append(f"{case}: {outcome.why}")
                     if args.verbose:
                         print("MISS", misses[-1], file=sys.stderr, flush=True)
-    print(f"{'scenario':<32} {'runs':>5} {'right':>6} {'mismatch elsewhere':>19}")
-    for name, (runs, exact, elsewhere) in rows.items():
-        print(f"{name:<32} {runs:>5} {exact:>6} {elsewhere:>19}")
-    runs = sum(r[0] for r in rows.values())
-    right = sum(r[1] for r in rows.values())
-    print(f"{'total':<32} {runs:>5} {right:>6} {sum(r[2] for r in rows.values()):>19}")
+    head = ("runs", "culprit", "group", "seq", "all right", "healthy findings", "elsewhere")
+    print(
+        f"{'scenario':<30}" + "".join(f"{h:>10}" for h in head[:5]) + f"{head[5]:>17}{head[6]:>10}"
+    )
+    for name, row in rows.items():
+        print(f"{name:<30}" + "".join(f"{v:>10}" for v in row[:5]) + f"{row[5]:>17}{row[6]:>10}")
+    total = [sum(r[i] for r in rows.values()) for i in range(7)]
+    print(
+        f"{'total':<30}" + "".join(f"{v:>10}" for v in total[:5]) + f"{total[5]:>17}{total[6]:>10}"
+    )
+    print(
+        "culprit: kind and culprit ranks (all members for stuck_collective; both sides where the "
+        "evidence allows no better); elsewhere: mismatch findings not at the injected fault"
+    )
+    runs, right = total[0], total[4]
     print(f"({total_t:.0f} s)")
     for miss in misses[:40]:
         print("MISS", miss)
