@@ -99,7 +99,8 @@ def pick_fault(kind: str, layout: Layout, rank: int | None, group: str | None) -
 
 def cache_key(ranks: int, entries: int, layout: Layout, fault: Fault | None, seed: int) -> str:
     where = "healthy" if fault is None else f"{fault.kind}-r{fault.rank}-{fault.group}"
-    return f"r{ranks}-e{entries}-tp{layout.tp}dp{layout.dp}pp{layout.pp}-{where}-s{seed}"
+    # g2: dumps follow NCCL's recording rules (frozen coalesced parts, batched p2p, ...)
+    return f"g2-r{ranks}-e{entries}-tp{layout.tp}dp{layout.dp}pp{layout.pp}-{where}-s{seed}"
 
 
 def _generate_child(
@@ -108,7 +109,7 @@ def _generate_child(
     """Simulate and write in a forked child, so the bench itself never holds the job's memory."""
     try:
         t0 = time.perf_counter()
-        spec = spec_for_entries(layout, entries, fault=fault, seed=seed)
+        spec = spec_for_entries(layout, entries, fault=fault, seed=seed, batch_p2p=True)
         job = simulate(spec)
         t_sim = time.perf_counter() - t0
         log(f"simulated {layout.world} ranks in {t_sim:.1f} s; writing")

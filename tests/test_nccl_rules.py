@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 from click.testing import CliRunner
-from conftest import REPO
+from conftest import REPO, nccl_dump, write_pickle
 
 from frtrace.analysis.engine import analyze
 from frtrace.cli import cli, expand_multi_values
@@ -263,3 +263,14 @@ def test_dumps_of_two_jobs_in_one_folder_are_refused_with_exit_2(tmp_path: Path)
     result = CliRunner().invoke(cli, [str(tmp_path)])
     assert result.exit_code == 2
     assert "more than one job" in result.stderr and "pg 0" in result.stderr
+
+
+def test_thousands_of_members_without_dumps_give_one_finding_per_group(tmp_path: Path) -> None:
+    for rank in range(2):
+        write_pickle(tmp_path / f"nccl_trace_rank_{rank}", nccl_dump(rank, 5000))
+    result = CliRunner().invoke(cli, [str(tmp_path), "--format", "json"])
+    report = json.loads(result.stdout)
+    assert result.exit_code == 1
+    dumps_missing = [f for f in report["findings"] if f["kind"] == "missing_dump"]
+    assert len(dumps_missing) == 1 and len(dumps_missing[0]["culprit_ranks"]) == 4998
+    assert len(result.stdout) < 1_000_000  # members x members would be hundreds of MB

@@ -104,6 +104,41 @@ def mark_same_culprit(findings: list[Finding], roots: list[Finding], blocked: di
             f.mark_consequence(absent, "stopped_earlier")
 
 
+def _absent_members(ctx: Context, absent: set[int]) -> list[Finding]:
+    """Members without a dump nobody is seen waiting for: one finding per group, so the
+    report grows with the groups, not with members x members."""
+    if not absent:
+        return []
+    groups_of: dict[int, list[str]] = {}
+    for name, ranks in ctx.members.items():
+        for r in ranks:
+            if r in absent:
+                groups_of.setdefault(r, []).append(name)
+    by_group: dict[str, list[int]] = {}
+    for rank in sorted(absent):
+        names = groups_of.get(rank, [])
+        by_group.setdefault(names[-1] if names else "", []).append(rank)
+    findings = []
+    for name, ranks in by_group.items():
+        groups = sorted({g for r in ranks for g in groups_of.get(r, [])})
+        findings.append(
+            Finding(
+                kind="missing_dump",
+                pg_name=name,
+                pg_desc=ctx.pg_desc.get(name, ""),
+                collective_seq_id=None,
+                p2p_seq_id=None,
+                op=None,
+                culprit_ranks=ranks,
+                waiting_ranks=[],
+                expected_ranks=ctx.members.get(name, []),
+                reason="partial_groups",
+                facts={"groups": groups[:20], "groups_total": len(groups)},
+            )
+        )
+    return findings
+
+
 def analyze(trace: Trace, mismatch_cap: int = 10) -> Analysis:
     """All findings about the job; the root cause is the one most waiting ranks lead to."""
     check_one_job(trace)
@@ -137,25 +172,7 @@ def analyze(trace: Trace, mismatch_cap: int = 10) -> Analysis:
         and (f.kind, f.pg_name, f.collective_seq_id) not in root_places
     ]
     waited_for = {r for f in roots if f.kind == "missing_dump" for r in f.culprit_ranks}
-    for rank in trace.missing_dumps:
-        if rank in waited_for:
-            continue
-        groups = [n for n, ranks in ctx.members.items() if rank in ranks]
-        others.append(
-            Finding(
-                kind="missing_dump",
-                pg_name=groups[-1] if groups else "",
-                pg_desc=ctx.pg_desc.get(groups[-1], "") if groups else "",
-                collective_seq_id=None,
-                p2p_seq_id=None,
-                op=None,
-                culprit_ranks=[rank],
-                waiting_ranks=[],
-                expected_ranks=ctx.members.get(groups[-1], []) if groups else [],
-                reason="partial_groups",
-                facts={"groups": groups},
-            )
-        )
+    others += _absent_members(ctx, set(trace.missing_dumps) - waited_for)
     mark_secondary(ctx, others, waits.blocked)
     mark_same_culprit(others, roots, waits.blocked)
     primary = [f for f in others if not f.secondary]

@@ -157,10 +157,13 @@ def _blocking_place(f: Finding) -> Place:
 
 
 def _partial_groups(f: Finding) -> str:
-    groups = ", ".join(f.facts.get("groups", []))
+    names = list(f.facts.get("groups", []))
+    more = int(f.facts.get("groups_total", len(names))) - len(names)
+    groups = ", ".join(names) + (f" and {more} more" if more > 0 else "")
+    ranks = f.culprit_ranks
     return (
-        f"rank {f.culprit_ranks[0]} is a member of groups {groups} but left no usable dump: "
-        "the analysis of those groups is partial"
+        f"{who(ranks)} {verb(ranks, 'is a member', 'are members')} of groups {groups} but "
+        f"left no usable dump: the analysis of those groups is partial"
     )
 
 
