@@ -181,8 +181,9 @@ def _first_missed(
 
     Its own history tells which call would have come next; the other waits are its
     consequences and join that root (their waiting ranks still count toward its weight).
-    A dump without completed work (`onlyActive`) holds no such history: then the op its
-    peers reached first (by their enqueue times) is the one it stopped before.
+    Where that history is silent or fits several of them (or the dump holds no completed
+    work, `onlyActive`), the op its peers reached first (by their enqueue times) is the one
+    it stopped before.
     """
     e = ctx.trace.entries
     created = e["time_created_ns"].to_numpy()
@@ -199,11 +200,14 @@ def _first_missed(
     redirects: list[tuple[Node, Node, int]] = []
     for rank, nodes in by_rank.items():
         usual = [n for n in nodes if ctx.next_is_usual(rank, _would_be_step(ctx, rank, n))]
-        if len(nodes) > 1 and not ctx.has_history(rank):
-            # Receives are posted ahead of time: only collectives tell when peers got there.
-            timed = [n for n in nodes if n[0] == "c"] or nodes
+        if len(nodes) > 1 and (len(usual) != 1 or not ctx.has_history(rank)):
+            # History is silent or ambiguous: the op its peers reached first is the one it
+            # stopped before. Receives are posted ahead of time: only collectives tell.
+            pool = usual if len(usual) > 1 and ctx.has_history(rank) else nodes
+            timed = [n for n in pool if n.kind == "c"] or pool
             reached = {n: first_reached(n) for n in timed}
-            usual = [min(timed, key=lambda n: reached[n])] if all(reached.values()) else []
+            if all(reached.values()):
+                usual = [min(timed, key=lambda n: (reached[n], n))]
         if len(usual) == 1:
             kept.setdefault(usual[0], set()).add(rank)
             redirects += [(n, usual[0], rank) for n in nodes if n != usual[0]]
