@@ -46,7 +46,8 @@ class JobSpec:
     barrier, rooted collectives and an uneven all_gather; `straggler` = (rank, ns) makes one
     rank that much slower per work item (it still completes); `snapshot` (0-1) dumps a healthy
     job on demand at that fraction of its run, with work in flight; `dump_skew_ms` bounds how
-    far apart ranks dump after a timeout.
+    far apart ranks dump after a timeout. `clock_skew_ms` offsets each host's clock (8 ranks
+    a host) by up to that much either way: every time a rank writes is on its host's clock.
     """
 
     layout: Layout
@@ -67,6 +68,7 @@ class JobSpec:
     straggler: tuple[int, int] | None = None
     snapshot: float | None = None
     dump_skew_ms: int = 3000
+    clock_skew_ms: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.layout, Layout):
@@ -141,6 +143,16 @@ class SyntheticJob:
     omit_ranks: set[int] = field(default_factory=set)
     spec: JobSpec | None = None
     hung: bool = False
+    engine: Any = field(default=None, repr=False)
+
+    def snapshot(self, fraction: float) -> DumpMap:
+        """The dumps every rank would write on demand at `fraction` (0-1] of the run's span,
+        from its start to its last event (for a hung job, the moment it stopped moving)."""
+        if not 0 < fraction <= 1:
+            raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
+        eng = self.engine
+        at = eng.t0 + int((eng.last_event() - eng.t0) * fraction)
+        return DumpMap(range(len(eng.ranks)), lambda r: eng.build_dump(r, at))
 
 
 class _Rank:
@@ -248,6 +260,9 @@ class _Engine:
         self.hung = False
         self._rank_strs: dict[int, str] = {}
         self.dump_ns: list[int] = []
+        skew = spec.clock_skew_ms * 1_000_000
+        hosts = (lay.world + 7) // 8
+        self.clock_offsets = [rng.randint(-skew, skew) for _ in range(hosts)] if skew else []
 
     def run(self) -> None:
         ranks = self.ranks
@@ -410,8 +425,12 @@ class _Engine:
 
     # Dump building -------------------------------------------------------------------------
 
-    def build_dump(self, r: int) -> Dump:
-        """The dict a real rank would pickle at dump time, as fresh objects."""
+    def last_event(self) -> int:
+        return max((max(me.times) for me in self.ranks if len(me.times)), default=self.t0)
+
+    def build_dump(self, r: int, at: int | None = None) -> Dump:
+        """The dict a real rank would pickle at dump time (or on demand at `at`), as fresh
+        objects."""
         spec = self.spec
         me = self.ranks[r]
         table = self.table
@@ -429,7 +448,7 @@ class _Engine:
         paused = gc.isenabled()
         gc.disable()
         try:
-            entries, status = self._entries(r, me, pg_info)
+            entries, status = self._entries(r, me, pg_info, self.dump_ns[r] if at is None else at)
         finally:
             if paused:
                 gc.enable()
@@ -459,7 +478,7 @@ class _Engine:
         return text
 
     def _entries(
-        self, r: int, me: _Rank, pg_info: list[tuple[str, str, int] | None]
+        self, r: int, me: _Rank, pg_info: list[tuple[str, str, int] | None], dump_at: int
     ) -> tuple[list[Dump], list[list[int]]]:
         """The ring buffer's entries as the rank's dump writes them at its dump time, and its
         pg_status counters per group kind (enqueued, started, completed)."""
@@ -468,7 +487,7 @@ class _Engine:
         timing = spec.enable_timing
         stacks = spec.with_stacks
         only_active = spec.only_active
-        dump_at = self.dump_ns[r]
+        off = self.clock_offsets[r // 8] if self.clock_offsets else 0
         phase = self.jit[(r * 31) % _JITTER] * 4_000
         thread_id = str(140_230_000 + (r * 7919) % 10_000)
         thread_name = "pt_main_thread"
@@ -527,9 +546,9 @@ class _Engine:
                 "p2p_seq_id": pseq,
                 "op_id": op_id,
                 "profiling_name": op.profiling_name,
-                "time_created_ns": created,
-                "time_discovered_started_ns": seen_start,
-                "time_discovered_completed_ns": seen_done,
+                "time_created_ns": created + off,
+                "time_discovered_started_ns": None if seen_start is None else seen_start + off,
+                "time_discovered_completed_ns": None if seen_done is None else seen_done + off,
                 "input_sizes": in_sizes,
                 "input_dtypes": in_dtypes,
                 "output_sizes": out_sizes,
@@ -588,6 +607,7 @@ def simulate(spec: JobSpec) -> SyntheticJob:
         omit_ranks=set(engine.omit),
         spec=spec,
         hung=engine.hung,
+        engine=engine,
     )
 
 
