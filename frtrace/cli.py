@@ -254,11 +254,18 @@ def run(options: dict[str, Any]) -> int:
             raise FrtraceError(f"cannot write {options['output']}: {exc.strerror}") from exc
     if as_json:
         sys.stdout.write(report)
-    else:
+    code = EXIT_OK if analysis.ok else EXIT_FINDINGS
+    if not as_json:
         sys.stdout.write(
-            render_text(analysis, style, full_stacks=options["stacks"], verbose=options["verbose"])
+            render_text(
+                analysis,
+                style,
+                full_stacks=options["stacks"],
+                verbose=options["verbose"],
+                exit_status=code,
+            )
         )
-    return EXIT_OK if analysis.ok else EXIT_FINDINGS
+    return code
 
 
 def matching_groups(groups: Any, pg_filters: list[str]) -> set[str] | None:
