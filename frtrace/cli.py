@@ -162,6 +162,12 @@ def _fail(message: str) -> NoReturn:
     metavar="N",
     help="Worker processes for parsing [default: all cores for large jobs].",
 )
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the report as one self-contained HTML page to this file.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Say what was inferred and repaired.")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks of internal errors.")
 @click.version_option(__version__, "--version", prog_name="frtrace")
@@ -255,6 +261,8 @@ def run(options: dict[str, Any]) -> int:
     if as_json:
         sys.stdout.write(report)
     code = EXIT_OK if analysis.ok else EXIT_FINDINGS
+    if options["html_path"] is not None:
+        _write_html(analysis, options["html_path"], code)
     if not as_json:
         sys.stdout.write(
             render_text(
@@ -266,6 +274,17 @@ def run(options: dict[str, Any]) -> int:
             )
         )
     return code
+
+
+def _write_html(analysis: Any, path: Path, code: int) -> None:
+    """--html FILE: the page goes to the file, a line on stderr says where."""
+    from frtrace.report.html import write_html
+
+    try:
+        write_html(analysis, path, exit_status=code)
+    except OSError as exc:
+        raise FrtraceError(f"cannot write {path}: {exc.strerror}") from exc
+    click.echo(f"frtrace: wrote {path}", err=True)
 
 
 def matching_groups(groups: Any, pg_filters: list[str]) -> set[str] | None:
