@@ -242,7 +242,7 @@ def run(options: dict[str, Any]) -> int:
         else:
             click.echo(entries_table(entries))
         return EXIT_OK
-    from frtrace.analysis.engine import analyze
+    from frtrace.api import analyze
     from frtrace.report.json_report import render_json
     from frtrace.report.text import render_text
 
