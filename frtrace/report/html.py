@@ -528,6 +528,14 @@ function renderMap() {
       ctx.fillStyle = "#667";
       ctx.fillText(row.groups + " group" + (row.groups > 1 ? "s" : ""), 4, top + 24);
     }
+    // The first rank of some lines, right-aligned before them, to find a rank by eye.
+    if (lines > 1) {
+      const every = Math.ceil(14 / cell);
+      ctx.fillStyle = "#8a93a3"; ctx.font = "10px system-ui, sans-serif"; ctx.textAlign = "right";
+      for (let l = every; l < lines; l += every)
+        ctx.fillText(String(M.ranks[l * perLine]), labelW - 4, top + l * cell + cell / 2);
+      ctx.textAlign = "left"; ctx.font = "12px system-ui, sans-serif";
+    }
     const inner = cell >= 6 ? 1 : 0;
     for (let i = 0; i < n; i++) {
       ctx.fillStyle = COLORS[row.status[i]];

@@ -73,7 +73,7 @@ def _runs(values: list[int]) -> list[str]:
     return parts
 
 
-def ranks_text(ranks: Iterable[int], max_chars: int = 60) -> str:
+def ranks_text(ranks: Iterable[int], max_chars: int = 60, count: bool = True) -> str:
     """Rank sets of any size in a few characters: runs, strides, or a range with exceptions.
 
     `[0..1023] minus every 8th` reads `0-1023 except 1,9,...,1017 (896 ranks)`; what is still
@@ -92,21 +92,21 @@ def ranks_text(ranks: Iterable[int], max_chars: int = 60) -> str:
         other = f"{lo}-{hi} except {holes}"
         if len(other) < len(best):
             best = other
-    count = f" ({len(values)} ranks)" if len(values) >= 8 else ""
-    if len(best) + len(count) > max_chars:
+    suffix = f" ({len(values)} ranks)" if len(values) >= 8 and count else ""
+    if len(best) + len(suffix) > max_chars:
         parts = best.split(",")
         kept: list[str] = parts[:1]  # at least the first part, however narrow the room
         for part in parts[1:]:
-            if len(",".join([*kept, part, ELLIPSIS])) + len(count) > max_chars:
+            if len(",".join([*kept, part, ELLIPSIS])) + len(suffix) > max_chars:
                 break
             kept.append(part)
         while len(kept) > 1 and kept[-1] == ELLIPSIS:
             kept.pop()
         best = ",".join([*kept, ELLIPSIS])
-        count = count or f" ({len(values)} ranks)"
+        suffix = suffix or f" ({len(values)} ranks)"
     if re.fullmatch(r"\d+-\d+", best):
         return best
-    return best + count
+    return best + suffix
 
 
 def _who(ranks: Sequence[int]) -> str:
@@ -449,10 +449,10 @@ def _fold_key(f: Finding, role: str) -> tuple:
     return (role, f.kind, f.pg_desc or f.pg_name, _seq(f), f.op)
 
 
-def _row(head: str, ranks: list[int], width: int) -> list[str]:
+def _row(head: str, ranks: list[int], width: int, count: bool = True) -> list[str]:
     """`head` then the ranks: one line when the ranks fit in what is left of it, else two."""
     room = width - 2 - len(head)
-    text = head + ranks_text(ranks, room if room >= 24 else 40)
+    text = head + ranks_text(ranks, room if room >= 24 else 40, count)
     return _clip(wrap(text, width, "  ", "      "), 2, ELLIPSIS, width)
 
 
@@ -524,7 +524,7 @@ def _wait_section(analysis: Analysis, style: Style, width: int) -> list[str]:
         at = f"{kind}{'' if seq < 0 else f'#{seq}'}"
         at += f" (pg {groups[0]})" if len(groups) == 1 else f" ({len(groups)} groups)"
         count = len(item["ranks"])
-        lines += _row(f"{count} in {at}, {what}: ", item["ranks"], width)
+        lines += _row(f"{count} in {at}, {what}: ", item["ranks"], width, count=False)
     return lines
 
 
