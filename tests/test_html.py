@@ -233,3 +233,21 @@ def test_1024_rank_page_draws_every_rank_and_outlines_the_culprit(
     assert tip.startswith("rank 513 in mesh_tp") and "never issued" in tip
     tip = _hover_rank(browser, rows.index("mesh_tp"), 512)
     assert "status: started" in tip and "waits in mesh_tp#" in tip
+
+
+def test_healthy_and_missing_dump_pages_render_cleanly(browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    healthy = _page(FIXTURES / "healthy_4rank", tmp_path / "healthy.html")
+    assert _open(browser, healthy, "healthy_4rank.png") == []
+    assert browser.find_element(By.ID, "verdict").text.startswith("OK: no desync")
+    assert _painted(browser) > 1000
+    lost = tmp_path / "lost"
+    fault = Fault("missing_dump", 5, "tp")
+    write_job(simulate(spec_for_entries(Layout(tp=2, dp=2, pp=2), 40, fault=fault)), lost)
+    page = _page(lost, tmp_path / "lost.html")
+    assert _open(browser, page, "missing_dump.png") == []
+    assert "1 rank without a dump" in browser.find_element(By.ID, "verdict").text
+    rows = browser.execute_script("return D.map.rows.map(r => r.kind)")
+    assert "status: no dump" in _hover_rank(browser, rows.index("mesh_tp"), 5)
+    assert "rank 5 (culprit): no dump" in browser.find_element(By.ID, "stacks").text

@@ -424,9 +424,10 @@ function renderVerdict() {
   h.className = D.ok ? "ok" : "";
   const inp = D.report.inputs;
   h.appendChild(document.createTextNode(D.verdict));
-  h.appendChild(el("small", {}, inp.files + " dump(s) from " + inp.trace_dir + ", ranks " +
-    (inp.ranks.length ? inp.ranks[0] + "-" + inp.ranks[inp.ranks.length - 1] : "-") +
-    (inp.missing_dumps.length ? ", " + inp.missing_dumps.length + " without a dump" : "")));
+  const lost = inp.missing_dumps.length;
+  h.appendChild(el("small", {}, inp.files + " dump(s) from " + inp.trace_dir +
+    (lost ? ", " + lost + " rank" + (lost > 1 ? "s" : "") + " without a dump" : "") +
+    (inp.skipped.length ? ", " + inp.skipped.length + " file(s) skipped" : "")));
 }
 
 function renderRoot() {

@@ -381,7 +381,7 @@ def _header(analysis: Analysis, width: int) -> list[str]:
     )
     lines = wrap(text, width, "", "  ")
     if trace.missing_dumps:
-        lines += wrap(f"no dump from ranks {ranks_text(trace.missing_dumps)}", width, "  ")
+        lines += wrap(f"no dump from {_who(trace.missing_dumps)}", width, "  ")
     if trace.skipped:
         lines += wrap(f"skipped {len(trace.skipped)} file(s) (listed on stderr)", width, "  ")
     return lines
