@@ -21,6 +21,7 @@ from frtrace.report.json_report import report_dict
 from frtrace.report.text import (
     _chain,
     _detail,
+    _fold_key,
     _role,
     _waits,
     merged_chain,
@@ -243,6 +244,28 @@ def page_data(analysis: Analysis, exit_status: int | None = None) -> dict[str, A
                 "detail": _detail(f),
             }
         )
+    # Findings alike (same role, kind, group kind, seq and op), one per group, as one row.
+    folded: dict[tuple, list[Any]] = {}
+    for f in analysis.findings:
+        folded.setdefault(_fold_key(f, _role(analysis, f)), []).append(f)
+    rows = []
+    for (role, _kind, _g, _s, _op), items in folded.items():
+        f = items[0]
+        rows.append(
+            {
+                "role": role,
+                "kind": f.kind,
+                "group": f.pg_name,
+                "desc": f.pg_desc,
+                "seq": f.collective_seq_id if f.collective_seq_id is not None else f.p2p_seq_id,
+                "p2p": f.collective_seq_id is None and f.p2p_seq_id is not None,
+                "more_groups": len(items) - 1,
+                "op": f.op,
+                "culprits": ranks_text(sorted({r for x in items for r in x.culprit_ranks})),
+                "waiting": ranks_text(sorted({r for x in items for r in x.waiting_ranks})),
+                "detail": _detail(f),
+            }
+        )
     root = analysis.root_cause
     waits = [
         {
@@ -262,6 +285,7 @@ def page_data(analysis: Analysis, exit_status: int | None = None) -> dict[str, A
         "chain": merged_chain(_chain(root)) if root is not None else [],
         "root_detail": _detail(root) if root is not None else "",
         "findings": findings,
+        "folded": rows,
         "findings_total": len(analysis.findings),
         "waits": waits,
         "map": _map_data(analysis, status_table(analysis)),
@@ -614,16 +638,16 @@ function renderFindings() {
   if (!D.findings.length) { box.appendChild(el("p", { class: "muted" }, "None.")); return; }
   const heads = ["role", "kind", "where", "op", "culprits", "waiting", "detail"];
   const row = f => [el("span", { class: "role-" + f.role.split(" ")[0] }, f.role), f.kind,
-    place(f.desc, f.group, f.seq, f.p2p), f.op, f.culprits, f.waiting, el("span", {}, f.detail)];
-  const main = D.findings.filter(f => f.role !== "consequence");
-  const rest = D.findings.filter(f => f.role === "consequence");
-  box.appendChild(table(heads, main.map(row)));
-  if (rest.length) {
-    const more = el("details", {}, el("summary", {}, rest.length + " consequence(s) of the " +
-      "root cause (their culprits wait elsewhere)"));
-    more.appendChild(table(heads, rest.map(row)));
-    box.appendChild(more);
-  }
+    place(f.desc, f.group, f.seq, f.p2p) + (f.more_groups ? " and " + f.more_groups +
+    " more group(s) like it" : ""), f.op, f.culprits, f.waiting, el("span", {}, f.detail)];
+  const causes = D.folded.filter(f => f.role !== "consequence");
+  const rest = D.folded.filter(f => f.role === "consequence");
+  box.appendChild(el("p", { class: "hint" }, "Findings alike in several groups are one row " +
+    "(the detail is the first group's); every finding is listed below."));
+  box.appendChild(table(heads, causes.concat(rest).map(row)));
+  const every = el("details", {}, el("summary", {}, "every finding (" + D.findings_total + ")"));
+  every.appendChild(table(heads, D.findings.map(row)));
+  box.appendChild(every);
   if (D.findings_total > D.findings.length) box.appendChild(el("p", { class: "muted" },
     (D.findings_total - D.findings.length) + " more findings in the JSON report (-o FILE)."));
 }
