@@ -134,3 +134,13 @@ def test_wrap_never_cuts_words_and_splits_only_overlong_lists_at_commas() -> Non
     tokens = [w for line in lines for w in line.split()]
     assert [w for w in tokens if not w[0].isdigit()] == ["supercalifragilistic"] * 5
     assert "".join(w for w in tokens if w[0].isdigit()) == ",".join(map(str, range(0, 200, 3)))
+
+
+def test_any_finding_kind_renders_generically() -> None:
+    analysis = analyze(load_trace(FIXTURES / "cascade_4rank"))
+    assert analysis.root_cause is not None
+    analysis.root_cause.kind = "stuck_collective"  # a kind this report has never heard of
+    analysis.root_cause.evidence["chain"] = []
+    text = render_text(analysis, width=80)
+    assert "ROOT CAUSE: stuck_collective in pair23#3 (pg 2)" in text
+    assert text.splitlines()[-1].startswith("HUNG: root cause stuck_collective, culprit rank 3")
