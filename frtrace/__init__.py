@@ -1,6 +1,39 @@
 """frtrace: find the rank that broke a hung PyTorch job, from its Flight Recorder dumps.
 
-Importing this package never imports torch: analysis works on dumps alone.
+Importing this package never imports torch, nor pandas: `frtrace.load`, `frtrace.analyze`,
+`frtrace.Trace` and `frtrace.Analysis` are imported on first use, so `frtrace --help` starts
+fast. See frtrace/api.py.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+__all__ = ["Analysis", "Trace", "__version__", "analyze", "load"]
+
+if TYPE_CHECKING:
+    from frtrace.analysis.engine import Analysis
+    from frtrace.api import analyze, load
+    from frtrace.tables.trace import Trace
+
+_LAZY = {
+    "load": "frtrace.api",
+    "analyze": "frtrace.api",
+    "Analysis": "frtrace.analysis.engine",
+    "Trace": "frtrace.tables.trace",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The API on first use (PEP 562), keeping `import frtrace` cheap."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'frtrace' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -162,6 +162,12 @@ def _fail(message: str) -> NoReturn:
     metavar="N",
     help="Worker processes for parsing [default: all cores for large jobs].",
 )
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the report as one self-contained HTML page to this file.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Say what was inferred and repaired.")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks of internal errors.")
 @click.version_option(__version__, "--version", prog_name="frtrace")
@@ -236,7 +242,7 @@ def run(options: dict[str, Any]) -> int:
         else:
             click.echo(entries_table(entries))
         return EXIT_OK
-    from frtrace.analysis.engine import analyze
+    from frtrace.api import analyze
     from frtrace.report.json_report import render_json
     from frtrace.report.text import render_text
 
@@ -254,11 +260,31 @@ def run(options: dict[str, Any]) -> int:
             raise FrtraceError(f"cannot write {options['output']}: {exc.strerror}") from exc
     if as_json:
         sys.stdout.write(report)
-    else:
+    code = EXIT_OK if analysis.ok else EXIT_FINDINGS
+    if options["html_path"] is not None:
+        _write_html(analysis, options["html_path"], code)
+    if not as_json:
         sys.stdout.write(
-            render_text(analysis, style, full_stacks=options["stacks"], verbose=options["verbose"])
+            render_text(
+                analysis,
+                style,
+                full_stacks=options["stacks"],
+                verbose=options["verbose"],
+                exit_status=code,
+            )
         )
-    return EXIT_OK if analysis.ok else EXIT_FINDINGS
+    return code
+
+
+def _write_html(analysis: Any, path: Path, code: int) -> None:
+    """--html FILE: the page goes to the file, a line on stderr says where."""
+    from frtrace.report.html import write_html
+
+    try:
+        write_html(analysis, path, exit_status=code)
+    except OSError as exc:
+        raise FrtraceError(f"cannot write {path}: {exc.strerror}") from exc
+    click.echo(f"frtrace: wrote {path}", err=True)
 
 
 def matching_groups(groups: Any, pg_filters: list[str]) -> set[str] | None:

@@ -1,23 +1,243 @@
-"""The default report: root cause first, then a table per kind of finding, then the groups."""
+"""The default report, for a terminal at 3 a.m.: the root cause first, about 30 lines whatever
+the job size, fitted to the terminal's width, and one verdict line at the end.
+
+`-v` (verbose) shows everything: every finding with its whole detail, every group, every hop.
+"""
 
 from __future__ import annotations
 
+import itertools
+import re
+import shutil
+import textwrap
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pandas as pd
 from tabulate import tabulate
 
 from frtrace.analysis.engine import Analysis
 from frtrace.analysis.findings import Finding, Place
-from frtrace.report.fmt import Style, rank_ranges
+from frtrace.report.fmt import Style
 from frtrace.report.summary import loaded_summary
 from frtrace.report.wording import chain_lines, detail, where
 
-STACK_HEAD = 6  # frames shown per stack unless --print-stack-trace
+STACK_HEAD = 6  # frames shown per stack with -v unless --print-stack-trace
+STACK_BRIEF = 3  # frames of the culprit's stack by default (past torch.distributed's own)
+WAITER_FRAMES = 2  # frames of a waiting rank's stack by default
+DETAIL_LINES = 3  # lines of the root cause's prose by default
+CHAIN_LINES = 5  # lines of the chain by default (after merging hops alike)
+FINDING_ROWS = 3  # rows of other findings by default (after folding findings alike)
+WAIT_ROWS = 3  # rows of "where ranks wait" by default
+MIN_WIDTH = 40
+ELLIPSIS = "..."
+
+
+# --- the two accessors the analysis wording goes through ---------------------------------
+
+
+def _detail(f: Finding) -> str:
+    """A finding's prose (one place, so the wording can move without touching the layout)."""
+    return detail(f)
+
+
+def _chain(f: Finding) -> list[str]:
+    """A finding's wait-for chain as hops, farthest waiter first (one place, as `_detail`)."""
+    return chain_lines(f)
+
+
+# --- ranks -------------------------------------------------------------------------------
+
+
+def _runs(values: list[int]) -> list[str]:
+    """Sorted ranks as parts: `0-7` for runs, `1,9,...,1017` for strides of four or more."""
+    parts: list[str] = []
+    i, n = 0, len(values)
+    while i < n:
+        j = i
+        if i + 1 < n:
+            step = values[i + 1] - values[i]
+            j = i + 1
+            while j + 1 < n and values[j + 1] - values[j] == step:
+                j += 1
+            if step == 1:
+                parts.append(f"{values[i]}-{values[j]}")
+                i = j + 1
+                continue
+            if j - i + 1 >= 4:
+                parts.append(f"{values[i]},{values[i] + step},...,{values[j]}")
+                i = j + 1
+                continue
+        parts.append(str(values[i]))
+        i += 1
+    return parts
+
+
+def ranks_text(ranks: Iterable[int], max_chars: int = 60, count: bool = True) -> str:
+    """Rank sets of any size in a few characters: runs, strides, or a range with exceptions.
+
+    `[0..1023] minus every 8th` reads `0-1023 except 1,9,...,1017 (896 ranks)`; what is still
+    too long is cut after whole parts and says how many ranks it stands for.
+    """
+    values = sorted({int(r) for r in ranks})
+    if not values:
+        return "-"
+    plain = ",".join(_runs(values))
+    best = plain
+    lo, hi = values[0], values[-1]
+    span = hi - lo + 1
+    if len(values) > span // 2 and len(values) < span:
+        have = set(values)
+        holes = ",".join(_runs([r for r in range(lo, hi + 1) if r not in have]))
+        other = f"{lo}-{hi} except {holes}"
+        if len(other) < len(best):
+            best = other
+    suffix = f" ({len(values)} ranks)" if len(values) >= 8 and count else ""
+    if len(best) + len(suffix) > max_chars:
+        parts = best.split(",")
+        kept: list[str] = parts[:1]  # at least the first part, however narrow the room
+        for part in parts[1:]:
+            if len(",".join([*kept, part, ELLIPSIS])) + len(suffix) > max_chars:
+                break
+            kept.append(part)
+        while len(kept) > 1 and kept[-1] == ELLIPSIS:
+            kept.pop()
+        best = ",".join([*kept, ELLIPSIS])
+        suffix = suffix or f" ({len(values)} ranks)"
+    if re.fullmatch(r"\d+-\d+", best):
+        return best
+    return best + suffix
+
+
+def _who(ranks: Sequence[int]) -> str:
+    values = sorted(set(ranks))
+    return f"rank {values[0]}" if len(values) == 1 else f"ranks {ranks_text(values)}"
+
+
+# --- fitting lines to the width ----------------------------------------------------------
+
+
+class _Wrapper(textwrap.TextWrapper):
+    """Wraps between words only; a single word wider than the line (a long rank list or
+    path) is cut after its commas or slashes rather than overflowing the terminal."""
+
+    def _split(self, text: str) -> list[str]:
+        chunks: list[str] = []
+        for chunk in re.split(r"(\s+)", text):
+            if len(chunk) > self.width - len(self.subsequent_indent) and not chunk.isspace():
+                chunks.extend(p for p in re.split(r"(?<=[,/])", chunk) if p)
+            elif chunk:
+                chunks.append(chunk)
+        return chunks
+
+
+def wrap(text: str, width: int, indent: str = "", hang: str | None = None) -> list[str]:
+    """Word-wrapped lines of at most `width` columns, never cut inside a word."""
+    hang = indent if hang is None else hang
+    wrapper = _Wrapper(
+        width=width,
+        initial_indent=indent,
+        subsequent_indent=hang,
+        break_long_words=True,
+        break_on_hyphens=False,
+    )
+    return wrapper.wrap(text) or [indent.rstrip()]
+
+
+def _clip(lines: list[str], limit: int | None, more: str, width: int) -> list[str]:
+    """At most `limit` lines; the last one says what was left out, within the width."""
+    if limit is None or len(lines) <= limit:
+        return lines
+    last = lines[limit - 1]
+    while last.strip() and len(last) + 1 + len(more) > width:
+        last = last.rsplit(" ", 1)[0] if " " in last.strip() else ""
+    return [*lines[: limit - 1], (last + " " if last.strip() else last) + more]
+
+
+def _fit(line: str, width: int) -> str:
+    """One line cut to the width (for table-like rows), marking the cut."""
+    return line if len(line) <= width else line[: width - len(ELLIPSIS)] + ELLIPSIS
+
+
+def terminal_width() -> int:
+    """The terminal's columns; 80 when piped (or $COLUMNS when set)."""
+    return max(MIN_WIDTH, shutil.get_terminal_size((80, 24)).columns)
+
+
+# --- chain -------------------------------------------------------------------------------
+
+_RANKS = r"ranks? (?:\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*(?:,\.\.\.)?(?: \(\d+ ranks\))?)"
+_HOP_TOKENS = re.compile(rf"(?P<ranks>{_RANKS})|(?P<verb>\b(?:waits|wait)\b)|#(?P<seq>\d+)")
+
+
+def _template(hop: str) -> str:
+    return _HOP_TOKENS.sub(
+        lambda m: "R" if m.group("ranks") else ("W" if m.group("verb") else "#S"), hop
+    )
+
+
+def _rank_set(text: str) -> list[int] | None:
+    """The ranks of `rank 3` / `ranks 0-2,7`; None when the list was elided."""
+    body = text.split(" ", 1)[1]
+    if "..." in body:
+        return None
+    out: list[int] = []
+    for part in body.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def _merge_hops(hops: list[str]) -> str:
+    """Hops differing only in ranks and sequence numbers as one line that counts them."""
+    if len(hops) == 1:
+        return hops[0]
+    found = [list(_HOP_TOKENS.finditer(h)) for h in hops]
+    first = found[0]
+    pieces: list[str] = []
+    pos = 0
+    plural = False
+    for k, m in enumerate(first):
+        pieces.append(hops[0][pos : m.start()])
+        pos = m.end()
+        if m.group("ranks"):
+            sets = [_rank_set(f[k].group("ranks")) for f in found]
+            if any(s is None for s in sets):
+                pieces.append(m.group("ranks") + " (and others)")
+                plural = True
+            else:
+                union = sorted({r for s in sets for r in s or []})
+                pieces.append(_who(union))
+                plural = plural or len(union) > 1
+        elif m.group("verb"):
+            pieces.append("wait" if plural else "waits")
+        else:
+            seqs = sorted({int(f[k].group("seq")) for f in found})
+            pieces.append(f"#{seqs[0]}" if len(seqs) == 1 else f"#{seqs[0]}-{seqs[-1]}")
+    pieces.append(hops[0][pos:])
+    return "".join(pieces) + f" [{len(hops)} hops alike]"
+
+
+def merged_chain(hops: list[str]) -> list[str]:
+    """Consecutive hops alike (same words, other ranks or seq) folded into one line each."""
+    out: list[str] = []
+    run: list[str] = []
+    for hop in hops:
+        if run and _template(hop) != _template(run[-1]):
+            out.append(_merge_hops(run))
+            run = []
+        run.append(hop)
+    if run:
+        out.append(_merge_hops(run))
+    return out
+
+
+# --- stacks ------------------------------------------------------------------------------
 
 
 def _entry_for(analysis: Analysis, rank: int, f: Finding) -> pd.Series | None:
-    """The rank's entry at the finding's collective, else its last entry (see _is_last)."""
+    """The rank's entry at the finding's collective, else its last entry."""
     e = analysis.ctx.trace.entries
     mine = e.loc[e["rank"] == rank]
     if mine.empty:
@@ -39,101 +259,272 @@ def _entry_for(analysis: Analysis, rank: int, f: Finding) -> pd.Series | None:
     return mine.iloc[-1]
 
 
-def _stack_lines(analysis: Analysis, rank: int, f: Finding, role: str, full: bool) -> list[str]:
+def stack_of(analysis: Analysis, rank: int, f: Finding) -> dict[str, Any] | None:
+    """Where a rank is, for the finding: its entry there (else its last) and that stack."""
     entry = _entry_for(analysis, rank, f)
     if entry is None:
-        return [f"  rank {rank} ({role}): no dump"]
-    seq = f"p2p#{entry['p2p_seq_id']}" if entry["is_p2p"] else f"#{entry['collective_seq_id']}"
-    place = where(Place(str(entry["pg_name"]), str(entry["pg_desc"])))
+        return None
+    p2p = bool(entry["is_p2p"])
+    seq = f"p2p#{entry['p2p_seq_id']}" if p2p else f"#{entry['collective_seq_id']}"
     at_finding = (entry["pg_name"] == f.pg_name) and (
-        entry["collective_seq_id"] == f.collective_seq_id
-        if not entry["is_p2p"]
-        else entry["p2p_seq_id"] == f.p2p_seq_id
+        entry["p2p_seq_id"] == f.p2p_seq_id
+        if p2p
+        else entry["collective_seq_id"] == f.collective_seq_id
     )
-    label = f"{'at' if at_finding else 'last recorded op:'} {entry['op']} {place} {seq}"
     sid = int(entry["stack_id"])
-    head = f"  rank {rank} ({role}), {label} [{entry['state']}]:"
-    if sid < 0:
-        return [head, "    (no stack in this dump)"]
-    frames = analysis.ctx.trace.stacks[sid]
-    shown = frames if full else frames[:STACK_HEAD]
-    lines = [head] + [f"    {name}  {filename}:{line}" for name, filename, line in shown]
-    if len(shown) < len(frames):
-        lines.append(f"    ... {len(frames) - len(shown)} more (--print-stack-trace)")
+    frames = list(analysis.ctx.trace.stacks[sid]) if sid >= 0 else []
+    return {
+        "at_finding": bool(at_finding),
+        "op": str(entry["op"]),
+        "place": where(Place(str(entry["pg_name"]), str(entry["pg_desc"]))),
+        "seq": seq,
+        "state": str(entry["state"]),
+        "frames": [(str(n), str(fn), int(ln)) for n, fn, ln in frames],
+    }
+
+
+def _short_path(path: str, room: int) -> str:
+    if len(path) <= room:
+        return path
+    cut = path[-(room - len(ELLIPSIS)) :]
+    slash = cut.find("/")
+    return ELLIPSIS + (cut[slash:] if 0 <= slash < len(cut) - 1 else cut)
+
+
+def _internal(filename: str) -> bool:
+    """Frames inside torch.distributed say nothing about the job's own code."""
+    return "torch/distributed/" in filename.replace("\\", "/")
+
+
+def _stack_lines(
+    analysis: Analysis, rank: int, f: Finding, role: str, frames: int | None, width: int
+) -> list[str]:
+    info = stack_of(analysis, rank, f)
+    if info is None:
+        return wrap(f"rank {rank} ({role}): no dump", width, "  ")
+    where_ = "at" if info["at_finding"] else "last op"
+    head = wrap(
+        f"rank {rank} ({role}) {where_} {info['op']} {info['place']} {info['seq']}, "
+        f"{info['state']}:",
+        width,
+        "  ",
+        "    ",
+    )
+    all_frames = info["frames"]
+    if not all_frames:
+        return [*head, "    (no stack in this dump)"]
+    skip = 0
+    if frames is not None and frames <= STACK_BRIEF:
+        while skip < len(all_frames) - 1 and _internal(all_frames[skip][1]):
+            skip += 1
+    shown = all_frames[skip:] if frames is None else all_frames[skip : skip + frames]
+    lines = list(head)
+    for name, filename, line in shown:
+        text = f"    {name}  "
+        room = max(20, width - len(text) - len(str(line)) - 1)
+        lines.append(_fit(f"{text}{_short_path(filename, room)}:{line}", width))
     return lines
 
 
-def _root_block(analysis: Analysis, style: Style, full_stacks: bool) -> list[str]:
+# --- sections ----------------------------------------------------------------------------
+
+_LIST = re.compile(r"(?<![\w#>-])(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)+)(,\.\.\. \((\d+) ranks\))?")
+
+
+def tidy(text: str) -> str:
+    """Rank lists inside prose made short: exact lists recompressed (`1,9,...,1017`), elided
+    ones cut to their first parts and their count."""
+
+    def short(m: re.Match[str]) -> str:
+        parts = m.group(1).split(",")
+        if m.group(2) is None:
+            ranks: list[int] = []
+            for part in parts:
+                lo, _, hi = part.partition("-")
+                ranks.extend(range(int(lo), int(hi or lo) + 1))
+            return ranks_text(ranks, 40)
+        singles = [int(p) for p in parts if "-" not in p]
+        if (
+            len(singles) == len(parts) >= 3
+            and len({b - a for a, b in itertools.pairwise(singles)}) == 1
+        ):
+            return f"{parts[0]},{parts[1]},... ({m.group(3)} ranks)"
+        return ",".join(parts[:3]) + f",... ({m.group(3)} ranks)"
+
+    return _LIST.sub(short, text)
+
+
+def _seq(f: Finding) -> int | None:
+    return f.collective_seq_id if f.collective_seq_id is not None else f.p2p_seq_id
+
+
+def _place(f: Finding) -> str:
+    return where(f.place)
+
+
+def _role(analysis: Analysis, f: Finding) -> str:
+    if f is analysis.root_cause:
+        return "ROOT CAUSE"
+    return "consequence" if f.secondary else "cause"
+
+
+def _header(analysis: Analysis, width: int) -> list[str]:
+    trace = analysis.ctx.trace
+    e = trace.entries
+    backends = ", ".join(sorted(str(b) for b in e["backend"].unique())) or "-"
+    formats = ", ".join(f"{k} {v}" for k, v in trace.files.groupby("format").size().items())
+    text = (
+        f"frtrace: {len(trace.files)} dump(s) from {trace.trace_dir}"
+        + (f" (prefix '{trace.prefix}')" if trace.prefix else "")
+        + f": ranks {ranks_text(trace.ranks)}, {len(e):,} entries, format "
+        f"{', '.join(trace.versions) or '-'}, {backends}, {formats}"
+    )
+    lines = wrap(text, width, "", "  ")
+    if trace.missing_dumps:
+        lines += wrap(f"no dump from {_who(trace.missing_dumps)}", width, "  ")
+    if trace.skipped:
+        lines += wrap(f"skipped {len(trace.skipped)} file(s) (listed on stderr)", width, "  ")
+    return lines
+
+
+def _root_block(
+    analysis: Analysis, style: Style, width: int, verbose: bool, full_stacks: bool
+) -> list[str]:
     f = analysis.root_cause
     if f is None:
         return []
-    seq = f.collective_seq_id if f.collective_seq_id is not None else f.p2p_seq_id
-    place = where(f.place)
-    lines = [style.red(f"ROOT CAUSE: {f.kind} in {place}" + (f", {f.op}" if f.op else "")), ""]
+    seq = _seq(f)
+    title = f"ROOT CAUSE: {f.kind} in {_place(f)}" + (f", {f.op}" if f.op else "")
+    lines = [style.red(t) for t in wrap(title, width, "", "  ")]
     rows = [
-        ["culprit ranks", style.red(rank_ranges(f.culprit_ranks))],
-        ["waiting ranks", rank_ranges(f.waiting_ranks)],
-        ["group", f"{f.pg_name} ({f.pg_desc or '-'}), members {rank_ranges(f.expected_ranks)}"],
-        ["seq id", "-" if seq is None else str(seq)],
+        ("culprit ranks", ranks_text(f.culprit_ranks)),
+        ("waiting ranks", ranks_text(f.waiting_ranks)),
+        ("group", f"{f.pg_name} ({f.pg_desc or '-'}), members {ranks_text(f.expected_ranks)}"),
     ]
+    if verbose:
+        rows.append(("seq id", "-" if seq is None else str(seq)))
     entry = _entry_for(analysis, f.culprit_ranks[0], f) if f.culprit_ranks else None
-    if entry is not None:
+    if entry is not None and (verbose or f.kind.endswith("_mismatch")):
         rows.append(
-            [
+            (
                 "sizes (culprit)",
                 f"in {entry['input_sizes']} {entry['input_dtypes']}  "
                 f"out {entry['output_sizes']} {entry['output_dtypes']}",
-            ]
+            )
         )
-    lines += [f"  {k:<16}{v}" for k, v in rows]
-    lines += ["", f"  {detail(f)}"]
-    chain = chain_lines(f)
-    if chain:
-        lines += ["", "  chain (who waits for whom):"]
-        lines += [f"    {i}. {hop}" for i, hop in enumerate(chain, 1)]
-    lines += ["", "  stacks (innermost first):"]
-    for r in f.culprit_ranks[:2]:
-        lines += _stack_lines(analysis, r, f, "culprit", full_stacks)
+    for key, value in rows:
+        wrapped = wrap(value, width, f"  {key:<16}", " " * 18)
+        if key == "culprit ranks":
+            wrapped = [style.red(w) for w in wrapped]
+        lines += wrapped
+    if verbose:
+        lines += ["", *wrap(_detail(f), width, "  ")]
+    else:
+        lines += _clip(wrap(tidy(_detail(f)), width, "  "), DETAIL_LINES, "... (-v)", width)
+    hops = _chain(f)
+    if hops:
+        lines += ["  chain (who waits for whom):"]
+        shown = hops if verbose else [tidy(h) for h in merged_chain(hops)]
+        body: list[str] = []
+        for i, hop in enumerate(shown, 1):
+            body += wrap(hop, width, f"    {i}. ", "       ")
+        lines += body if verbose else _clip(body, CHAIN_LINES, "... (-v)", width)
+    frames = None if full_stacks else (STACK_HEAD if verbose else STACK_BRIEF)
+    lines += [""]
+    for r in f.culprit_ranks[: 2 if verbose else 1]:
+        lines += _stack_lines(analysis, r, f, "culprit", frames, width)
     waiting = [r for r in f.waiting_ranks if r not in f.culprit_ranks]
     if waiting:
-        lines += _stack_lines(analysis, waiting[0], f, "waiting", full_stacks)
+        lines += _stack_lines(
+            analysis, waiting[0], f, "waiting", frames if verbose else WAITER_FRAMES, width
+        )
+    if frames is not None:
+        lines += wrap(
+            "(stacks innermost first, cut; --print-stack-trace shows them whole)", width, "    "
+        )
     return lines
 
 
-def _findings_tables(analysis: Analysis, style: Style) -> list[str]:
-    by_kind: dict[str, list[Finding]] = defaultdict(list)
-    for f in analysis.findings:
-        by_kind[f.kind].append(f)
-    lines = [style.bold(f"FINDINGS ({len(analysis.findings)})")]
-    for kind, items in by_kind.items():
-        rows = []
-        for f in items:
-            seq = f.collective_seq_id if f.collective_seq_id is not None else f.p2p_seq_id
-            rows.append(
-                [
-                    f"{f.pg_name} ({f.pg_desc})" if f.pg_desc else f.pg_name,
-                    "-"
-                    if seq is None
-                    else (f"p2p#{seq}" if f.collective_seq_id is None else f"#{seq}"),
-                    f.op or "-",
-                    rank_ranges(f.culprit_ranks, 6),
-                    rank_ranges(f.waiting_ranks, 6),
-                    "consequence"
-                    if f.secondary
-                    else ("ROOT" if f is analysis.root_cause else "cause"),
-                    detail(f),
-                ]
+def _fold_key(f: Finding, role: str) -> tuple:
+    return (role, f.kind, f.pg_desc or f.pg_name, _seq(f), f.op)
+
+
+def _row(head: str, ranks: list[int], width: int, count: bool = True) -> list[str]:
+    """`head` then the ranks: one line when the ranks fit in what is left of it, else two."""
+    room = width - 2 - len(head)
+    text = head + ranks_text(ranks, room if room >= 24 else 40, count)
+    return _clip(wrap(text, width, "  ", "      "), 2, ELLIPSIS, width)
+
+
+def _other_findings(analysis: Analysis, style: Style, width: int, verbose: bool) -> list[str]:
+    others = [f for f in analysis.findings if f is not analysis.root_cause]
+    if not others:
+        return []
+    roles = [_role(analysis, f) for f in others]
+    n_cause = roles.count("cause")
+    lines = [
+        style.bold(f"OTHER FINDINGS: {n_cause} cause(s), {len(others) - n_cause} consequence(s)")
+    ]
+    if verbose:
+        for f, role in zip(others, roles, strict=True):
+            lines += wrap(
+                f"{role}: {f.kind} in {_place(f)}" + (f", {f.op}" if f.op else ""), width, "  "
             )
-        lines += ["", f"{kind} ({len(items)})"]
-        lines.append(
-            tabulate(
-                rows,
-                headers=["group", "seq", "op", "culprits", "waiting", "role", "detail"],
-                tablefmt="simple",
-                disable_numparse=True,
-                maxcolwidths=[None, None, None, 20, 20, None, 70],
+            lines += wrap(
+                f"culprits {ranks_text(f.culprit_ranks)}; waiting {ranks_text(f.waiting_ranks)}",
+                width,
+                "    ",
             )
-        )
+            lines += wrap(_detail(f), width, "    ")
+        return lines
+    # Findings alike (same role, kind, group kind, seq and op; one per group) fold into one row.
+    folded: dict[tuple, list[Finding]] = {}
+    for f, role in zip(others, roles, strict=True):
+        folded.setdefault(_fold_key(f, role), []).append(f)
+    for i, ((role, kind, _g, _s, _op), items) in enumerate(folded.items()):
+        if i == FINDING_ROWS:
+            lines.append(f"  ... {len(folded) - i} more (-v shows every finding)")
+            break
+        f = items[0]
+        place = _place(f) if len(items) == 1 else f"{_place(f)} +{len(items) - 1} groups"
+        culprits = sorted({r for x in items for r in x.culprit_ranks})
+        lines += _row(f"{role}: {kind} in {place}, culprits ", culprits, width)
+    return lines
+
+
+def _waits(analysis: Analysis) -> list[tuple[tuple[str, int, str], dict[str, Any]]]:
+    """Where ranks wait, folded per (group kind, seq, state): most waiting ranks first."""
+    ctx = analysis.ctx
+    out: dict[tuple[str, int, str], dict[str, Any]] = {}
+    for rank, b in analysis.blocked.items():
+        pg = int(b.node[1])
+        name = ctx.name(pg)
+        kind = ctx.pg_desc.get(name, "") or f"pg {name}"
+        p2p = b.node[0] == "p"
+        seq = -1 if p2p else int(b.node[2])
+        state = "started" if b.state == 1 else "issued"
+        key = (kind, seq, f"{'p2p ' if p2p else ''}{b.op} {state}")
+        item = out.setdefault(key, {"ranks": [], "groups": set()})
+        item["ranks"].append(rank)
+        item["groups"].add(name)
+    return sorted(out.items(), key=lambda kv: (-len(kv[1]["ranks"]), kv[0]))
+
+
+def _wait_section(analysis: Analysis, style: Style, width: int) -> list[str]:
+    waits = _waits(analysis)
+    if not waits:
+        return []
+    n = len(analysis.blocked)
+    lines = [style.bold(f"WHERE RANKS WAIT: {n} rank{'s' if n > 1 else ''}, most first")]
+    for i, ((kind, seq, what), item) in enumerate(waits):
+        if i == WAIT_ROWS:
+            lines.append(f"  ... {len(waits) - i} more place(s) (-v shows every group)")
+            break
+        groups = sorted(item["groups"], key=lambda n: (len(n), n))
+        at = f"{kind}{'' if seq < 0 else f'#{seq}'}"
+        at += f" (pg {groups[0]})" if len(groups) == 1 else f" ({len(groups)} groups)"
+        count = len(item["ranks"])
+        lines += _row(f"{count} in {at}, {what}: ", item["ranks"], width, count=False)
     return lines
 
 
@@ -143,7 +534,7 @@ def _by_value(values: dict[int, int]) -> str:
     for rank, v in values.items():
         groups[v].append(rank)
     parts = [
-        f"{'-' if v < 0 else v} ({rank_ranges(rs, 4)})"
+        f"{'-' if v < 0 else v} ({ranks_text(rs, 30)})"
         for v, rs in sorted(groups.items(), reverse=True)
     ]
     return "; ".join(parts[:4]) + (f"; ... {len(parts) - 4} more" if len(parts) > 4 else "")
@@ -157,77 +548,97 @@ def _per_pg(series: pd.Series) -> dict[int, dict[int, int]]:
     return out
 
 
-def group_table(analysis: Analysis, involved_only: bool) -> str:
-    """Per group: members, last seq each rank issued and completed, who waits there."""
+def group_table(analysis: Analysis) -> str:
+    """Every group (for -v): members, last seq issued and completed, who waits there; the
+    groups where ranks wait come first, most waiting ranks first."""
     ctx = analysis.ctx
     coll = ctx.view.coll
-    involved = {f.pg_name for f in analysis.findings}
     issued = coll.groupby(["pg", "rank"])["seq"].max()
     done = coll.loc[coll["state"] == 2].groupby(["pg", "rank"])["seq"].max()
     issued_by_pg, done_by_pg = _per_pg(issued), _per_pg(done)
     waiting: dict[str, list[int]] = defaultdict(list)
     for rank, b in analysis.blocked.items():
         waiting[ctx.name(b.node[1])].append(rank)
+    order = sorted(
+        range(len(ctx.pg_names)), key=lambda pg: (-len(waiting.get(ctx.pg_names[pg], [])), pg)
+    )
     rows = []
-    hidden = 0
-    for pg, name in enumerate(ctx.pg_names):
-        if involved_only and name not in involved:
-            hidden += 1
-            continue
+    for pg in order:
+        name = ctx.pg_names[pg]
         members = ctx.members.get(name, [])
-        last_issued = issued_by_pg.get(pg, {})
-        last_done = done_by_pg.get(pg, {})
         rows.append(
             [
                 name,
                 ctx.pg_desc.get(name, ""),
-                rank_ranges(members, 6),
+                ranks_text(members, 30),
                 len(members),
-                _by_value(last_issued) or "-",
-                _by_value(last_done) if ctx.view.states_tracked else "(not tracked)",
-                rank_ranges(waiting.get(name, []), 6) if waiting.get(name) else "-",
+                _by_value(issued_by_pg.get(pg, {})) or "-",
+                _by_value(done_by_pg.get(pg, {})) if ctx.view.states_tracked else "(not tracked)",
+                ranks_text(waiting[name], 30) if waiting.get(name) else "-",
             ]
         )
-    text = tabulate(
+    return tabulate(
         rows,
-        headers=[
-            "pg",
-            "desc",
-            "members",
-            "size",
-            "last issued (ranks)",
-            "last completed (ranks)",
-            "waiting here",
-        ],
+        headers=["pg", "desc", "members", "size", "last issued", "last completed", "waiting"],
         tablefmt="simple",
+        disable_numparse=True,
     )
-    if hidden:
-        text += f"\n({hidden} other group(s) without findings not shown; -v shows all)"
-    return text
+
+
+def verdict(analysis: Analysis, exit_status: int | None = None) -> str:
+    """The one line a person (or a log grep) needs: verdict, culprit, group#seq, exit status.
+
+    It is never wrapped, so `tail -1` always has all of it."""
+    code = (0 if analysis.ok else 1) if exit_status is None else exit_status
+    n = len(analysis.ctx.trace.files)
+    f = analysis.root_cause
+    if f is None:
+        return f"OK: no desync, mismatch or missing rank found in {n} ranks; exit {code}"
+    state = "HUNG" if analysis.blocked else "FAILED"
+    return (
+        f"{state}: root cause {f.kind}, culprit {_who(f.culprit_ranks)}, {_place(f)}; exit {code}"
+    )
 
 
 def render_text(
-    analysis: Analysis, style: Style, *, full_stacks: bool = False, verbose: bool = False
+    analysis: Analysis,
+    style: Style | None = None,
+    *,
+    full_stacks: bool = False,
+    verbose: bool = False,
+    width: int | None = None,
+    exit_status: int | None = None,
 ) -> str:
+    """The text report; `width` defaults to the terminal's (80 when piped)."""
+    style = style or Style(False)
+    width = max(MIN_WIDTH, width or terminal_width())
     trace = analysis.ctx.trace
-    entries = trace.entries
-    lines = [loaded_summary(trace, entries, style, groups=False), ""]
-    if analysis.ok:
-        lines.append(style.green("OK: no desync, mismatch or missing rank found."))
+    if verbose:
+        lines = [loaded_summary(trace, trace.entries, style, groups=False)]
     else:
+        lines = _header(analysis, width)
+    if not analysis.ok:
         sel = analysis.selection
         if sel is not None and sel.root_cause_outside:
-            lines += [
-                style.yellow(
-                    "note: the root cause lies outside the selection (--selected-ranks / "
-                    "--pg-filters); it is shown in full below"
-                ),
-                "",
-            ]
-        lines += _root_block(analysis, style, full_stacks)
-        lines += ["", *_findings_tables(analysis, style)]
-    for note in analysis.notes:
-        lines += ["", f"note: {note}"]
-    many = len(analysis.ctx.pg_names) > 12 and not verbose and not analysis.ok
-    lines += ["", style.bold("GROUPS"), group_table(analysis, involved_only=many)]
+            note = (
+                "note: the root cause lies outside the selection (--selected-ranks / "
+                "--pg-filters); it is shown in full below"
+            )
+            lines += ["", *(style.yellow(x) for x in wrap(note, width, "", "  "))]
+        lines += ["", *_root_block(analysis, style, width, verbose, full_stacks)]
+        other = _other_findings(analysis, style, width, verbose)
+        if other:
+            lines += ["", *other]
+        waits = _wait_section(analysis, style, width)
+        if waits:
+            lines += ["", *waits]
+    notes = analysis.notes if verbose else analysis.notes[:2]
+    if notes:
+        lines.append("")
+    for note in notes:
+        lines += wrap(f"note: {note}", width, "", "  ")
+    if verbose:
+        lines += ["", style.bold("GROUPS"), group_table(analysis)]
+    line = verdict(analysis, exit_status)
+    lines += ["", style.green(line) if analysis.ok else style.red(line)]
     return "\n".join(lines) + "\n"

@@ -1,0 +1,76 @@
+"""The Python API, for notebooks and scripts: the same calls the `frtrace` command makes.
+
+import frtrace
+trace = frtrace.load("/tmp/dumps")            # a folder, or a list of dump files
+analysis = frtrace.analyze(trace)
+analysis.root_cause                           # a Finding, or None when healthy
+print(analysis.to_text())                     # the report the command prints
+report = json.loads(analysis.to_json())       # the JSON report (frtrace.report/1)
+Path("hang.html").write_text(analysis.to_html())
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from frtrace.analysis.engine import Analysis
+from frtrace.analysis.engine import analyze as _analyze
+from frtrace.dumps.discover import Discovery, DumpFile, discover, rank_from_name
+from frtrace.errors import FrtraceError
+from frtrace.tables.load import Progress, load_discovered
+from frtrace.tables.trace import Trace
+
+PathLike = str | os.PathLike[str]
+
+
+def load(
+    path_or_paths: PathLike | Iterable[PathLike] | None = None,
+    *,
+    prefix: str | None = None,
+    ranks: Iterable[int] | None = None,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+) -> Trace:
+    """Read one job's dumps into shared tables.
+
+    `path_or_paths` is the folder holding one dump per rank (found as the command finds them,
+    `prefix` narrowing the file names), or a list of dump files whose names end in their rank.
+    None looks where PyTorch writes by default. `ranks` reads only those ranks' files.
+    Unusable files are skipped (see `trace.skipped`); FrtraceError when none is usable.
+    """
+    if path_or_paths is None or isinstance(path_or_paths, (str, os.PathLike)):
+        folder = None if path_or_paths is None else Path(path_or_paths)
+        if folder is not None and folder.is_file():
+            found = _from_files([folder])
+        else:
+            found = discover(folder, prefix)
+    else:
+        found = _from_files([Path(p) for p in path_or_paths])
+    return load_discovered(found, ranks=ranks, jobs=jobs, progress=progress)
+
+
+def _from_files(paths: list[Path]) -> Discovery:
+    """Dump files given one by one: each name's trailing number is its rank."""
+    if not paths:
+        raise FrtraceError("no dump files given")
+    files: list[DumpFile] = []
+    seen: dict[int, Path] = {}
+    for path in paths:
+        rank = rank_from_name(path.name)
+        if rank is None:
+            raise FrtraceError(f"{path}: the file name does not end in a rank number")
+        if rank in seen:
+            raise FrtraceError(f"two files claim rank {rank}: {seen[rank]} and {path}")
+        seen[rank] = path
+        files.append(DumpFile(path, rank))
+    files.sort(key=lambda f: f.rank)
+    common = Path(os.path.commonpath([str(p.resolve().parent) for p in paths]))
+    return Discovery(common, "", False, files)
+
+
+def analyze(trace: Trace, *, mismatch_cap: int = 10) -> Analysis:
+    """Every finding about the job, the root cause first (`mismatch_cap`: at most N findings
+    per group and kind)."""
+    return _analyze(trace, mismatch_cap=mismatch_cap)

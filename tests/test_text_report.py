@@ -1,0 +1,146 @@
+"""The text report as a person at a terminal meets it: short, fitted, the verdict last."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from conftest import FIXTURES
+
+from frtrace.analysis.engine import analyze
+from frtrace.cli import cli, expand_multi_values
+from frtrace.report.text import merged_chain, ranks_text, render_text, wrap
+from frtrace.synth import Fault, Layout, simulate, spec_for_entries, write_job
+from frtrace.tables.load import load_trace
+
+ENTRIES = 60  # a short ring per rank keeps 1024 ranks quick to write and read
+
+
+def _job(root: Path, layout: Layout, fault: Fault) -> tuple[Path, dict[str, Any]]:
+    folder = root / f"tp{layout.tp}-dp{layout.dp}-pp{layout.pp}"
+    job = simulate(spec_for_entries(layout, ENTRIES, fault=fault))
+    write_job(job, folder)
+    assert job.expected is not None
+    return folder, job.expected
+
+
+@pytest.fixture(scope="session")
+def big_jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dict[str, Any]]]:
+    """Two faulted 1024-rank jobs (folder, ground truth), written once per session."""
+    root = tmp_path_factory.mktemp("big")
+    return {
+        "tp": _job(root, Layout(tp=8, dp=64, pp=2), Fault("missing_ranks", 513, "tp")),
+        "dp": _job(root, Layout(tp=8, dp=128, pp=1), Fault("missing_ranks", 777, "dp")),
+    }
+
+
+def frtrace(*args: str, columns: int = 100) -> Result:
+    env = {"COLUMNS": str(columns), "NO_COLOR": "1"}
+    return CliRunner().invoke(cli, expand_multi_values(list(args)), env=env)
+
+
+@pytest.mark.parametrize("case", ["tp", "dp"])
+def test_1024_rank_report_fits_a_screen_and_ends_with_the_verdict(
+    big_jobs: dict[str, tuple[Path, dict[str, Any]]], case: str
+) -> None:
+    folder, expected = big_jobs[case]
+    result = frtrace(str(folder))
+    assert result.exit_code == 1, result.output
+    assert "internal error" not in result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) <= 40
+    assert max(len(line) for line in lines) <= 100
+    assert lines[0].startswith("frtrace: 1024 dump(s)")
+    root = next(i for i, line in enumerate(lines) if line.startswith("ROOT CAUSE:"))
+    assert root <= 4  # the root cause comes right after the one-paragraph header
+    (culprit,) = expected["culprit_ranks"]
+    where = f"{expected['pg_desc']}#{expected['collective_seq_id']} (pg {expected['pg_name']})"
+    assert lines[-1] == f"HUNG: root cause missing_ranks, culprit rank {culprit}, {where}; exit 1"
+
+
+def test_verbose_shows_every_finding_and_every_group(
+    big_jobs: dict[str, tuple[Path, dict[str, Any]]],
+) -> None:
+    brief = frtrace(str(big_jobs["dp"][0])).stdout
+    full = frtrace(str(big_jobs["dp"][0]), "-v").stdout
+    assert "GROUPS" in full and "GROUPS" not in brief
+    assert full.count("consequence: missing_ranks") > 100
+    assert len(full.splitlines()) > 3 * len(brief.splitlines())
+
+
+def test_narrow_terminal_wraps_between_words(
+    big_jobs: dict[str, tuple[Path, dict[str, Any]]],
+) -> None:
+    out = frtrace(str(big_jobs["tp"][0]), columns=60).stdout
+    lines = out.splitlines()[:-1]  # the verdict line is never wrapped: `tail -1` has it all
+    assert max(len(line) for line in lines) <= 60
+    words = set(" ".join(lines).split())
+    assert {"never", "issued", "waiting", "collective"} <= words  # whole words survive wrapping
+
+
+def test_healthy_report_is_short_and_says_ok() -> None:
+    result = frtrace(str(FIXTURES / "healthy_4rank"))
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert len(lines) <= 5
+    assert lines[-1] == "OK: no desync, mismatch or missing rank found in 4 ranks; exit 0"
+
+
+def test_cascade_names_the_root_first_and_roles_of_the_others() -> None:
+    out = frtrace(str(FIXTURES / "cascade_4rank")).stdout
+    assert out.index("ROOT CAUSE: missing_ranks in pair23#3") < out.index("OTHER FINDINGS")
+    assert "  cause: missing_ranks in default_pg#3" in out
+    assert "1. ranks 0-1 wait in default_pg#3 (pg 0) for ranks 2-3" in out
+    assert out.splitlines()[-1] == (
+        "HUNG: root cause missing_ranks, culprit rank 3, pair23#3 (pg 2); exit 1"
+    )
+
+
+def test_render_text_takes_a_width_and_exit_status() -> None:
+    analysis = analyze(load_trace(FIXTURES / "tutorial"))
+    text = render_text(analysis, width=50, exit_status=7)
+    assert max(len(line) for line in text.splitlines()[:-1]) <= 50
+    assert text.splitlines()[-1].endswith("; exit 7")
+
+
+def test_rank_sets_compress_to_ranges_strides_and_exceptions() -> None:
+    assert ranks_text(range(1024)) == "0-1023"
+    assert ranks_text([512, 514, 515, 516, 517, 518, 519]) == "512,514-519"
+    assert ranks_text(range(8, 512, 8)) == "8,16,...,504 (63 ranks)"
+    every_but_1_mod_8 = [r for r in range(1024) if r % 8 != 1]
+    assert ranks_text(every_but_1_mod_8) == "0-1023 except 1,9,...,1017 (896 ranks)"
+    scattered = ranks_text([r * r % 4099 for r in range(300)], 40)
+    assert len(scattered) <= 40 and scattered.endswith(" ranks)")
+
+
+def test_chain_hops_alike_merge_into_one_line_with_a_count() -> None:
+    hops = [
+        f"rank {13 + i} waits in default_pg#{114 + i} (pg 0) for rank {14 + i}" for i in range(26)
+    ]
+    chain = ["ranks 0-5 wait in mesh_dp#37 (pg 1) for rank 13", *hops, "rank 39 never issued it"]
+    assert merged_chain(chain) == [
+        "ranks 0-5 wait in mesh_dp#37 (pg 1) for rank 13",
+        "ranks 13-38 wait in default_pg#114-139 (pg 0) for ranks 14-39 [26 hops alike]",
+        "rank 39 never issued it",
+    ]
+
+
+def test_wrap_never_cuts_words_and_splits_only_overlong_lists_at_commas() -> None:
+    text = "supercalifragilistic " * 5 + ",".join(str(r) for r in range(0, 200, 3))
+    lines = wrap(text, 30, "  ")
+    assert all(len(line) <= 30 for line in lines)
+    tokens = [w for line in lines for w in line.split()]
+    assert [w for w in tokens if not w[0].isdigit()] == ["supercalifragilistic"] * 5
+    assert "".join(w for w in tokens if w[0].isdigit()) == ",".join(map(str, range(0, 200, 3)))
+
+
+def test_any_finding_kind_renders_generically() -> None:
+    analysis = analyze(load_trace(FIXTURES / "cascade_4rank"))
+    assert analysis.root_cause is not None
+    analysis.root_cause.kind = "stuck_collective"  # a kind this report has never heard of
+    analysis.root_cause.chain = []
+    text = render_text(analysis, width=80)
+    assert "ROOT CAUSE: stuck_collective in pair23#3 (pg 2)" in text
+    assert text.splitlines()[-1].startswith("HUNG: root cause stuck_collective, culprit rank 3")
