@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from frtrace.analysis.collectives import analyze_collectives
 from frtrace.analysis.consistency import check_one_job
 from frtrace.analysis.context import Context, build_context
-from frtrace.analysis.findings import Finding
+from frtrace.analysis.findings import STUCK_AFTER_MS, Finding
 from frtrace.analysis.p2p import analyze_p2p
 from frtrace.analysis.waits import Blocked, analyze_waits, mark_secondary
 from frtrace.tables.trace import Trace
@@ -82,7 +82,8 @@ WAIT_KINDS = frozenset({"missing_ranks", "state_mismatch", "stuck_collective", "
 
 
 def in_flight_snapshot(ctx: Context, blocked: dict[int, Blocked]) -> str | None:
-    """A note when timing shows every blocked op in flight for less than its timeout.
+    """A note when timing shows every blocked op in flight for less than its timeout (and
+    less than `STUCK_AFTER_MS`).
 
     NCCL's watchdog dumps on a timeout, so a hang's dumps hold work older than `timeout_ms`;
     an on-demand dump of a healthy job holds only young work. Without timing (no start
@@ -97,14 +98,14 @@ def in_flight_snapshot(ctx: Context, blocked: dict[int, Blocked]) -> str | None:
         if age is None:
             continue
         timeout = int(e["timeout_ms"].iat[ctx.row(rank, b.pos)])
-        if timeout <= 0 or age >= timeout:
+        if timeout <= 0 or age >= min(timeout, STUCK_AFTER_MS):
             return None
         oldest = max(oldest, age)
     if not oldest:
         return None
     return (
         f"snapshot of a live job: {len(blocked)} rank(s) have work in flight, the oldest for "
-        f"{oldest:.0f} ms, under its timeout: not a hang"
+        f"{oldest:.0f} ms, under its timeout and under {STUCK_AFTER_MS // 1000} s: not a hang"
     )
 
     # --- reports (frtrace.api); imported lazily so the analysis never needs them ---

@@ -46,6 +46,11 @@ REASONS = (
 )
 
 
+# Work in flight this long is stuck even before its timeout (a dump taken on demand during a
+# hang); healthy collectives take milliseconds to seconds.
+STUCK_AFTER_MS = 60_000
+
+
 class WaitNode(NamedTuple):
     """Where ranks block: a collective (`kind` "c": group code and seq) or a p2p channel
     (`kind` "p": group code, pairing slot, global src and dst)."""

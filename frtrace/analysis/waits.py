@@ -17,7 +17,7 @@ import numpy as np
 
 from frtrace.analysis.collectives import CollectiveResult, missing_finding, state_finding
 from frtrace.analysis.context import Context
-from frtrace.analysis.findings import Finding, Hop, WaitNode
+from frtrace.analysis.findings import STUCK_AFTER_MS, Finding, Hop, WaitNode
 from frtrace.analysis.ops import op_is
 from frtrace.analysis.p2p import P2PResult
 
@@ -479,7 +479,7 @@ def stuck_finding(
             "started": sorted(r for r in here if blocked[r].state == 1),
             "in_flight_ms": round(max(ages), 1) if ages else None,
             "timeout_ms": timeout or None,
-            "confirmed": bool(ages) and bool(timeout) and max(ages) >= timeout,
+            "confirmed": bool(ages) and max(ages) >= min(timeout or STUCK_AFTER_MS, STUCK_AFTER_MS),
             **_node_facts(node),
         },
     )
