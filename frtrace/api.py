@@ -70,7 +70,10 @@ def _from_files(paths: list[Path]) -> Discovery:
     return Discovery(common, "", False, files)
 
 
-def analyze(trace: Trace, *, mismatch_cap: int = 10) -> Analysis:
+def analyze(
+    trace: Trace, *, mismatch_cap: int = 10, straggler_threshold_ms: float = 5.0
+) -> Analysis:
     """Every finding about the job, the root cause first (`mismatch_cap`: at most N findings
-    per group and kind)."""
-    return _analyze(trace, mismatch_cap=mismatch_cap)
+    per group and kind), and the ranks arriving `straggler_threshold_ms` or more late.
+    `analysis.since(load(older_dir))` adds which ranks advanced since an older snapshot."""
+    return _analyze(trace, mismatch_cap=mismatch_cap, straggler_threshold_ms=straggler_threshold_ms)

@@ -168,6 +168,26 @@ def _fail(message: str) -> NoReturn:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the report as one self-contained HTML page to this file.",
 )
+@click.option(
+    "--since",
+    "since_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="An older snapshot of the same job: name the ranks that did not advance since.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["stragglers"]),
+    multiple=True,
+    help="Also exit 1 on these (informational otherwise): stragglers over the threshold.",
+)
+@click.option(
+    "--straggler-threshold",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    metavar="MS",
+    help="Median arrival lag (ms) from which a rank is reported as a straggler.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Say what was inferred and repaired.")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks of internal errors.")
 @click.version_option(__version__, "--version", prog_name="frtrace")
@@ -246,7 +266,16 @@ def run(options: dict[str, Any]) -> int:
     from frtrace.report.json_report import render_json
     from frtrace.report.text import render_text
 
-    analysis = analyze(trace, mismatch_cap=options["mismatch_cap"])
+    analysis = analyze(
+        trace,
+        mismatch_cap=options["mismatch_cap"],
+        straggler_threshold_ms=options["straggler_threshold"],
+    )
+    if options["since_dir"] is not None:
+        from frtrace.api import load
+
+        older = load(options["since_dir"], prefix=options["prefix"], jobs=options["jobs"])
+        analysis.since(older)
     if options["verbose"]:
         click.echo(f"note: analyzed in {time.monotonic() - loaded:.2f}s", err=True)
     if ranks is not None or names is not None:
@@ -260,7 +289,9 @@ def run(options: dict[str, Any]) -> int:
             raise FrtraceError(f"cannot write {options['output']}: {exc.strerror}") from exc
     if as_json:
         sys.stdout.write(report)
-    code = EXIT_OK if analysis.ok else EXIT_FINDINGS
+    code = EXIT_OK if analysis.ok and not analysis.stopped else EXIT_FINDINGS
+    if "stragglers" in options["fail_on"] and analysis.stragglers and analysis.stragglers.top:
+        code = EXIT_FINDINGS
     if options["html_path"] is not None:
         _write_html(analysis, options["html_path"], code)
     if not as_json:

@@ -41,17 +41,27 @@ class Context:
     # rank -> its latest recorded time (ns): a running op's discovered start is the dump time
     dump_ns: dict[int, int] = field(default_factory=dict)
     timing: bool = False  # the job recorded start events (TORCH_NCCL_ENABLE_TIMING)
+    job_dump_ns: int = 0  # median of the ranks' latest times
 
     def row(self, rank: int, pos: int) -> int:
         """Index into the entries table of a rank's entry at `pos` in its dump."""
         return _rank_slice(self.trace.entries["rank"].to_numpy(), rank).start + int(pos)
 
+    def dump_time(self, rank: int) -> int:
+        """When the rank dumped, as far as its times tell: its latest time, or the job's median
+        dump time when that is later (a rank with nothing running shows no dump time)."""
+        return max(self.dump_ns.get(int(rank), 0), self.job_dump_ns)
+
     def in_flight_ms(self, rank: int, pos: int) -> float | None:
-        """How long the rank's entry had been enqueued when it dumped, where times tell."""
+        """How long the rank's entry had been enqueued when it dumped, where times tell.
+
+        A rank with nothing running at its dump shows no dump time of its own: the job's
+        median dump time stands in (ranks dump within seconds of each other).
+        """
         e = self.trace.entries
         i = self.row(rank, pos)
         created = int(e["time_created_ns"].iat[i])
-        latest = self.dump_ns.get(int(rank), 0)
+        latest = self.dump_time(rank)
         if not self.timing or created <= 0 or latest <= created:
             return None
         return (latest - created) / 1e6
@@ -226,6 +236,7 @@ def build_context(trace: Trace, mismatch_cap: int = 10) -> Context:
     )
     timing = bool((states == 1).any() or np.isfinite(e["duration_ms"].to_numpy()).any())
     return Context(
+        job_dump_ns=int(np.median(list(dump_ns.values()))) if dump_ns else 0,
         dump_ns=dump_ns,
         timing=timing,
         trace=trace,

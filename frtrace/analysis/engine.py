@@ -9,6 +9,8 @@ from frtrace.analysis.consistency import check_one_job
 from frtrace.analysis.context import Context, build_context
 from frtrace.analysis.findings import STUCK_AFTER_MS, Finding
 from frtrace.analysis.p2p import analyze_p2p
+from frtrace.analysis.progress import Progress, compare
+from frtrace.analysis.timing import StragglerReport, classify, stragglers
 from frtrace.analysis.waits import Blocked, analyze_waits, mark_secondary
 from frtrace.tables.trace import Trace
 
@@ -27,6 +29,19 @@ class Analysis:
     blocked: dict[int, Blocked]
     notes: list[str] = field(default_factory=list)
     selection: Selection | None = None
+    stragglers: StragglerReport | None = None
+    progress: Progress | None = None  # set by `since`: what moved since an older snapshot
+
+    def since(self, older: Trace) -> Analysis:
+        """This analysis with what advanced since an older snapshot of the same job."""
+        self.progress = compare(older, self.ctx.trace)
+        return self
+
+    @property
+    def stopped(self) -> list[int]:
+        """Ranks that did not advance since the older snapshot while others did (all of them
+        when nothing moved)."""
+        return self.progress.stopped if self.progress is not None else []
 
     @property
     def ok(self) -> bool:
@@ -39,7 +54,16 @@ class Analysis:
         root = self.root_cause
         outside = root is not None and not _selected(root, ranks, pg_names)
         selection = Selection(ranks, sorted(pg_names) if pg_names else None, outside)
-        return Analysis(self.ctx, keep, root, self.blocked, list(self.notes), selection)
+        return Analysis(
+            self.ctx,
+            keep,
+            root,
+            self.blocked,
+            list(self.notes),
+            selection,
+            self.stragglers,
+            self.progress,
+        )
 
     # --- reports (frtrace.api); imported lazily so the analysis never needs them ---
 
@@ -180,7 +204,7 @@ def _absent_members(ctx: Context, absent: set[int]) -> list[Finding]:
     return findings
 
 
-def analyze(trace: Trace, mismatch_cap: int = 10) -> Analysis:
+def analyze(trace: Trace, mismatch_cap: int = 10, straggler_threshold_ms: float = 5.0) -> Analysis:
     """All findings about the job; the root cause is the one most waiting ranks lead to."""
     check_one_job(trace)
     ctx = build_context(trace, mismatch_cap)
@@ -226,4 +250,8 @@ def analyze(trace: Trace, mismatch_cap: int = 10) -> Analysis:
             f"({roots[0].ranks_waiting_on_this} waiting ranks)"
         )
     root_cause = findings[0] if findings else None
-    return Analysis(ctx, findings, root_cause, waits.blocked, notes)
+    for f in findings:
+        if not f.secondary:
+            classify(ctx, f, waits.blocked)
+    late = stragglers(ctx, straggler_threshold_ms)
+    return Analysis(ctx, findings, root_cause, waits.blocked, notes, stragglers=late)

@@ -166,6 +166,7 @@ def build_op_view(entries: pd.DataFrame, state: np.ndarray) -> OpView:
         "state": state[mask],
         "stack_id": entries["stack_id"].to_numpy()[mask],
         "time_created_ns": entries["time_created_ns"].to_numpy()[mask],
+        "duration_ms": entries["duration_ms"].to_numpy()[mask].astype(np.float64),
         "input_numel": entries["input_numel"].to_numpy()[mask],
         "output_numel": entries["output_numel"].to_numpy()[mask],
     }
@@ -209,6 +210,8 @@ def _fold(
     nth = np.arange(len(rows)) - starts[np.cumsum(new) - 1]
     first = rows[starts]  # lowest position: its pos, record, time and stack stand for the group
     cols["state"][first] = np.minimum.reduceat(cols["state"][rows], starts)
+    # Parts have no events: the closer's duration is the block's.
+    cols["duration_ms"][first] = np.fmax.reduceat(cols["duration_ms"][rows], starts)
     for col in ("input_numel", "output_numel"):
         cols[col][first] = np.add.reduceat(cols[col][rows], starts)
     counts = np.diff(np.r_[starts, len(rows)])

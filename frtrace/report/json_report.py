@@ -40,6 +40,8 @@ def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
             for g in trace.groups.itertuples(index=False)
         ],
         "notes": list(analysis.notes),
+        "stragglers": _stragglers(analysis),
+        "progress": _progress(analysis),
         "selection": None
         if analysis.selection is None
         else {
@@ -47,6 +49,47 @@ def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
             "groups": analysis.selection.groups,
             "root_cause_outside": analysis.selection.root_cause_outside,
         },
+    }
+
+
+def _stragglers(analysis: Analysis) -> dict[str, Any] | None:
+    late = analysis.stragglers
+    if late is None:
+        return None
+    return {
+        "method": late.method,
+        "collectives": late.collectives,
+        "threshold_ms": late.threshold_ms,
+        "top": [
+            {
+                "rank": s.rank,
+                "median_lag_ms": s.median_lag_ms,
+                "p95_lag_ms": s.p95_lag_ms,
+                "last_share": s.last_share,
+                "collectives": s.collectives,
+                "groups": s.groups,
+            }
+            for s in late.top
+        ],
+    }
+
+
+def _progress(analysis: Analysis) -> dict[str, Any] | None:
+    moved = analysis.progress
+    if moved is None:
+        return None
+    return {
+        "since": moved.since,
+        "advanced": moved.advanced,
+        "stopped": moved.stopped,
+        "all_stuck": moved.all_stuck,
+        "restarted": moved.restarted,
+        "only_before": moved.only_before,
+        "only_after": moved.only_after,
+        "groups": [
+            {"name": g.pg_name, "desc": g.pg_desc, "last_completed": [g.before, g.after]}
+            for g in moved.groups
+        ],
     }
 
 

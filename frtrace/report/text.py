@@ -21,7 +21,14 @@ from frtrace.analysis.engine import Analysis
 from frtrace.analysis.findings import Finding, Place
 from frtrace.report.fmt import Style
 from frtrace.report.summary import loaded_summary
-from frtrace.report.wording import chain_lines, detail, where
+from frtrace.report.wording import (
+    chain_lines,
+    detail,
+    progress_lines,
+    stall_lines,
+    straggler_lines,
+    where,
+)
 
 STACK_HEAD = 6  # frames shown per stack with -v unless --print-stack-trace
 STACK_BRIEF = 3  # frames of the culprit's stack by default (past torch.distributed's own)
@@ -417,6 +424,10 @@ def _root_block(
         if key == "culprit ranks":
             wrapped = [style.red(w) for w in wrapped]
         lines += wrapped
+    stall = stall_lines(f)
+    if stall is not None:
+        lines += wrap(stall[0], width, f"  {'stuck':<16}", " " * 18)
+        lines += wrap(stall[1], width, f"  {'look at':<16}", " " * 18)
     if verbose:
         lines += ["", *wrap(_detail(f), width, "  ")]
     else:
@@ -592,6 +603,9 @@ def verdict(analysis: Analysis, exit_status: int | None = None) -> str:
     code = (0 if analysis.ok else 1) if exit_status is None else exit_status
     n = len(analysis.ctx.trace.files)
     f = analysis.root_cause
+    stopped = analysis.stopped
+    if f is None and stopped:
+        return f"STOPPED: {_who(stopped)} did not advance since the older snapshot; exit {code}"
     if f is None:
         return f"OK: no desync, mismatch or missing rank found in {n} ranks; exit {code}"
     state = "HUNG" if analysis.blocked else "FAILED"
@@ -632,6 +646,16 @@ def render_text(
         waits = _wait_section(analysis, style, width)
         if waits:
             lines += ["", *waits]
+    moved = progress_lines(analysis.progress)
+    if moved:
+        lines += ["", style.bold(moved[0])]
+        for line in moved[1 : None if verbose else 4]:
+            lines += wrap(line, width, "  ", "    ")
+    late = straggler_lines(analysis.stragglers)
+    if late:
+        lines += ["", *wrap(late[0], width, "", "  ")]
+        for line in late[1 : None if verbose else 3]:
+            lines += wrap(line, width, "  ", "    ")
     notes = analysis.notes if verbose else analysis.notes[:2]
     if notes:
         lines.append("")

@@ -279,6 +279,93 @@ def chain_lines(f: Finding) -> list[str]:
     return lines
 
 
+STALLS = {
+    "cpu_side": (
+        "stuck on the CPU side: it never enqueued the collective (data loading, an exception, "
+        "another code path)",
+        "py-spy dump --pid <pid> on that rank's host; its logs for an exception",
+    ),
+    "gpu_not_started": (
+        "stuck on the GPU: it enqueued the collective but its GPU never started it while peers "
+        "run it (a kernel before it never finishes)",
+        "nvidia-smi and the kernels queued on that rank's GPU (py-spy dump --native)",
+    ),
+    "inside_collective": (
+        "stuck inside the collective: every member started it, none completes",
+        "the network and NCCL (NCCL_DEBUG=INFO logs, link errors, a failed GPU or NIC)",
+    ),
+    "slow": (
+        "slow, not hung: it completes, late",
+        "the straggler's host: CPU load, thermal throttling, data loading",
+    ),
+}
+
+
+def stall_lines(f: Finding) -> tuple[str, str] | None:
+    """(where the culprit is stuck with the times that show it, what to look at next)."""
+    stall = f.facts.get("stall")
+    if stall not in STALLS:
+        return None
+    what, advice = STALLS[str(stall)]
+    times = []
+    if f.facts.get("idle_ms") is not None:
+        times.append(
+            f"last call {f.facts['last_op']} {float(f.facts['idle_ms']) / 1e3:.1f} s "
+            "before its dump"
+        )
+    if f.facts.get("in_flight_ms") is not None:
+        times.append(f"in flight {float(f.facts['in_flight_ms']) / 1e3:.1f} s")
+    if f.facts.get("timeout_ms"):
+        times.append(f"timeout {int(f.facts['timeout_ms']) / 1e3:.0f} s")
+    return what + (f" ({'; '.join(times)})" if times else ""), advice
+
+
+def straggler_lines(late: object) -> list[str]:
+    """One line per straggler, slowest first."""
+    from frtrace.analysis.timing import StragglerReport
+
+    if not isinstance(late, StragglerReport) or not late.top:
+        return []
+    how = "GPU durations" if late.method == "duration" else "enqueue times (host clocks)"
+    lines = [f"stragglers (arrival lag over {late.collectives} collectives, from {how}):"]
+    for s in late.top:
+        lines.append(
+            f"rank {s.rank}: {s.median_lag_ms:g} ms late (median; p95 {s.p95_lag_ms:g} ms), "
+            f"last in {s.last_share:.0%} of {s.collectives} collectives, most in pg "
+            f"{', '.join(s.groups)}"
+        )
+    return lines
+
+
+def progress_lines(progress: object) -> list[str]:
+    """What moved since the older snapshot: stopped ranks first."""
+    from frtrace.analysis.progress import Progress
+
+    if not isinstance(progress, Progress):
+        return []
+    lines = [f"PROGRESS since {progress.since}"]
+    if progress.all_stuck:
+        lines.append(f"no rank advanced: {who(progress.stopped)} all stand where they stood")
+    elif progress.stopped:
+        lines.append(
+            f"{who(progress.stopped)} did not advance while {len(progress.advanced)} other "
+            f"{verb(progress.advanced, 'rank', 'ranks')} did: "
+            f"{verb(progress.stopped, 'it is', 'they are')} stuck"
+        )
+    else:
+        lines.append(f"every rank advanced ({len(progress.advanced)}): the job is moving")
+    if progress.restarted:
+        lines.append(f"{who(progress.restarted)} restarted in between (record ids went back)")
+    if progress.only_before:
+        lines.append(f"{who(progress.only_before)} left no dump in the newer snapshot")
+    moved = [g for g in progress.groups if g.after > g.before]
+    still = [g for g in progress.groups if g.after <= g.before]
+    if still and moved:
+        names = ", ".join(where(Place(g.pg_name, g.pg_desc)) for g in still[:6])
+        lines.append(f"groups that completed nothing new: {names}")
+    return lines
+
+
 def finding_dict(f: Finding) -> dict[str, object]:
     """A finding in the JSON report's shape (`frtrace.report/1`)."""
     evidence: dict[str, object] = dict(f.facts)

@@ -48,6 +48,7 @@ class JobSpec:
     job on demand at that fraction of its run, with work in flight; `dump_skew_ms` bounds how
     far apart ranks dump after a timeout. `clock_skew_ms` offsets each host's clock (8 ranks
     a host) by up to that much either way: every time a rank writes is on its host's clock.
+    `jitter_ns` bounds the random CPU time added to every work item of every rank.
     """
 
     layout: Layout
@@ -69,6 +70,7 @@ class JobSpec:
     snapshot: float | None = None
     dump_skew_ms: int = 3000
     clock_skew_ms: int = 0
+    jitter_ns: int = 20_000
 
     def __post_init__(self) -> None:
         if not isinstance(self.layout, Layout):
@@ -151,8 +153,17 @@ class SyntheticJob:
         if not 0 < fraction <= 1:
             raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
         eng = self.engine
-        at = eng.t0 + int((eng.last_event() - eng.t0) * fraction)
-        return DumpMap(range(len(eng.ranks)), lambda r: eng.build_dump(r, at))
+        return self.snapshot_at(eng.t0 + int((eng.last_event() - eng.t0) * fraction))
+
+    def snapshot_at(self, at_ns: int) -> DumpMap:
+        """The dumps every rank would write on demand at simulated time `at_ns`."""
+        eng = self.engine
+        return DumpMap(range(len(eng.ranks)), lambda r: eng.build_dump(r, at_ns))
+
+    def last_activity(self, rank: int) -> int:
+        """When `rank` last enqueued work (simulated ns, before any clock offset)."""
+        times = self.engine.ranks[rank].times
+        return int(times[-3]) if len(times) else int(self.engine.t0)
 
 
 class _Rank:
@@ -234,7 +245,7 @@ class _Engine:
         ]
         self.members = [g.ranks for g in self.table.groups]
         rng = random.Random(spec.seed)
-        self.jit = [rng.randrange(20_000) for _ in range(_JITTER)]
+        self.jit = [rng.randrange(max(1, spec.jitter_ns)) for _ in range(_JITTER)]
         self.t0 = BASE_TIME_NS + rng.randrange(10**15)
         self.expected: dict[str, Any] | None = None
         self.omit: set[int] = set()

@@ -1,0 +1,150 @@
+"""Times: where the root cause is stuck, and which ranks arrive late at their collectives.
+
+**Where stuck.** A hang's root cause is one of: the rank never issued the collective
+(`cpu_side`: data loading, an exception, another code path), issued it but its GPU never
+started it while peers run it (`gpu_not_started`: a kernel before it never finishes), or every
+member is inside it and it never completes (`inside_collective`: network, NCCL, a GPU).
+
+**Stragglers.** A collective completes at one instant on every member, so with timing on a
+member's arrival lag is the longest member's duration minus its own (GPU events on each
+rank's own clock: immune to clock offsets between hosts). Without timing, lags are enqueue
+times (`time_created_ns`) minus the earliest member's, per collective: host clock offsets add
+to those, so they are compared within each collective, never across collectives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from frtrace.analysis.context import Context
+from frtrace.analysis.findings import Finding
+
+STALL_BY_KIND = {
+    "missing_ranks": "cpu_side",
+    "order_cycle": "cpu_side",
+    "state_mismatch": "gpu_not_started",
+    "stuck_collective": "inside_collective",
+}
+
+
+def classify(ctx: Context, finding: Finding, blocked: dict[int, Any]) -> None:
+    """Record where the finding's culprits are stuck (`facts["stall"]`) with the times that
+    show it, where the kind of finding says (mismatches and missing dumps have no class)."""
+    stall = STALL_BY_KIND.get(finding.kind)
+    if stall is None:
+        return
+    finding.facts["stall"] = stall
+    e = ctx.trace.entries
+    rank = finding.culprit_ranks[0] if finding.culprit_ranks else None
+    if rank is None or rank not in ctx.dumped:
+        return
+    rows = _rows(e, rank)
+    if rows.stop == rows.start:
+        return
+    latest = ctx.dump_time(rank)
+    last = rows.stop - 1
+    created = int(e["time_created_ns"].iat[last])
+    if stall == "cpu_side" and latest and created:
+        # How long ago its last call was made: the time it has spent outside collectives.
+        finding.facts["idle_ms"] = round((latest - created) / 1e6, 1) if ctx.timing else None
+        finding.facts["last_op"] = str(e["profiling_name"].iat[last])
+    b = blocked.get(rank)
+    if b is not None and finding.facts.get("in_flight_ms") is None:
+        age = ctx.in_flight_ms(rank, b.pos)
+        finding.facts["in_flight_ms"] = None if age is None else round(age, 1)
+    timeout = int(e["timeout_ms"].iat[last])
+    finding.facts.setdefault("timeout_ms", timeout or None)
+
+
+def _rows(e: pd.DataFrame, rank: int) -> slice:
+    ranks = e["rank"].to_numpy()
+    return slice(
+        int(np.searchsorted(ranks, rank, "left")), int(np.searchsorted(ranks, rank, "right"))
+    )
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """A rank that arrives late at its collectives."""
+
+    rank: int
+    median_lag_ms: float
+    p95_lag_ms: float
+    last_share: float  # how often it was the last member to arrive
+    collectives: int  # collectives its lag was measured on
+    groups: list[str] = field(default_factory=list)  # where it shows most
+
+
+@dataclass
+class StragglerReport:
+    """Per-rank arrival lags over every collective all members completed."""
+
+    method: str  # "duration" (GPU events, offset-free) or "enqueue" (host clocks)
+    collectives: int
+    top: list[Straggler]
+    threshold_ms: float
+
+
+def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> StragglerReport:
+    """Ranks whose median arrival lag is at least `threshold_ms`, slowest first."""
+    coll = ctx.view.coll
+    done = coll.loc[coll["state"].to_numpy() == 2]
+    if done.empty:
+        return StragglerReport("none", 0, [], threshold_ms)
+    key = done["pg"].to_numpy().astype(np.int64) * (1 << 32) + (
+        done["seq"].to_numpy().astype(np.int64) & 0xFFFFFFFF
+    )
+    dur = done["duration_ms"].to_numpy()
+    timed = np.isfinite(dur)
+    use_duration = bool(timed.mean() > 0.9) if len(dur) else False
+    if use_duration:
+        value = np.where(timed, -dur, np.nan)  # later arrival = shorter wait inside it
+        scale = 1.0
+    else:
+        value = done["time_created_ns"].to_numpy().astype(np.float64)
+        value[value <= 0] = np.nan
+        scale = 1e-6
+    frame = pd.DataFrame({"key": key, "rank": done["rank"].to_numpy(), "v": value})
+    frame = frame.dropna()
+    counts = frame.groupby("key")["rank"].transform("size").to_numpy()
+    sizes = np.array([len(ctx.group_members(pg)) for pg in range(len(ctx.pg_names))] or [0])
+    pg_of = (frame["key"].to_numpy() >> 32).astype(np.int64)
+    whole = counts >= np.maximum(sizes[pg_of], 2)
+    frame = frame.loc[whole]
+    if frame.empty:
+        return StragglerReport("duration" if use_duration else "enqueue", 0, [], threshold_ms)
+    earliest = frame.groupby("key")["v"].transform("min").to_numpy()
+    lag = (frame["v"].to_numpy() - earliest) * scale
+    frame = frame.assign(lag=lag, pg=(frame["key"].to_numpy() >> 32))
+    worst = frame.groupby("key")["lag"].transform("max").to_numpy()
+    frame["last"] = (lag == worst) & (worst > 0)
+    per_rank = frame.groupby("rank").agg(
+        median=("lag", "median"),
+        p95=("lag", lambda x: float(np.percentile(x, 95))),
+        last=("last", "mean"),
+        n=("lag", "size"),
+    )
+    # A straggler is the last to arrive most of the time; ranks that merely inherit its delay
+    # through other groups are not.
+    slow = per_rank.loc[(per_rank["median"] >= threshold_ms) & (per_rank["last"] >= 0.5)]
+    slow = slow.sort_values("median", ascending=False)
+    out = []
+    for rank, row in slow.head(top).iterrows():
+        mine = frame.loc[frame["rank"].to_numpy() == rank]
+        by_pg = mine.groupby("pg")["lag"].median().sort_values(ascending=False)
+        out.append(
+            Straggler(
+                rank=int(rank),
+                median_lag_ms=round(float(row["median"]), 2),
+                p95_lag_ms=round(float(row["p95"]), 2),
+                last_share=round(float(row["last"]), 3),
+                collectives=int(row["n"]),
+                groups=[ctx.name(int(pg)) for pg in by_pg.index[:3]],
+            )
+        )
+    method = "duration" if use_duration else "enqueue"
+    return StragglerReport(method, int(frame["key"].nunique()), out, threshold_ms)
