@@ -1,33 +1,59 @@
-"""Read one dump file into plain Python data, safely.
+"""Read one dump file into plain Python data, safely and within budgets.
 
 Dumps are untrusted: a pickle is loaded with an unpickler that refuses every global, so a
 hostile file cannot run code. Real dumps hold only dicts, lists, tuples, str, int, float, bool
-and None, so nothing legitimate is refused.
+and None, so nothing legitimate is refused. Sizes are checked before anything is read (st_size,
+then gzip inflated in steps up to the budget), and only regular files are opened, non-blocking,
+so a FIFO or a device named like a dump cannot stall the run. What the unpickler builds in
+memory is bounded by the parse workers' address-space limit (see tables/workers.py).
 """
 
 from __future__ import annotations
 
-import gzip
-import io
+import errno
 import json
+import os
 import pickle
+import stat
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from frtrace.dumps.limits import Budgets, budgets
 from frtrace.errors import DumpError
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _PICKLE_PROTO = 0x80
 _DUMP_KEYS = ("version", "pg_config", "entries")
+_FILE_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFLNK: "a symbolic link",
+}
+
+
+def clip(value: Any, limit: int = 60) -> str:
+    """A short printable rendering of an untrusted value for an error message."""
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, (int, float, bool)) or value is None:
+        text = repr(value) if not isinstance(value, int) or value.bit_length() < 200 else "<int>"
+    else:
+        return type(value).__name__
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class SafeUnpickler(pickle.Unpickler):
     """The C unpickler with globals and persistent ids disabled: plain data only."""
 
     def find_class(self, module: str, name: str) -> NoReturn:
-        raise DumpError(f"pickle asks for global {module}.{name}: refused (dumps hold plain data)")
+        raise DumpError(
+            f"pickle asks for global {clip(module)}.{clip(name)}: refused (dumps hold plain data)"
+        )
 
     def persistent_load(self, pid: Any) -> NoReturn:
         raise DumpError("pickle asks for a persistent object: refused (dumps hold plain data)")
@@ -43,6 +69,8 @@ class RawDump:
 
 
 def _load_pickle(blob: bytes) -> Any:
+    import io
+
     # A stream with peek() lets the C unpickler prefetch; on a bare BytesIO it calls read()
     # for every opcode of these unframed protocol-2 pickles and runs 3x slower.
     stream = io.BufferedReader(io.BytesIO(blob), buffer_size=1 << 16)
@@ -56,9 +84,13 @@ def _load_pickle(blob: bytes) -> Any:
         text = str(exc)
         if "truncated" in text:
             raise DumpError("truncated pickle (file ends early)") from exc
-        raise DumpError(f"corrupt pickle ({text})") from exc
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError, MemoryError) as exc:
-        raise DumpError(f"corrupt pickle ({type(exc).__name__}: {exc})") from exc
+        raise DumpError(f"corrupt pickle ({clip(text, 120)})") from exc
+    except RecursionError as exc:
+        raise DumpError("pickle nested too deeply to be a dump") from exc
+    except MemoryError as exc:
+        raise DumpError("pickle needs more memory than the parse budget allows") from exc
+    except Exception as exc:  # any other failure of the C unpickler is a corrupt file
+        raise DumpError(f"corrupt pickle ({type(exc).__name__}: {clip(str(exc), 120)})") from exc
 
 
 def _load_json(blob: bytes) -> Any:
@@ -70,16 +102,52 @@ def _load_json(blob: bytes) -> Any:
         raise DumpError(
             f"truncated or invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
         ) from exc
+    except RecursionError as exc:
+        raise DumpError("JSON nested too deeply to be a dump") from exc
+    except ValueError as exc:  # e.g. an integer literal longer than Python converts
+        raise DumpError(f"invalid JSON ({clip(str(exc), 120)})") from exc
 
 
-def decode(blob: bytes) -> RawDump:
+def gunzip(blob: bytes, limit: int) -> bytes:
+    """Inflate (possibly concatenated) gzip members in steps, refusing more than `limit` bytes."""
+    out = bytearray()
+    data = blob
+    while data:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        pending = data
+        while not inflater.eof:
+            try:
+                chunk = inflater.decompress(pending, limit + 1 - len(out))
+            except zlib.error as exc:
+                raise DumpError(f"corrupt gzip ({exc})") from exc
+            out += chunk
+            if len(out) > limit:
+                raise DumpError(
+                    f"gzip inflates to more than {limit:,} bytes "
+                    "(above the budget max_decompressed_bytes)"
+                )
+            pending = inflater.unconsumed_tail
+            if not chunk and not pending:
+                break
+        if not inflater.eof:
+            raise DumpError("corrupt or truncated gzip (stream ends early)")
+        data = inflater.unused_data.lstrip(b"\x00")
+        if data and data[:2] != _GZIP_MAGIC:
+            raise DumpError("corrupt gzip (data after the compressed stream)")
+    return bytes(out)
+
+
+def decode(blob: bytes, limits: Budgets | None = None) -> RawDump:
     """Decode bytes that may be gzip-compressed pickle or JSON; raise DumpError otherwise."""
+    limits = limits or budgets()
     compressed = blob[:2] == _GZIP_MAGIC
     if compressed:
-        try:
-            blob = gzip.decompress(blob)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise DumpError(f"corrupt or truncated gzip ({exc})") from exc
+        blob = gunzip(blob, limits.max_decompressed_bytes)
+    elif len(blob) > limits.max_decompressed_bytes:
+        raise DumpError(
+            f"{len(blob):,} bytes, above the budget max_decompressed_bytes "
+            f"({limits.max_decompressed_bytes:,})"
+        )
     if not blob.strip():
         raise DumpError("empty file")
     if blob[0] == _PICKLE_PROTO:
@@ -99,7 +167,7 @@ def validate(data: Any) -> None:
             f"not a Flight Recorder dump (top level is {type(data).__name__}, not dict)"
         )
     if not any(key in data for key in _DUMP_KEYS):
-        keys = ", ".join(sorted(map(str, data))[:5]) or "none"
+        keys = ", ".join(sorted(clip(k, 30) for k in data if isinstance(k, str))[:5]) or "none"
         raise DumpError(f"not a Flight Recorder dump (keys: {keys}; expected version, entries)")
     entries = data.get("entries", [])
     if not isinstance(entries, list):
@@ -109,10 +177,51 @@ def validate(data: Any) -> None:
             raise DumpError(f"'{key}' is {type(data[key]).__name__}, not a dict")
 
 
-def read_dump(path: Path) -> RawDump:
-    """Read and decode one file; every failure is a DumpError with a one-line reason."""
+def file_kind(mode: int) -> str | None:
+    """None for a regular file, else what it is ('a FIFO', ...): only regular files are read."""
+    if stat.S_ISREG(mode):
+        return None
+    return _FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def read_bytes(path: Path, limits: Budgets | None = None) -> bytes:
+    """The bytes of a regular file, opened without following links or blocking, within budget."""
+    limits = limits or budgets()
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        blob = path.read_bytes()
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise DumpError("a symbolic link, not a regular file (not followed)") from exc
+        raise DumpError(f"cannot read ({exc.strerror or exc})") from exc
+    try:
+        info = os.fstat(fd)
+        kind = file_kind(info.st_mode)
+        if kind is not None:
+            raise DumpError(f"{kind}, not a regular file")
+        if info.st_size > limits.max_file_bytes:
+            raise DumpError(
+                f"{info.st_size:,} bytes, above the budget max_file_bytes "
+                f"({limits.max_file_bytes:,})"
+            )
+        chunks = []
+        total = 0
+        while True:  # the file may grow while it is read: never read past the budget
+            chunk = os.read(fd, min(1 << 20, limits.max_file_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limits.max_file_bytes:
+                raise DumpError(f"grew past the budget max_file_bytes ({limits.max_file_bytes:,})")
+        return b"".join(chunks)
     except OSError as exc:
         raise DumpError(f"cannot read ({exc.strerror or exc})") from exc
-    return decode(blob)
+    finally:
+        os.close(fd)
+
+
+def read_dump(path: Path, limits: Budgets | None = None) -> RawDump:
+    """Read and decode one file; every failure is a DumpError with a one-line reason."""
+    return decode(read_bytes(path, limits), limits)

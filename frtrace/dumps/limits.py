@@ -1,0 +1,46 @@
+"""Budgets that bound what one dump may cost to read, whatever it claims.
+
+Dumps are untrusted files on shared storage: a few bytes can ask for gigabytes (a gzip bomb,
+a pickle memo index, a rank number), so every read is checked against these limits and a file
+that exceeds one is skipped with the limit named. The defaults are far above what real dumps
+need (torch keeps at most a few thousand entries per rank, stacks of a few dozen frames). To
+change them, replace the process-wide value before loading:
+
+    from frtrace.dumps import limits
+    limits.set_budgets(limits.Budgets(max_entries=100_000))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Limits on one dump file; exceeding one skips the file with the limit named."""
+
+    max_file_bytes: int = 256 << 20  # on disk, checked with st_size before reading
+    max_decompressed_bytes: int = 256 << 20  # gzip is inflated incrementally up to this
+    max_parse_memory: int = 1 << 30  # address space a parse may add (worker rlimit)
+    max_seconds_per_file: float = 120.0  # a worker stuck longer on one file is stopped
+    max_entries: int = 20_000
+    max_frames: int = 64  # per stack
+    max_list_len: int = 4_096  # tensors per entry, dims per shape, dtypes per entry
+    max_values: int = 5_000_000  # list elements per file in all (tensors, dims, frames)
+    max_string_chars: int = 4_096  # longer strings are truncated with a note
+    max_rank: int = 1_000_000  # world sizes up to this; ranks above it are refused
+    max_groups: int = 100_000  # pg_config / pg_status keys per dump
+
+
+_CURRENT = Budgets()
+
+
+def budgets() -> Budgets:
+    """The budgets in force for this process (and the parse workers it starts)."""
+    return _CURRENT
+
+
+def set_budgets(new: Budgets) -> None:
+    """Replace the budgets; workers started afterwards inherit them."""
+    global _CURRENT
+    _CURRENT = new
