@@ -22,7 +22,10 @@ class Budgets:
     max_file_bytes: int = 256 << 20  # on disk, checked with st_size before reading
     max_decompressed_bytes: int = 256 << 20  # gzip is inflated incrementally up to this
     max_parse_memory: int = 1 << 30  # address space a parse may add (worker rlimit)
-    max_seconds_per_file: float = 120.0  # a worker stuck longer on one file is stopped
+    # CPU seconds a parse may take: base + per MiB on disk (real dumps need ~0.05 s per MiB);
+    # a worker over it is stopped (SIGXCPU), and one stalled 3x as long in wall time too
+    parse_seconds: float = 2.0
+    parse_seconds_per_mib: float = 0.5
     max_entries: int = 20_000
     max_frames: int = 64  # per stack
     max_list_len: int = 4_096  # tensors per entry, dims per shape, dtypes per entry
@@ -30,6 +33,10 @@ class Budgets:
     max_string_chars: int = 4_096  # longer strings are truncated with a note
     max_rank: int = 1_000_000  # world sizes up to this; ranks above it are refused
     max_groups: int = 100_000  # pg_config / pg_status keys per dump
+
+    def parse_cpu_seconds(self, size: int) -> int:
+        """The CPU-time budget for parsing a file of `size` bytes on disk."""
+        return int(self.parse_seconds + self.parse_seconds_per_mib * size / (1 << 20)) + 1
 
 
 _CURRENT = Budgets()

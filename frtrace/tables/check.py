@@ -31,7 +31,7 @@ INT64 = (-(1 << 63), (1 << 63) - 1)
 MAX_DIM = 1 << 62  # a tensor dimension (and any numel) stays below this: int64 arithmetic is safe
 _ASCII_INT = re.compile(r"-?[0-9]{1,19}")
 _NONE = type(None)
-_RANK_LIST = re.compile(r"\s*[\[(]\s*((?:[0-9]{1,9}\s*,\s*)*[0-9]{1,9})?\s*,?\s*[\])]\s*")
+_RANK_LIST = re.compile(r"\s*[\[(]\s*((?:[0-9]+\s*,\s*)*[0-9]+)?\s*,?\s*[\])]\s*")
 _SCALARS = (str, int, float, bool)
 
 
@@ -377,7 +377,8 @@ def parse_rank_list(value: Any, max_rank: int) -> tuple[int, ...] | None:
         match = _RANK_LIST.fullmatch(value)
         if match is None:
             return None
-        ranks = [int(r) for r in re.findall(r"[0-9]+", match.group(1) or "")]
+        digits = re.findall(r"[0-9]+", match.group(1) or "")
+        ranks = [int(r) if len(r) < 16 else 1 << 60 for r in digits]
     elif isinstance(value, (list, tuple)):
         if len(value) > max_rank + 1 or not set(map(type, value)) <= {int}:
             return None

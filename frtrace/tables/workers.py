@@ -1,10 +1,11 @@
 """Parse files in child processes, so that one hostile file costs one line, not the run.
 
 Each worker parses one file at a time under an address-space limit (the budget
-max_parse_memory above what it had when the file started), with core dumps off. The parent
-knows which file each worker holds: a worker that crashes (a pickle whose nested tuple key
-overflows the C stack), runs out of its memory budget or takes longer than
-max_seconds_per_file is replaced, and only its file is skipped, with the reason. Workers ignore
+max_parse_memory above what it had when the file started) and a CPU-time limit (parse_seconds
+plus parse_seconds_per_mib of the file), with core dumps off. The parent knows which file each
+worker holds: a worker that crashes (a pickle whose nested tuple key overflows the C stack),
+runs out of its budgets (a memo-shared tuple used as a dict key takes exponential time to hash)
+or stalls is replaced, and only its file is skipped, with the reason. Workers ignore
 SIGINT (the parent decides), die with the parent (PR_SET_PDEATHSIG on Linux), and are stopped
 when the parent stops, whatever the reason (SIGTERM, SIGINT, an error).
 """
@@ -61,6 +62,29 @@ def limit_memory(extra: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (want, hard))
 
 
+def limit_cpu(seconds: int) -> None:
+    """Stop this process (SIGXCPU) once it has used `seconds` more CPU time."""
+    try:
+        import resource
+    except ImportError:
+        return
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    used = int(usage.ru_utime + usage.ru_stime) + 1
+    _soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    want = used + seconds
+    if hard != resource.RLIM_INFINITY:
+        want = min(want, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_CPU, (want, hard))
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
 def _die_with_parent() -> None:
     try:
         import ctypes
@@ -93,6 +117,7 @@ def _worker(conn: Connection, others: list[Connection], parse: Parse, limits: Bu
         if message is None:
             return
         limit_memory(limits.max_parse_memory)
+        limit_cpu(limits.parse_cpu_seconds(_size(message[0])))
         conn.send(parse(message))
 
 
@@ -102,6 +127,7 @@ class _Worker:
     conn: Connection
     item: Item | None = None
     started: float = 0.0
+    allowed: float = 0.0  # wall seconds before the parent gives up on it
 
 
 def _describe_exit(code: int | None) -> str:
@@ -111,6 +137,8 @@ def _describe_exit(code: int | None) -> str:
         except ValueError:
             name = f"signal {-code}"
         hint = " (out of the parse memory budget?)" if name in ("SIGABRT", "SIGKILL") else ""
+        if name == "SIGXCPU":
+            hint = " (over its CPU-time budget: parse_seconds, parse_seconds_per_mib)"
         return f"the parser crashed on this file (killed by {name}){hint}"
     return f"the parser exited on this file (status {code})"
 
@@ -138,6 +166,7 @@ def iter_isolated(
         if todo:
             worker.item = todo.popleft()
             worker.started = time.monotonic()
+            worker.allowed = 3.0 * limits.parse_cpu_seconds(_size(worker.item[0])) + 10.0
             worker.conn.send(worker.item)
         else:
             worker.item = None
@@ -154,7 +183,7 @@ def iter_isolated(
             assign(start())
         while any(w.item is not None for w in workers):
             busy = [w for w in workers if w.item is not None]
-            deadline = min(w.started for w in busy) + limits.max_seconds_per_file
+            deadline = min(w.started + w.allowed for w in busy)
             timeout = max(0.0, deadline - time.monotonic())
             ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout))
             for worker in busy:
@@ -178,12 +207,11 @@ def iter_isolated(
                     yield failed(item, _describe_exit(worker.process.exitcode))
                     if todo:
                         assign(start())
-                elif time.monotonic() - worker.started > limits.max_seconds_per_file:
+                elif time.monotonic() - worker.started > worker.allowed:
                     retire(worker)
                     yield failed(
                         item,
-                        f"parsing took longer than {limits.max_seconds_per_file:g} s "
-                        "(the budget max_seconds_per_file); stopped",
+                        f"parsing stalled for {worker.allowed:g} s (3x its CPU budget); stopped",
                     )
                     if todo:
                         assign(start())
