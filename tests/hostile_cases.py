@@ -13,6 +13,7 @@ import gzip
 import json
 import os
 import pickle
+import re
 import resource
 import socket
 import subprocess
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+MARKER_NAME = "pwned"  # a pickle that ran code would create this file
+RAW_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 MEMORY_LIMIT = 1536 << 20  # address space of the CLI and its workers
 TIME_LIMIT = 20.0  # seconds; the acceptance goal is under 10
 
@@ -653,6 +656,37 @@ def cli_cases() -> list[Case]:
 
 def _unchanged(path: Path) -> None:
     assert pickle.loads(path.read_bytes())["version"] == "2.10", f"{path} was overwritten"
+
+
+def verify(selected: list[Case], result: Result, folder: Path, report_path: Path) -> None:
+    """What every hostile case must give: no traceback, one escaped line per skipped file,
+    the good ranks analyzed, nothing executed, no raw control characters on the terminal."""
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert not RAW_CONTROLS.search(result.stdout), "raw control characters on stdout"
+    assert not RAW_CONTROLS.search(result.stderr), "raw control characters on stderr"
+    assert not any(line.startswith("frtrace: error: forged") for line in result.stderr.split("\n"))
+    assert not (folder.parent / MARKER_NAME).exists(), "a pickle ran code"
+    expected_status = {c.status for c in selected}
+    if expected_status == {0}:  # file cases: analysis ran on what was usable (0 or 1)
+        assert result.status in (0, 1), result.stderr[-2000:]
+    else:
+        assert result.status in expected_status, result.stderr[-2000:]
+    for case in selected:
+        assert case.stderr in result.stderr, (case.name, result.stderr[-2000:])
+        if case.check is not None:
+            case.check(folder, result)
+    if result.status not in (0, 1):
+        return
+    report = json.loads(report_path.read_text())
+    reasons = {Path(s["file"]).name: s["reason"] for s in report["inputs"]["skipped"]}
+    for case in selected:
+        for file, reason in case.skipped.items():
+            assert file in reasons, (case.name, file, sorted(reasons))
+            assert reason in reasons[file], (case.name, reasons[file])
+            assert "\n" not in reasons[file]
+    expected_ranks = sorted({0, 1, *(r for c in selected for r in c.analyzed)})
+    assert report["inputs"]["ranks"] == expected_ranks
+    assert len(result.stderr.split("\n")) < 20 + 3 * len(selected)
 
 
 def build_folder(folder: Path, selected: list[Case]) -> None:

@@ -11,9 +11,11 @@ memory is bounded by the parse workers' address-space limit (see tables/workers.
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import pickle
+import re
 import stat
 import zlib
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ from frtrace.errors import DumpError
 _GZIP_MAGIC = b"\x1f\x8b"
 _PICKLE_PROTO = 0x80
 _DUMP_KEYS = ("version", "pg_config", "entries")
+_NON_SPACE = re.compile(rb"\S")
 _FILE_KINDS = {
     stat.S_IFDIR: "a directory",
     stat.S_IFIFO: "a FIFO",
@@ -68,12 +71,28 @@ class RawDump:
     compressed: bool
 
 
-def _load_pickle(blob: bytes) -> Any:
-    import io
+class _View(io.RawIOBase):
+    """A read-only stream over bytes or a bytearray without copying it (BytesIO would copy a
+    bytearray, and an inflated dump can be hundreds of megabytes)."""
 
+    def __init__(self, data: bytes | bytearray) -> None:
+        self._view = memoryview(data)
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = min(len(buffer), len(self._view) - self._pos)
+        buffer[:n] = self._view[self._pos : self._pos + n]
+        self._pos += n
+        return n
+
+
+def _load_pickle(blob: bytes | bytearray) -> Any:
     # A stream with peek() lets the C unpickler prefetch; on a bare BytesIO it calls read()
     # for every opcode of these unframed protocol-2 pickles and runs 3x slower.
-    stream = io.BufferedReader(io.BytesIO(blob), buffer_size=1 << 16)
+    stream = io.BufferedReader(_View(blob), buffer_size=1 << 16)
     try:
         return SafeUnpickler(stream).load()
     except DumpError:
@@ -93,7 +112,7 @@ def _load_pickle(blob: bytes) -> Any:
         raise DumpError(f"corrupt pickle ({type(exc).__name__}: {clip(str(exc), 120)})") from exc
 
 
-def _load_json(blob: bytes) -> Any:
+def _load_json(blob: bytes | bytearray) -> Any:
     try:
         return json.loads(blob)
     except UnicodeDecodeError as exc:
@@ -108,7 +127,7 @@ def _load_json(blob: bytes) -> Any:
         raise DumpError(f"invalid JSON ({clip(str(exc), 120)})") from exc
 
 
-def gunzip(blob: bytes, limit: int) -> bytes:
+def gunzip(blob: bytes | bytearray, limit: int) -> bytearray:
     """Inflate (possibly concatenated) gzip members in steps, refusing more than `limit` bytes."""
     out = bytearray()
     data = blob
@@ -117,7 +136,8 @@ def gunzip(blob: bytes, limit: int) -> bytes:
         pending = data
         while not inflater.eof:
             try:
-                chunk = inflater.decompress(pending, limit + 1 - len(out))
+                # small steps: the output grows in place, never beside a copy of itself
+                chunk = inflater.decompress(pending, min(1 << 24, limit + 1 - len(out)))
             except zlib.error as exc:
                 raise DumpError(f"corrupt gzip ({exc})") from exc
             out += chunk
@@ -134,10 +154,10 @@ def gunzip(blob: bytes, limit: int) -> bytes:
         data = inflater.unused_data.lstrip(b"\x00")
         if data and data[:2] != _GZIP_MAGIC:
             raise DumpError("corrupt gzip (data after the compressed stream)")
-    return bytes(out)
+    return out
 
 
-def decode(blob: bytes, limits: Budgets | None = None) -> RawDump:
+def decode(blob: bytes | bytearray, limits: Budgets | None = None) -> RawDump:
     """Decode bytes that may be gzip-compressed pickle or JSON; raise DumpError otherwise."""
     limits = limits or budgets()
     compressed = blob[:2] == _GZIP_MAGIC
@@ -148,11 +168,12 @@ def decode(blob: bytes, limits: Budgets | None = None) -> RawDump:
             f"{len(blob):,} bytes, above the budget max_decompressed_bytes "
             f"({limits.max_decompressed_bytes:,})"
         )
-    if not blob.strip():
+    first = _NON_SPACE.search(blob)  # no stripped copy of a large blob
+    if first is None:
         raise DumpError("empty file")
     if blob[0] == _PICKLE_PROTO:
         data, fmt = _load_pickle(blob), "pickle"
-    elif blob.lstrip()[:1] in (b"{", b"["):
+    elif blob[first.start()] in b"{[":
         data, fmt = _load_json(blob), "json"
     else:
         raise DumpError("neither a pickle nor a JSON dump")
@@ -184,7 +205,7 @@ def file_kind(mode: int) -> str | None:
     return _FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
-def read_bytes(path: Path, limits: Budgets | None = None) -> bytes:
+def read_bytes(path: Path, limits: Budgets | None = None) -> bytearray:
     """The bytes of a regular file, opened without following links or blocking, within budget."""
     limits = limits or budgets()
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
@@ -205,17 +226,22 @@ def read_bytes(path: Path, limits: Budgets | None = None) -> bytes:
                 f"{info.st_size:,} bytes, above the budget max_file_bytes "
                 f"({limits.max_file_bytes:,})"
             )
-        chunks = []
+        # One buffer, read into in place; the file may grow meanwhile: never past the budget.
+        buffer = bytearray(info.st_size + 1)
         total = 0
-        while True:  # the file may grow while it is read: never read past the budget
-            chunk = os.read(fd, min(1 << 20, limits.max_file_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > limits.max_file_bytes:
-                raise DumpError(f"grew past the budget max_file_bytes ({limits.max_file_bytes:,})")
-        return b"".join(chunks)
+        with io.FileIO(fd, "rb", closefd=False) as raw, memoryview(buffer) as view:
+            while total < len(buffer):
+                got = raw.readinto(view[total:])
+                if not got:
+                    break
+                total += got
+        if total == len(buffer):
+            buffer += os.read(fd, limits.max_file_bytes + 1 - total)
+            total = len(buffer)
+        if total > limits.max_file_bytes:
+            raise DumpError(f"grew past the budget max_file_bytes ({limits.max_file_bytes:,})")
+        del buffer[total:]
+        return buffer
     except OSError as exc:
         raise DumpError(f"cannot read ({exc.strerror or exc})") from exc
     finally:

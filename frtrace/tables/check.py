@@ -4,11 +4,14 @@ This is the edge: nothing below `frtrace/tables` sees unvalidated data. A wrong 
 the analysis needs skips the file, naming the field and the entry; in an optional field
 (times, durations, threads, stacks) the value becomes unset and a note says so (`-v`).
 
-Checks run over whole columns with C-level `map`s (types, lengths), not per-entry Python, so
-they cost little on real dumps. Containers are only descended to the depth the format has, and
-every level is sized (`sum(map(len, ...))`) before it is flattened, so a pickle whose memo
-shares one list a billion times costs its budget, never its expansion, and a deeply nested
-value is refused at the first level that is not what the format says.
+Checks run with C-level `map`s (types, lengths), not per-entry Python: over whole columns for
+the per-entry integers and for what is hashed when entries are interned (process group, name,
+state), and over the few distinct call-site values and stacks for everything else. Lists are
+sized before anything compares them, containers are only descended to the depth the format
+has, and every level is sized (`sum(map(len, ...))`) before it is flattened, so a pickle whose
+memo shares one list a billion times costs its budget, never its expansion, and a deeply nested
+value is refused at the first level that is not what the format says. (What interning may
+still spend on a crafted file, the parse worker's CPU budget bounds.)
 """
 
 from __future__ import annotations
@@ -49,14 +52,29 @@ class Checker:
         self.limits = limits
         self.notes: list[str] = []
         self.values_left = limits.max_values
+        # While distinct values are checked: their index -> the first entry holding it.
+        self.entry_of: Callable[[int], int] = lambda index: index
+        self.unit = ("entry", "entries")
 
     def fail(self, index: int, field: str, value: Any, expected: str) -> DumpError:
-        return DumpError(f"entry {index}: '{field}' is {describe(value)}, not {expected}")
+        entry = self.entry_of(index)
+        return DumpError(f"entry {entry}: '{field}' is {describe(value)}, not {expected}")
 
     def note(self, field: str, count: int, expected: str, action: str) -> None:
-        self.notes.append(
-            f"'{field}' is not {expected} in {count} entr{'y' if count == 1 else 'ies'}; {action}"
-        )
+        unit = self.unit[0] if count == 1 else self.unit[1]
+        self.notes.append(f"'{field}' is not {expected} in {count} {unit}; {action}")
+
+    def bounded(self, values: list[Any], field: str) -> None:
+        """Before lists are compared (interning): none longer than max_list_len."""
+        limit = self.limits.max_list_len
+        try:
+            longest = max(map(len, values), default=0)
+        except TypeError:  # None or a scalar somewhere: only the lists count here
+            longest = max((len(v) for v in values if type(v) in (list, tuple)), default=0)
+        if longest > limit:
+            raise DumpError(
+                f"'{field}' holds a list longer than {limit:,} (the budget max_list_len)"
+            )
 
     def spend(self, objects: list[Any], field: str) -> int:
         """Charge the elements of `objects` (sized, not walked) to the file's value budget."""
@@ -268,16 +286,16 @@ class Checker:
             raise self.fail(i, field, values[i], "a list of dtype names (strings)")
         return values
 
-    def frames(self, values: list[Any]) -> list[Any]:
-        """Stacks: lists of {name, filename, line}. Too long ones keep their first (innermost)
-        max_frames frames; malformed ones are dropped (the entry keeps no stack), with a note."""
+    def frame_lists(self, values: list[Any]) -> list[Any]:
+        """Stacks before interning: lists (else dropped, with a note), at most max_frames long
+        (longer ones keep their first, innermost, frames, with a note), within the budget."""
         limit = self.limits.max_frames
         kinds = set(map(type, values))
         if not kinds <= {list, _NONE}:
             odd = sum(type(v) not in (list, _NONE) for v in values)
             values = [v if type(v) in (list, _NONE) else None for v in values]
             self.note("frames", odd, "a list of frames", "stack dropped")
-        present = [v for v in values if v is not None]
+        present = [v for v in values if v is not None] if _NONE in kinds else values
         if present and max(map(len, present)) > limit:
             long = sum(len(v) > limit for v in present)
             values = [v[:limit] if v is not None and len(v) > limit else v for v in values]
@@ -287,18 +305,20 @@ class Checker:
                 "their innermost frames"
             )
         self.spend(present, "frames")
-        flat = list(chain.from_iterable(present))
-        if _frames_ok(flat):
-            return values
-        out = []
-        bad = 0
-        for v in values:
-            if v is None or _frames_ok(v):
-                out.append(v)
-            else:
-                out.append(None)
-                bad += 1
+        return values
+
+    def stacks(self, stacks: list[Any]) -> list[Any]:
+        """Distinct stacks: each a list of {name, filename, line}; a malformed one is dropped
+        (the entries keep no stack), with a note."""
+        flat = list(chain.from_iterable(s for s in stacks if s is not None))
+        # torch's pickler shares each distinct frame dict: check every object once
+        if _frames_ok(list(dict(zip(map(id, flat), flat, strict=True)).values())):
+            return stacks
+        out = [s if s is None or _frames_ok(s) else None for s in stacks]
+        bad = sum(a is not b for a, b in zip(out, stacks, strict=True))
+        self.unit = ("distinct stack", "distinct stacks")
         self.note("frames", bad, "a list of {name, filename, line} frames", "stack dropped")
+        self.unit = ("entry", "entries")
         return out
 
     def _lists(self, values: list[Any], field: str, expected: str) -> list[Any]:
@@ -347,7 +367,7 @@ def _entry_of(values: list[Any], bad: Callable[[Any], bool]) -> int:
 _FRAME_KEYS = ("name", "filename", "line")
 
 
-_FRAME_FIELDS = operator.itemgetter("name", "filename", "line")
+_NAME, _FILENAME, _LINE = map(operator.itemgetter, ("name", "filename", "line"))
 
 
 def _frames_ok(frames: list[Any]) -> bool:
@@ -357,7 +377,9 @@ def _frames_ok(frames: list[Any]) -> bool:
     if not set(map(type, frames)) <= {dict}:
         return False
     try:
-        names, files, lines = zip(*map(_FRAME_FIELDS, frames), strict=True)
+        names = list(map(_NAME, frames))
+        files = list(map(_FILENAME, frames))
+        lines = list(map(_LINE, frames))
     except KeyError:
         return False
     if not set(map(type, names)) <= {str} or not set(map(type, files)) <= {str}:

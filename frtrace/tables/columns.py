@@ -120,9 +120,9 @@ def _column(entries: list[dict[str, Any]], key: str, default: Any, missing: list
 
 def _key(value: Any) -> bytes:
     try:
-        return marshal.dumps(value)
-    except ValueError:  # not marshallable: cannot come from a real dump, keep it distinct
-        return repr(value).encode()
+        return marshal.dumps(value)  # linear even for memo-shared structures (marshal refs)
+    except ValueError:  # too deep to marshal: cannot come from a real dump, keep it distinct
+        return b"id:%d" % id(value)
 
 
 def _frames(frames: Any, clip: Any) -> tuple[Frame, ...]:
@@ -165,11 +165,16 @@ def _stack_key(frames: Any) -> Any:
         return [frames]  # unhashable: intern_equal falls back to exact bytes
 
 
-def intern_stacks(frames_col: list[Any], clip: Any = None) -> Interned:
-    """Each distinct stack once, as tuples of (name, filename, line); frames are validated."""
+def intern_stacks(
+    frames_col: list[Any], clip: Any = None, check: Checker | None = None
+) -> Interned:
+    """Each distinct stack once, as tuples of (name, filename, line). The stacks are checked
+    once interned (`check`), where there are few of them; a malformed one becomes ()."""
     clip = clip or (lambda text: text)
+    check = check or Checker(budgets())
     interned = intern_equal(frames_col, map(_stack_key, frames_col))
-    return Interned(interned.codes, [_frames(r, clip) for r in interned.uniques])
+    uniques = check.stacks(interned.uniques)
+    return Interned(interned.codes, [_frames(r, clip) for r in uniques])
 
 
 # Fields that are (nearly) a function of the call site: interned together as one composite.
@@ -194,17 +199,40 @@ def _composite_rows(entries: list[dict[str, Any]], missing: list[str]) -> list[t
         return [tuple(e.get(k, _DEFAULTS[k]) for k in COMPOSITE) for e in entries]
 
 
-def _checked_rows(rows: list[tuple[Any, ...]], check: Checker) -> list[tuple[Any, ...]]:
-    """The composite's fields validated column by column (C-level checks; rows are rebuilt
-    only when a value had to change)."""
+def _key_fields_checked(rows: list[tuple[Any, ...]], check: Checker) -> list[tuple[Any, ...]]:
+    """Before interning, which hashes the group, name and state and compares lists: check those
+    three over every entry, and bound the lengths of the lists (C-level passes)."""
     if not rows:
         return rows
-    columns = [list(c) for c in zip(*rows, strict=True)]
+    at = {name: i for i, name in enumerate(COMPOSITE)}
+    columns: dict[str, list[Any]] = {
+        name: list(map(operator.itemgetter(at[name]), rows))
+        for name in ("process_group", "profiling_name", "state", *LIST_FIELDS)
+    }
+    for name in LIST_FIELDS:
+        check.bounded(columns[name], name)
+    fixed = {
+        "process_group": check.process_groups(columns["process_group"]),
+        "profiling_name": check.strings(columns["profiling_name"], "profiling_name", required=True),
+        "state": check.strings(columns["state"], "state", required=True),
+    }
+    changed = {name: v for name, v in fixed.items() if v is not columns[name]}
+    if not changed:
+        return rows
+    return [
+        tuple(changed[name][i] if name in changed else row[j] for j, name in enumerate(COMPOSITE))
+        for i, row in enumerate(rows)
+    ]
+
+
+def _uniques_checked(composite: Interned, check: Checker) -> None:
+    """The other call-site fields, checked on the distinct composites only (in place)."""
+    uniques = composite.uniques
+    if not uniques:
+        return
+    columns = [list(c) for c in zip(*uniques, strict=True)]
     at = {name: i for i, name in enumerate(COMPOSITE)}
     checks: dict[str, Any] = {
-        "process_group": check.process_groups,
-        "profiling_name": lambda v: check.strings(v, "profiling_name", required=True),
-        "state": lambda v: check.strings(v, "state", required=True),
         "thread_id": lambda v: check.strings(v, "thread_id", required=False),
         "thread_name": lambda v: check.strings(v, "thread_name", required=False),
         "is_p2p": lambda v: check.bools(v, "is_p2p", required=True),
@@ -216,6 +244,9 @@ def _checked_rows(rows: list[tuple[Any, ...]], check: Checker) -> list[tuple[Any
         "input_dtypes": lambda v: check.dtypes(v, "input_dtypes"),
         "output_dtypes": lambda v: check.dtypes(v, "output_dtypes"),
     }
+    codes = composite.codes
+    check.entry_of = lambda index: int(np.flatnonzero(codes == index)[0])
+    check.unit = ("distinct call site", "distinct call sites")
     changed = False
     for name, run in checks.items():
         given = columns[at[name]]
@@ -223,7 +254,9 @@ def _checked_rows(rows: list[tuple[Any, ...]], check: Checker) -> list[tuple[Any
         if result is not given:
             columns[at[name]] = result
             changed = True
-    return list(zip(*columns, strict=True)) if changed else rows
+    check.entry_of, check.unit = (lambda index: index), ("entry", "entries")
+    if changed:
+        composite.uniques = list(zip(*columns, strict=True))
 
 
 def intern_rows(rows: list[tuple[Any, ...]], sites: np.ndarray) -> Interned:
@@ -325,9 +358,10 @@ def columnize(data: dict[str, Any], rank: int, limits: Budgets | None = None) ->
             bounds=INT32 if col in INT32_FIELDS else INT64,
         )
     duration = check.floats(_column(entries, "duration_ms", None, []), "duration_ms")
-    stacks = intern_stacks(check.frames(_column(entries, "frames", None, [])), clip)
-    rows = _checked_rows(_composite_rows(entries, missing), check)
+    stacks = intern_stacks(check.frame_lists(_column(entries, "frames", None, [])), clip, check)
+    rows = _key_fields_checked(_composite_rows(entries, missing), check)
     composite = intern_rows(rows, stacks.codes)
+    _uniques_checked(composite, check)
     at = {name: i for i, name in enumerate(COMPOSITE)}
     pg_codes = _split(composite, at["process_group"], lambda pg: clip(pg[0]))
     cats: dict[str, Interned] = {
