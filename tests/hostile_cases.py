@@ -138,6 +138,16 @@ def laughs_list(levels: int) -> Any:
     return node
 
 
+def laughs_compared() -> dict[str, Any]:
+    """Two entries of one call site whose sizes are equal but distinct shared structures:
+    comparing them walks 2**40 leaves, until the parse's CPU budget stops it."""
+    entries = [nccl_entry(i, i + 1) for i in range(3)]
+    entries[1]["input_sizes"] = laughs_list(40)
+    entries[2]["input_sizes"] = laughs_list(40)
+    entries[2]["collective_seq_id"] = 2
+    return dump(entries)
+
+
 def global_reduce(marker: Path) -> bytes:
     command = f"touch {marker}"
     return b"\x80\x02cposix\nsystem\nq\x00" + _text(command) + b"\x85R."
@@ -344,6 +354,7 @@ def cases(marker: Path) -> list[Case]:
         pickled(with_entry(process_group=laughs_list(60))),
         "process_group",
     )
+    add("laughs_compared", "pickle", pickled(laughs_compared()), "CPU-time budget")
     add("laughs_in_frames", "pickle", pickled(with_entry(frames=laughs_list(60))), None)
     add("laughs_in_unused_key", "pickle", pickled(dump(extra=laughs_list(60))), None)
     add("laughs_as_version", "pickle", pickled(dump(version=laughs_list(60))), None)

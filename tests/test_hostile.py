@@ -123,7 +123,7 @@ def _slow_folder(tmp_path: Path) -> Path:
     folder = tmp_path / "dumps"
     write(folder / "trace_0", pickled(dump()))
     write(folder / "trace_1", pickled(dump()))
-    for rank in range(2, 6):
+    for rank in range(2, 20):
         write(folder / f"trace_{rank}", dict_with_key(laughs_tuple(60)))
     return folder
 
@@ -139,6 +139,8 @@ def test_sigterm_and_sigint_stop_the_workers_too(
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        # as from an interactive shell: a background job's inherited SIG_IGN would hide SIGINT
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 10
     while len(_frtrace_processes(tag)) < 3 and time.monotonic() < deadline:

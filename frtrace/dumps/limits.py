@@ -32,7 +32,7 @@ class Budgets:
     max_parse_memory: int = 768 << 20  # address space a parse may add (worker rlimit)
     # CPU seconds a parse may take: base + per MiB on disk (real dumps need ~0.05 s per MiB);
     # a worker over it is stopped (SIGXCPU), and one stalled 3x as long in wall time too
-    parse_seconds: float = 2.0
+    parse_seconds: float = 1.0
     parse_seconds_per_mib: float = 0.5
     max_entries: int = 20_000
     max_frames: int = 64  # per stack

@@ -116,7 +116,7 @@ def load_discovered(
                 f"no usable dump in {where} ({len(skipped)} file(s) skipped)", skipped
             )
         raise FrtraceError(f"no dump files found in {where}")
-    n_jobs = default_jobs(files) if jobs is None else max(1, jobs)
+    n_jobs = default_jobs(files) if jobs is None else max(1, min(jobs, 4 * (os.cpu_count() or 1)))
     items = [(str(f.path), f.rank) for f in files]
     parts: list[RankColumns] = []
     file_rows = []
