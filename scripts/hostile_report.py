@@ -20,18 +20,28 @@ from pathlib import Path
 _REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(_REPO / "tests"))
 
-from hostile_cases import MARKER_NAME, build_folder, case_args, cases, run_cli, verify  # noqa: E402
+from hostile_cases import (  # noqa: E402
+    MARKER_NAME,
+    Case,
+    build_folder,
+    case_args,
+    cases,
+    run_cli,
+    verify,
+)
 from tabulate import tabulate  # noqa: E402
 
 
-def outcome(case_file: str, status: int, report: Path, stderr: str) -> str:
-    """The skip reason of the case's file, 'analyzed', or the last stderr line."""
+def outcome(case: Case, status: int, report: Path, stderr: str) -> str:
+    """The skip reason of the case's file, 'analyzed', 'ignored', or the last stderr line."""
     if status in (0, 1) and report.exists():
         data = json.loads(report.read_text())
         for item in data["inputs"]["skipped"]:
-            if Path(item["file"]).name == case_file:
+            if Path(item["file"]).name == case.file:
                 return f"skipped: {item['reason']}"
-        return f"analyzed (exit {status})"
+        if case.rank in data["inputs"]["ranks"]:
+            return f"analyzed (exit {status})"
+        return f"ignored: not named like a dump (exit {status})"
     lines = [line for line in stderr.splitlines() if line.strip()]
     return f"exit {status}: {lines[-1] if lines else ''}"
 
@@ -57,7 +67,7 @@ def main() -> int:
             except AssertionError as exc:
                 verdict = f"FAIL {str(exc)[:60]}"
                 failures += 1
-            text = outcome(case.file, result.status, report, result.stderr)
+            text = outcome(case, result.status, report, result.stderr)
             rows.append(
                 [
                     case.name,

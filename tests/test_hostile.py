@@ -201,3 +201,20 @@ def test_budgets_are_set_from_the_environment_and_typos_are_usage_errors(tmp_pat
     assert tight.stderr.count("above the budget max_entries (2)") == 2
     typo = run_cli([str(folder)], env={"FRTRACE_BUDGETS": "max_entrys=2"})
     assert typo.status == 2 and "unknown budget 'max_entrys'" in typo.stderr
+
+
+def test_raw_json_keeps_control_characters_exact_while_the_table_escapes_them(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    name = "nccl:all_reduce\x1b]0;pwned\x07\r\x9b"
+    entries = [nccl_entry(i, i + 1, profiling_name=name) for i in range(3)]
+    folder = tmp_path / "dumps"
+    write(folder / "trace_0", pickled(dump(entries)))
+    write(folder / "trace_1", pickled(dump(entries)))
+    raw = run_cli([str(folder), "-j"])
+    assert raw.status == 0
+    assert {e["profiling_name"] for e in json.loads(raw.stdout)} == {name}
+    table = run_cli([str(folder), "-j", "--format", "table"])
+    assert table.status == 0 and "\x1b" not in table.stdout and "\\x1b]0;pwned" in table.stdout

@@ -136,9 +136,11 @@ def _describe_exit(code: int | None) -> str:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        hint = " (out of the parse memory budget?)" if name in ("SIGABRT", "SIGKILL") else ""
         if name == "SIGXCPU":
-            hint = " (over its CPU-time budget: parse_seconds, parse_seconds_per_mib)"
+            return (
+                "parsing stopped: over its CPU-time budget (parse_seconds, parse_seconds_per_mib)"
+            )
+        hint = " (out of the parse memory budget?)" if name in ("SIGABRT", "SIGKILL") else ""
         return f"the parser crashed on this file (killed by {name}){hint}"
     return f"the parser exited on this file (status {code})"
 
