@@ -257,7 +257,7 @@ class Checker:
                 values, lambda v: v is not None and not all(type(s) in (list, tuple) for s in v)
             )
             raise self.fail(i, field, values[i], "a list of shapes (lists of integers)")
-        self._lengths(shapes, values, field)
+        self._lengths(shapes, field)
         self.spend(shapes, field)
         dims = list(chain.from_iterable(shapes))
         if not set(map(type, dims)) <= {int}:
@@ -327,11 +327,11 @@ class Checker:
             i, v = _first(values, lambda v: type(v) not in (list, tuple, _NONE))
             raise self.fail(i, field, v, expected)
         present = [v for v in values if v is not None] if _NONE in kinds else values
-        self._lengths(present, values, field)
+        self._lengths(present, field)
         self.spend(present, field)
         return present
 
-    def _lengths(self, objects: list[Any], values: list[Any], field: str) -> None:
+    def _lengths(self, objects: list[Any], field: str) -> None:
         limit = self.limits.max_list_len
         if objects and max(map(len, objects)) > limit:
             raise DumpError(

@@ -3,7 +3,8 @@
 This runs inside worker processes, so what it returns is small to send back: numpy arrays
 and, for repeated strings (groups, ops, shapes, dtypes, stacks), integer codes plus the short
 table of distinct values seen in this file. The parent merges those tables into shared
-categories, the way a symbol table interns strings once for the whole job.
+categories, the way a symbol table interns strings once for the whole job. Every field is
+checked against the format on the way (see check.py): this is where untrusted data ends.
 """
 
 from __future__ import annotations
