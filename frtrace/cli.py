@@ -1,12 +1,16 @@
 """The `frtrace` command: a thin click layer over load -> analyze -> report.
 
 Results go to stdout; progress, skipped files and warnings go to stderr. Errors the user can
-fix are one line on stderr and exit status 2, never a traceback (unless --debug).
+fix are one line on stderr and exit status 2, internal errors one line and status 3, never a
+traceback (unless --debug). Text from dumps and file names is escaped before it is printed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -18,7 +22,8 @@ import click
 from frtrace import __version__
 from frtrace.errors import FrtraceError
 
-EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
+EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a tool killed by SIGPIPE
 
 EPILOG = """\b
 Examples:
@@ -35,9 +40,11 @@ Exit status:
   0  the dumps look healthy
   1  findings: a desync, mismatch or hang was found (fails a CI step)
   2  usage error, or no usable dump
+  3  internal error (rerun with --debug for a traceback)
+  141 stdout closed early (e.g. piped into head); 130 interrupted; 143 terminated
 """
 
-_INT_LIST = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*,?$")
+_INT_LIST = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*,?$")
 _MULTI_VALUE = {"--selected-ranks": "ranks", "--pg-filters": "names"}
 
 
@@ -80,6 +87,9 @@ def parse_ranks(values: Sequence[str]) -> list[int] | None:
     """'0', '3-5', '1,2' -> sorted ranks; None when no selection was given."""
     if not values:
         return None
+    from frtrace.dumps.limits import budgets
+
+    max_rank = budgets().max_rank
     ranks: set[int] = set()
     for value in values:
         for part in filter(None, value.split(",")):
@@ -87,14 +97,35 @@ def parse_ranks(values: Sequence[str]) -> list[int] | None:
                 raise click.BadParameter(
                     f"'{part}' is not a rank or a range like 0-7", param_hint="--selected-ranks"
                 )
-            lo, _, hi = part.partition("-")
-            ranks.update(range(int(lo), int(hi or lo) + 1))
+            lo_text, _, hi_text = part.partition("-")
+            lo, hi = int(lo_text[:20]), int((hi_text or lo_text)[:20])
+            if hi < lo:
+                raise click.BadParameter(
+                    f"'{part}' is a reversed range (write {hi}-{lo})", param_hint="--selected-ranks"
+                )
+            if hi > max_rank:
+                raise click.BadParameter(
+                    f"rank {hi} is above the largest rank frtrace accepts ({max_rank:,})",
+                    param_hint="--selected-ranks",
+                )
+            ranks.update(range(lo, hi + 1))
     return sorted(ranks)
 
 
-def _fail(message: str) -> NoReturn:
-    click.echo(f"frtrace: error: {message}", err=True)
-    sys.exit(EXIT_UNUSABLE)
+def _fail(message: str, code: int = EXIT_UNUSABLE) -> NoReturn:
+    from frtrace.report.fmt import safe
+
+    click.echo(f"frtrace: error: {safe(message)}", err=True)
+    sys.exit(code)
+
+
+def _quiet_broken_pipe() -> NoReturn:
+    """Exit like a Unix tool whose reader went away: no message, status 141. stdout is pointed
+    at /dev/null first so that the final flush at exit cannot fail again."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(EXIT_BROKEN_PIPE)
 
 
 @click.command(
@@ -197,38 +228,55 @@ def cli(**options: Any) -> None:
     TRACE_DIR holds one dump per rank (pickle or JSON, optionally gzip-compressed; one level
     of sub-folders is searched too). The rank is the trailing number of each file name.
     """
+    from frtrace.report.fmt import safe
+
     debug = options["debug"]
+    for stream in (sys.stdout, sys.stderr):  # a name no locale can encode is still printed
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     try:
         code = run(options)
+        sys.stdout.flush()
     except FrtraceError as exc:
         skipped = getattr(exc, "skipped", [])
         for item in skipped:
-            click.echo(f"skipped {item.file}: {item.reason}", err=True)
+            click.echo(f"skipped {safe(item.file)}: {safe(item.reason)}", err=True)
         if debug:
             raise
         _fail(str(exc))
-    except (KeyboardInterrupt, BrokenPipeError):
+    except click.BadParameter as exc:
+        _fail(exc.format_message())
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+    except KeyboardInterrupt:
         sys.exit(130)
     except Exception as exc:  # never a traceback for the user
         if debug:
             raise
-        _fail(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)")
+        detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+        _fail(
+            f"internal error: {type(exc).__name__}: {detail} (rerun with --debug for a traceback)",
+            EXIT_INTERNAL,
+        )
     sys.exit(code)
 
 
 def run(options: dict[str, Any]) -> int:
     """Load, then print raw entries or the report; returns the exit status."""
     from frtrace.dumps.discover import discover
-    from frtrace.report.fmt import Style, use_color
+    from frtrace.report.fmt import MarkedStyle, safe, use_color
     from frtrace.report.progress import LoadProgress
     from frtrace.tables.load import load_discovered
 
     ranks = parse_ranks(options["selected_ranks"])
     pg_filters = list(options["pg_filters"])
     found = discover(options["trace_dir"], options["prefix"])
+    if options["output"] is not None:
+        check_output(options["output"], found)
     if found.prefix_inferred:
         click.echo(
-            f"frtrace: using prefix '{found.prefix}' (inferred; set it with --prefix)", err=True
+            f"frtrace: using prefix '{safe(found.prefix)}' (inferred; set it with --prefix)",
+            err=True,
         )
     started = time.monotonic()
     progress = LoadProgress()
@@ -239,9 +287,9 @@ def run(options: dict[str, Any]) -> int:
     finally:
         progress.close()
     for item in trace.skipped:
-        click.echo(f"skipped {item.file}: {item.reason}", err=True)
+        click.echo(f"skipped {safe(item.file)}: {safe(item.reason)}", err=True)
     for warning in trace.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(f"warning: {safe(warning)}", err=True)
     loaded = time.monotonic()
     if options["verbose"]:
         click.echo(
@@ -250,17 +298,17 @@ def run(options: dict[str, Any]) -> int:
             err=True,
         )
         for note in trace.notes:
-            click.echo(f"note: {note}", err=True)
+            click.echo(f"note: {safe(note)}", err=True)
     names = matching_groups(trace.groups, pg_filters)
     entries = select_entries(trace.entries, ranks, names)
-    style = Style(use_color())
+    style = MarkedStyle(use_color())
     if options["raw"]:
         from frtrace.report.raw import entries_table, write_entries_json
 
         if (options["fmt"] or "json") == "json":
             write_entries_json(trace, entries, sys.stdout, with_frames=options["stacks"])
         else:
-            click.echo(entries_table(entries))
+            click.echo(safe(entries_table(entries), keep_newlines=True))
         return EXIT_OK
     from frtrace.api import analyze
     from frtrace.report.json_report import render_json
@@ -295,27 +343,49 @@ def run(options: dict[str, Any]) -> int:
     if options["html_path"] is not None:
         _write_html(analysis, options["html_path"], code)
     if not as_json:
-        sys.stdout.write(
-            render_text(
-                analysis,
-                style,
-                full_stacks=options["stacks"],
-                verbose=options["verbose"],
-                exit_status=code,
-            )
+        text = render_text(
+            analysis,
+            style,
+            full_stacks=options["stacks"],
+            verbose=options["verbose"],
+            exit_status=code,
         )
+        sys.stdout.write(style.finish(text))
     return code
 
 
 def _write_html(analysis: Any, path: Path, code: int) -> None:
     """--html FILE: the page goes to the file, a line on stderr says where."""
+    from frtrace.report.fmt import safe
     from frtrace.report.html import write_html
 
     try:
         write_html(analysis, path, exit_status=code)
     except OSError as exc:
         raise FrtraceError(f"cannot write {path}: {exc.strerror}") from exc
-    click.echo(f"frtrace: wrote {path}", err=True)
+    click.echo(f"frtrace: wrote {safe(str(path))}", err=True)
+
+
+def check_output(output: Path, found: Any) -> None:
+    """-o must not overwrite an input dump (or anything named like one in the dump folder)."""
+    from frtrace.dumps.discover import rank_from_name
+
+    if output.is_dir():
+        raise FrtraceError(f"-o {output}: is a folder; give a file name for the JSON report")
+    inputs = [f.path for f in found.files] + [path for path, _reason in found.skipped]
+    for path in inputs:
+        with contextlib.suppress(OSError):
+            if output.exists() and os.path.samefile(output, path):
+                raise FrtraceError(f"-o {output}: that is an input dump; refusing to overwrite it")
+    with contextlib.suppress(OSError):
+        same_dir = os.path.samefile(output.parent, found.trace_dir)
+        named_like_dump = output.name.startswith(found.prefix) and (
+            rank_from_name(output.name) is not None
+        )
+        if same_dir and named_like_dump:
+            raise FrtraceError(
+                f"-o {output}: named like a dump in the dump folder; choose another name"
+            )
 
 
 def matching_groups(groups: Any, pg_filters: list[str]) -> set[str] | None:
@@ -345,4 +415,6 @@ def select_entries(entries: Any, ranks: list[int] | None, names: set[str] | None
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
     args = list(sys.argv[1:] if argv is None else argv)
+    # SIGTERM unwinds like an exception, so the parse workers are stopped on the way out.
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     cli.main(args=expand_multi_values(args), prog_name="frtrace")

@@ -2,6 +2,8 @@
 
 The rank is the trailing integer of the file name once `.json`/`.pkl`/`.gz` suffixes are
 removed, so host names inside the name (`nccl_trace_rank_node03-host_27`) do not confuse it.
+Only ASCII digits make a rank, and entries that are not regular files (FIFOs, devices, links,
+folders) are reported as skipped by type, without being opened.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from frtrace.dumps.limits import budgets
+from frtrace.dumps.read import file_kind
 from frtrace.errors import FrtraceError
 
 DEFAULT_PREFIX_PATH = "/tmp/nccl_trace_rank_"
 PREFIX_ENV_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 _SUFFIXES = (".gz", ".json", ".pkl", ".pickle")
-_TRAILING_INT = re.compile(r"(\d+)$")
+_TRAILING_INT = re.compile(r"([0-9]+)$")
 _SEPARATORS = "_-."
 
 
@@ -37,6 +41,8 @@ class Discovery:
     prefix_inferred: bool
     files: list[DumpFile]
     ignored: list[Path] = field(default_factory=list)
+    # named like a dump but unusable before reading: (path, reason), e.g. a FIFO or rank 2**40
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
 
 
 def strip_suffixes(name: str) -> str:
@@ -54,7 +60,10 @@ def strip_suffixes(name: str) -> str:
 def rank_from_name(name: str) -> int | None:
     """The trailing integer of a file name, or None when it has none."""
     match = _TRAILING_INT.search(strip_suffixes(name))
-    return int(match.group(1)) if match else None
+    if not match:
+        return None
+    digits = match.group(1).lstrip("0") or "0"
+    return int(digits) if len(digits) <= 18 else 1 << 62  # absurd ranks stay cheap to parse
 
 
 def default_location() -> tuple[Path, str]:
@@ -71,9 +80,18 @@ def default_location() -> tuple[Path, str]:
     return path.parent, path.name
 
 
-def _candidates(trace_dir: Path, subfolders: bool = True) -> list[Path]:
-    """Files in the folder and one level of sub-folders (one folder per host is common)."""
-    found: list[Path] = []
+def _kind(path: Path) -> str | None:
+    """None for a regular file; else what it is, without following links or opening it."""
+    try:
+        return file_kind(path.lstat().st_mode)
+    except OSError as exc:
+        return f"cannot stat ({exc.strerror or exc})"
+
+
+def _candidates(trace_dir: Path, subfolders: bool = True) -> list[tuple[Path, str | None]]:
+    """Entries of the folder and one level of real sub-folders (one folder per host is common),
+    each with None for a regular file or what else it is."""
+    found: list[tuple[Path, str | None]] = []
     try:
         children = sorted(trace_dir.iterdir())
     except OSError as exc:
@@ -81,17 +99,17 @@ def _candidates(trace_dir: Path, subfolders: bool = True) -> list[Path]:
     for child in children:
         if child.name.startswith("."):
             continue
-        if child.is_dir():
+        kind = _kind(child)
+        if kind == "a directory":
             if not subfolders:
                 continue
             try:
-                found.extend(
-                    p for p in sorted(child.iterdir()) if p.is_file() and not p.name.startswith(".")
-                )
+                grandchildren = sorted(child.iterdir())
             except OSError:
                 continue
-        elif child.is_file():
-            found.append(child)
+            found.extend((p, _kind(p)) for p in grandchildren if not p.name.startswith("."))
+        else:
+            found.append((child, kind))
     return found
 
 
@@ -111,7 +129,7 @@ def _trim_prefix(common: str) -> str:
     start = 0
     for i, ch in enumerate(common):
         if ch in _SEPARATORS:
-            if any(c.isdigit() for c in common[start:i]):
+            if any(c in "0123456789" for c in common[start:i]):
                 return common[:start]
             start = i + 1
     return common
@@ -152,14 +170,25 @@ def discover(trace_dir: str | Path | None, prefix: str | None) -> Discovery:
     candidates = _candidates(directory, subfolders=trace_dir is not None)
     inferred = prefix is None
     if prefix is None:
-        prefix, _others = infer_prefix([p.name for p in candidates])
+        prefix, _others = infer_prefix([p.name for p, kind in candidates if kind is None])
     files: list[DumpFile] = []
     ignored: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
     by_rank: dict[int, Path] = {}
-    for path in candidates:
+    max_rank = budgets().max_rank
+    for path, kind in candidates:
         rank = rank_from_name(path.name)
         if not path.name.startswith(prefix) or rank is None:
             ignored.append(path)
+            continue
+        if kind is not None:
+            reason = kind if kind.startswith("cannot") else f"{kind}, not a regular file"
+            skipped.append((path, reason))
+            continue
+        if rank > max_rank:
+            skipped.append(
+                (path, f"rank {rank} in the name is above the budget max_rank ({max_rank:,})")
+            )
             continue
         if rank in by_rank:
             raise FrtraceError(
@@ -169,4 +198,4 @@ def discover(trace_dir: str | Path | None, prefix: str | None) -> Discovery:
         by_rank[rank] = path
         files.append(DumpFile(path, rank))
     files.sort(key=lambda f: f.rank)
-    return Discovery(directory, prefix, inferred, files, ignored)
+    return Discovery(directory, prefix, inferred, files, ignored, skipped)

@@ -1,33 +1,62 @@
-"""Read one dump file into plain Python data, safely.
+"""Read one dump file into plain Python data, safely and within budgets.
 
 Dumps are untrusted: a pickle is loaded with an unpickler that refuses every global, so a
 hostile file cannot run code. Real dumps hold only dicts, lists, tuples, str, int, float, bool
-and None, so nothing legitimate is refused.
+and None, so nothing legitimate is refused. Sizes are checked before anything is read (st_size,
+then gzip inflated in steps up to the budget), and only regular files are opened, non-blocking,
+so a FIFO or a device named like a dump cannot stall the run. What the unpickler builds in
+memory is bounded by the parse workers' address-space limit (see tables/workers.py).
 """
 
 from __future__ import annotations
 
-import gzip
+import errno
 import io
 import json
+import os
 import pickle
+import re
+import stat
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from frtrace.dumps.limits import Budgets, budgets
 from frtrace.errors import DumpError
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _PICKLE_PROTO = 0x80
 _DUMP_KEYS = ("version", "pg_config", "entries")
+_NON_SPACE = re.compile(rb"\S")
+_FILE_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFLNK: "a symbolic link",
+}
+
+
+def clip(value: Any, limit: int = 60) -> str:
+    """A short printable rendering of an untrusted value for an error message."""
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, (int, float, bool)) or value is None:
+        text = repr(value) if not isinstance(value, int) or value.bit_length() < 200 else "<int>"
+    else:
+        return type(value).__name__
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class SafeUnpickler(pickle.Unpickler):
     """The C unpickler with globals and persistent ids disabled: plain data only."""
 
     def find_class(self, module: str, name: str) -> NoReturn:
-        raise DumpError(f"pickle asks for global {module}.{name}: refused (dumps hold plain data)")
+        raise DumpError(
+            f"pickle asks for global {clip(module)}.{clip(name)}: refused (dumps hold plain data)"
+        )
 
     def persistent_load(self, pid: Any) -> NoReturn:
         raise DumpError("pickle asks for a persistent object: refused (dumps hold plain data)")
@@ -42,10 +71,28 @@ class RawDump:
     compressed: bool
 
 
-def _load_pickle(blob: bytes) -> Any:
+class _View(io.RawIOBase):
+    """A read-only stream over bytes or a bytearray without copying it (BytesIO would copy a
+    bytearray, and an inflated dump can be hundreds of megabytes)."""
+
+    def __init__(self, data: bytes | bytearray) -> None:
+        self._view = memoryview(data)
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = min(len(buffer), len(self._view) - self._pos)
+        buffer[:n] = self._view[self._pos : self._pos + n]
+        self._pos += n
+        return n
+
+
+def _load_pickle(blob: bytes | bytearray) -> Any:
     # A stream with peek() lets the C unpickler prefetch; on a bare BytesIO it calls read()
     # for every opcode of these unframed protocol-2 pickles and runs 3x slower.
-    stream = io.BufferedReader(io.BytesIO(blob), buffer_size=1 << 16)
+    stream = io.BufferedReader(_View(blob), buffer_size=1 << 16)
     try:
         return SafeUnpickler(stream).load()
     except DumpError:
@@ -56,12 +103,16 @@ def _load_pickle(blob: bytes) -> Any:
         text = str(exc)
         if "truncated" in text:
             raise DumpError("truncated pickle (file ends early)") from exc
-        raise DumpError(f"corrupt pickle ({text})") from exc
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError, MemoryError) as exc:
-        raise DumpError(f"corrupt pickle ({type(exc).__name__}: {exc})") from exc
+        raise DumpError(f"corrupt pickle ({clip(text, 120)})") from exc
+    except RecursionError as exc:
+        raise DumpError("pickle nested too deeply to be a dump") from exc
+    except MemoryError as exc:
+        raise DumpError("pickle needs more memory than the parse budget allows") from exc
+    except Exception as exc:  # any other failure of the C unpickler is a corrupt file
+        raise DumpError(f"corrupt pickle ({type(exc).__name__}: {clip(str(exc), 120)})") from exc
 
 
-def _load_json(blob: bytes) -> Any:
+def _load_json(blob: bytes | bytearray) -> Any:
     try:
         return json.loads(blob)
     except UnicodeDecodeError as exc:
@@ -70,21 +121,59 @@ def _load_json(blob: bytes) -> Any:
         raise DumpError(
             f"truncated or invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
         ) from exc
+    except RecursionError as exc:
+        raise DumpError("JSON nested too deeply to be a dump") from exc
+    except ValueError as exc:  # e.g. an integer literal longer than Python converts
+        raise DumpError(f"invalid JSON ({clip(str(exc), 120)})") from exc
 
 
-def decode(blob: bytes) -> RawDump:
+def gunzip(blob: bytes | bytearray, limit: int) -> bytearray:
+    """Inflate (possibly concatenated) gzip members in steps, refusing more than `limit` bytes."""
+    out = bytearray()
+    data = blob
+    while data:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        pending = data
+        while not inflater.eof:
+            try:
+                # small steps: the output grows in place, never beside a copy of itself
+                chunk = inflater.decompress(pending, min(1 << 24, limit + 1 - len(out)))
+            except zlib.error as exc:
+                raise DumpError(f"corrupt gzip ({exc})") from exc
+            out += chunk
+            if len(out) > limit:
+                raise DumpError(
+                    f"gzip inflates to more than {limit:,} bytes "
+                    "(above the budget max_decompressed_bytes)"
+                )
+            pending = inflater.unconsumed_tail
+            if not chunk and not pending:
+                break
+        if not inflater.eof:
+            raise DumpError("corrupt or truncated gzip (stream ends early)")
+        data = inflater.unused_data.lstrip(b"\x00")
+        if data and data[:2] != _GZIP_MAGIC:
+            raise DumpError("corrupt gzip (data after the compressed stream)")
+    return out
+
+
+def decode(blob: bytes | bytearray, limits: Budgets | None = None) -> RawDump:
     """Decode bytes that may be gzip-compressed pickle or JSON; raise DumpError otherwise."""
+    limits = limits or budgets()
     compressed = blob[:2] == _GZIP_MAGIC
     if compressed:
-        try:
-            blob = gzip.decompress(blob)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise DumpError(f"corrupt or truncated gzip ({exc})") from exc
-    if not blob.strip():
+        blob = gunzip(blob, limits.max_decompressed_bytes)
+    elif len(blob) > limits.max_decompressed_bytes:
+        raise DumpError(
+            f"{len(blob):,} bytes, above the budget max_decompressed_bytes "
+            f"({limits.max_decompressed_bytes:,})"
+        )
+    first = _NON_SPACE.search(blob)  # no stripped copy of a large blob
+    if first is None:
         raise DumpError("empty file")
     if blob[0] == _PICKLE_PROTO:
         data, fmt = _load_pickle(blob), "pickle"
-    elif blob.lstrip()[:1] in (b"{", b"["):
+    elif blob[first.start()] in b"{[":
         data, fmt = _load_json(blob), "json"
     else:
         raise DumpError("neither a pickle nor a JSON dump")
@@ -99,7 +188,7 @@ def validate(data: Any) -> None:
             f"not a Flight Recorder dump (top level is {type(data).__name__}, not dict)"
         )
     if not any(key in data for key in _DUMP_KEYS):
-        keys = ", ".join(sorted(map(str, data))[:5]) or "none"
+        keys = ", ".join(sorted(clip(k, 30) for k in data if isinstance(k, str))[:5]) or "none"
         raise DumpError(f"not a Flight Recorder dump (keys: {keys}; expected version, entries)")
     entries = data.get("entries", [])
     if not isinstance(entries, list):
@@ -109,10 +198,56 @@ def validate(data: Any) -> None:
             raise DumpError(f"'{key}' is {type(data[key]).__name__}, not a dict")
 
 
-def read_dump(path: Path) -> RawDump:
-    """Read and decode one file; every failure is a DumpError with a one-line reason."""
+def file_kind(mode: int) -> str | None:
+    """None for a regular file, else what it is ('a FIFO', ...): only regular files are read."""
+    if stat.S_ISREG(mode):
+        return None
+    return _FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def read_bytes(path: Path, limits: Budgets | None = None) -> bytearray:
+    """The bytes of a regular file, opened without following links or blocking, within budget."""
+    limits = limits or budgets()
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        blob = path.read_bytes()
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise DumpError("a symbolic link, not a regular file (not followed)") from exc
+        raise DumpError(f"cannot read ({exc.strerror or exc})") from exc
+    try:
+        info = os.fstat(fd)
+        kind = file_kind(info.st_mode)
+        if kind is not None:
+            raise DumpError(f"{kind}, not a regular file")
+        if info.st_size > limits.max_file_bytes:
+            raise DumpError(
+                f"{info.st_size:,} bytes, above the budget max_file_bytes "
+                f"({limits.max_file_bytes:,})"
+            )
+        # One buffer, read into in place; the file may grow meanwhile: never past the budget.
+        buffer = bytearray(info.st_size + 1)
+        total = 0
+        with io.FileIO(fd, "rb", closefd=False) as raw, memoryview(buffer) as view:
+            while total < len(buffer):
+                got = raw.readinto(view[total:])
+                if not got:
+                    break
+                total += got
+        if total == len(buffer):
+            buffer += os.read(fd, limits.max_file_bytes + 1 - total)
+            total = len(buffer)
+        if total > limits.max_file_bytes:
+            raise DumpError(f"grew past the budget max_file_bytes ({limits.max_file_bytes:,})")
+        del buffer[total:]
+        return buffer
     except OSError as exc:
         raise DumpError(f"cannot read ({exc.strerror or exc})") from exc
-    return decode(blob)
+    finally:
+        os.close(fd)
+
+
+def read_dump(path: Path, limits: Budgets | None = None) -> RawDump:
+    """Read and decode one file; every failure is a DumpError with a one-line reason."""
+    return decode(read_bytes(path, limits), limits)

@@ -3,12 +3,12 @@
 This runs inside worker processes, so what it returns is small to send back: numpy arrays
 and, for repeated strings (groups, ops, shapes, dtypes, stacks), integer codes plus the short
 table of distinct values seen in this file. The parent merges those tables into shared
-categories, the way a symbol table interns strings once for the whole job.
+categories, the way a symbol table interns strings once for the whole job. Every field is
+checked against the format on the way (see check.py): this is where untrusted data ends.
 """
 
 from __future__ import annotations
 
-import contextlib
 import marshal
 import operator
 from collections.abc import Iterable
@@ -17,7 +17,16 @@ from typing import Any
 
 import numpy as np
 
+from frtrace.dumps.limits import Budgets, budgets
 from frtrace.errors import DumpError
+from frtrace.tables.check import (
+    INT32,
+    INT64,
+    Checker,
+    clean_pg_config,
+    clean_pg_status,
+    meta_text,
+)
 
 Frame = tuple[str, str, int]
 
@@ -31,6 +40,10 @@ INT_FIELDS = {
     "time_started_ns": ("time_discovered_started_ns", 0),
     "time_completed_ns": ("time_discovered_completed_ns", 0),
 }
+# A wrong type in these skips the file; in the other integer fields it becomes unset.
+REQUIRED_INTS = {"record_id", "collective_seq_id", "p2p_seq_id"}
+# Stored as int32 in the merged table (trace.NARROW_INTS): checked to fit at the edge.
+INT32_FIELDS = {"pg_id", "collective_seq_id", "p2p_seq_id", "op_id"}
 # Integers that follow from the call site, read from the composite. column name: default
 CALL_SITE_INTS = {"pg_id": -1, "timeout_ms": 0}
 STR_FIELDS = {
@@ -74,6 +87,7 @@ class RankColumns:
     pg_status: dict[str, Any]
     missing_fields: list[str] = field(default_factory=list)
     coalesced: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
+    notes: list[str] = field(default_factory=list)  # values made unset or cut, for -v
 
     def release_columns(self) -> None:
         """Drop the arrays once merged: at 16M entries they are gigabytes."""
@@ -99,58 +113,24 @@ def intern(values: list[Any]) -> Interned:
 
 def _column(entries: list[dict[str, Any]], key: str, default: Any, missing: list[str]) -> list[Any]:
     try:
-        return [e[key] for e in entries]
+        return list(map(operator.itemgetter(key), entries))
     except KeyError:
         missing.append(key)
         return [e.get(key, default) for e in entries]
 
 
-def _ints(values: list[Any], default: int) -> np.ndarray:
-    """int64 column; None (pickle's unset) becomes `default`, strings are parsed."""
-    try:
-        return np.array(values, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        pass
-    try:  # unset times are None in pickles: common, so keep this path fast
-        return np.array([default if v is None else v for v in values], dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        out = np.empty(len(values), dtype=np.int64)
-        for i, v in enumerate(values):
-            try:
-                out[i] = default if v is None else int(v)
-            except (TypeError, ValueError, OverflowError):
-                out[i] = default
-        return out
-
-
-def _floats(values: list[Any]) -> np.ndarray:
-    try:
-        return np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        out = np.full(len(values), np.nan)
-        for i, v in enumerate(values):
-            with contextlib.suppress(TypeError, ValueError):
-                out[i] = float(v)
-        return out
-
-
 def _key(value: Any) -> bytes:
     try:
-        return marshal.dumps(value)
-    except ValueError:  # not marshallable: cannot come from a real dump, keep it distinct
-        return repr(value).encode()
+        return marshal.dumps(value)  # linear even for memo-shared structures (marshal refs)
+    except ValueError:  # too deep to marshal: cannot come from a real dump, keep it distinct
+        return b"id:%d" % id(value)
 
 
-def _frames(frames: Any) -> tuple[Frame, ...]:
+def _frames(frames: Any, clip: Any) -> tuple[Frame, ...]:
+    """Validated frames (see check.Checker.frames) as (name, filename, line) tuples."""
     if not isinstance(frames, list):
         return ()
-    out = []
-    for f in frames:
-        if isinstance(f, dict):
-            out.append(
-                (str(f.get("name", "")), str(f.get("filename", "")), int(f.get("line") or 0))
-            )
-    return tuple(out)
+    return tuple((clip(f["name"]), clip(f["filename"]), f["line"]) for f in frames)
 
 
 def intern_equal(values: list[Any], keys: Iterable[Any]) -> Interned:
@@ -186,10 +166,16 @@ def _stack_key(frames: Any) -> Any:
         return [frames]  # unhashable: intern_equal falls back to exact bytes
 
 
-def intern_stacks(frames_col: list[Any]) -> Interned:
-    """Each distinct stack once, as tuples of (name, filename, line)."""
+def intern_stacks(
+    frames_col: list[Any], clip: Any = None, check: Checker | None = None
+) -> Interned:
+    """Each distinct stack once, as tuples of (name, filename, line). The stacks are checked
+    once interned (`check`), where there are few of them; a malformed one becomes ()."""
+    clip = clip or (lambda text: text)
+    check = check or Checker(budgets())
     interned = intern_equal(frames_col, map(_stack_key, frames_col))
-    return Interned(interned.codes, [_frames(r) for r in interned.uniques])
+    uniques = check.stacks(interned.uniques)
+    return Interned(interned.codes, [_frames(r, clip) for r in uniques])
 
 
 # Fields that are (nearly) a function of the call site: interned together as one composite.
@@ -214,14 +200,85 @@ def _composite_rows(entries: list[dict[str, Any]], missing: list[str]) -> list[t
         return [tuple(e.get(k, _DEFAULTS[k]) for k in COMPOSITE) for e in entries]
 
 
+def _key_fields_checked(rows: list[tuple[Any, ...]], check: Checker) -> list[tuple[Any, ...]]:
+    """Before interning, which hashes the group, name and state and compares lists: check those
+    three over every entry, and bound the lengths of the lists (C-level passes)."""
+    if not rows:
+        return rows
+    at = {name: i for i, name in enumerate(COMPOSITE)}
+    columns: dict[str, list[Any]] = {
+        name: list(map(operator.itemgetter(at[name]), rows))
+        for name in ("process_group", "profiling_name", "state", *LIST_FIELDS)
+    }
+    for name in LIST_FIELDS:
+        check.bounded(columns[name], name)
+    fixed = {
+        "process_group": check.process_groups(columns["process_group"]),
+        "profiling_name": check.strings(columns["profiling_name"], "profiling_name", required=True),
+        "state": check.strings(columns["state"], "state", required=True),
+    }
+    changed = {name: v for name, v in fixed.items() if v is not columns[name]}
+    if not changed:
+        return rows
+    return [
+        tuple(changed[name][i] if name in changed else row[j] for j, name in enumerate(COMPOSITE))
+        for i, row in enumerate(rows)
+    ]
+
+
+def _uniques_checked(composite: Interned, check: Checker) -> None:
+    """The other call-site fields, checked on the distinct composites only (in place)."""
+    uniques = composite.uniques
+    if not uniques:
+        return
+    columns = [list(c) for c in zip(*uniques, strict=True)]
+    at = {name: i for i, name in enumerate(COMPOSITE)}
+    checks: dict[str, Any] = {
+        "thread_id": lambda v: check.strings(v, "thread_id", required=False),
+        "thread_name": lambda v: check.strings(v, "thread_name", required=False),
+        "is_p2p": lambda v: check.bools(v, "is_p2p", required=True),
+        "retired": lambda v: check.bools(v, "retired", required=False),
+        "timeout_ms": lambda v: check.opt_ints(v, "timeout_ms", INT64, required=False),
+        "pg_id": lambda v: check.opt_ints(v, "pg_id", INT32, required=True),
+        "input_sizes": lambda v: check.sizes(v, "input_sizes"),
+        "output_sizes": lambda v: check.sizes(v, "output_sizes"),
+        "input_dtypes": lambda v: check.dtypes(v, "input_dtypes"),
+        "output_dtypes": lambda v: check.dtypes(v, "output_dtypes"),
+    }
+    codes = composite.codes
+    check.entry_of = lambda index: int(np.flatnonzero(codes == index)[0])
+    check.unit = ("distinct call site", "distinct call sites")
+    changed = False
+    for name, run in checks.items():
+        given = columns[at[name]]
+        result = run(given)
+        if result is not given:
+            columns[at[name]] = result
+            changed = True
+    check.entry_of, check.unit = (lambda index: index), ("entry", "entries")
+    if changed:
+        composite.uniques = list(zip(*columns, strict=True))
+
+
 def intern_rows(rows: list[tuple[Any, ...]], sites: np.ndarray) -> Interned:
     """Composite rows keyed by call site, group, op and state (the rest follows from those)."""
     keys = zip(sites.tolist(), map(operator.itemgetter(0, 1, 2), rows), strict=True)
     return intern_equal(rows, keys)
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else str(value)
+class _Clip:
+    """Cuts strings longer than the budget max_string_chars, counting how many it cut: a
+    megabyte profiling name would otherwise cost seconds in every table that shows it."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.cut = 0
+
+    def __call__(self, text: str) -> str:
+        if len(text) <= self.limit:
+            return text
+        self.cut += 1
+        return f"{text[: self.limit]}...[{len(text) - self.limit:,} more characters]"
 
 
 def _split(composite: Interned, index: int, convert: Any) -> Interned:
@@ -241,24 +298,17 @@ def _scalar(composite: Interned, index: int, dtype: Any, default: Any) -> np.nda
     return table[composite.codes]
 
 
-def _pg_part(part: int) -> Any:
-    def get(pg: Any) -> str:
-        try:
-            return str(pg[part]) if len(pg) > part else ""
-        except TypeError as exc:
-            raise DumpError(f"malformed process_group in an entry ({pg!r})") from exc
-
-    return get
-
-
 def _shape(value: Any) -> str:
-    return repr(value) if isinstance(value, list) else "[]"
+    """Validated shapes as JSON-compatible text: '[[3, 4], [5]]'."""
+    if value is None:
+        return "[]"
+    if type(value) is list and all(type(s) is list for s in value):
+        return repr(value)
+    return repr([list(s) for s in value])
 
 
 def _dtypes(value: Any) -> str:
-    if isinstance(value, list):
-        return ",".join(map(str, value))
-    return "" if value is None else str(value)
+    return "" if value is None else ",".join(value)
 
 
 def coalesced_parts(pg: np.ndarray, seq: np.ndarray, is_p2p: np.ndarray) -> np.ndarray:
@@ -275,12 +325,23 @@ def coalesced_parts(pg: np.ndarray, seq: np.ndarray, is_p2p: np.ndarray) -> np.n
     return out
 
 
-def columnize(data: dict[str, Any], rank: int) -> RankColumns:
-    """Columns of one decoded dump. Missing fields (older versions, JSON) get defaults."""
+def columnize(data: dict[str, Any], rank: int, limits: Budgets | None = None) -> RankColumns:
+    """Columns of one decoded dump, every field checked against the format (see check.py).
+
+    Missing fields (older versions, JSON) get defaults; a wrong type in a needed field raises
+    DumpError naming it; optional fields that are wrong become unset, with a note.
+    """
+    limits = limits or budgets()
     entries = data.get("entries") or []
-    if not all(isinstance(e, dict) for e in entries):
-        i = next(i for i, e in enumerate(entries) if not isinstance(e, dict))
+    if len(entries) > limits.max_entries:
+        raise DumpError(
+            f"{len(entries):,} entries, above the budget max_entries ({limits.max_entries:,})"
+        )
+    if not set(map(type, entries)) <= {dict}:
+        i = next(i for i, e in enumerate(entries) if type(e) is not dict)
         raise DumpError(f"entry {i} is {type(entries[i]).__name__}, not a dict")
+    check = Checker(limits)
+    clip = _Clip(limits.max_string_chars)
     missing: list[str] = []
     n = len(entries)
     ints = {}
@@ -288,27 +349,45 @@ def columnize(data: dict[str, Any], rank: int) -> RankColumns:
         values = _column(entries, key, None, missing)
         if col == "collective_seq_id" and key in missing and n and "seq_id" in entries[0]:
             missing.remove(key)
-            values = [e.get("seq_id") for e in entries]  # format 2.2 called it seq_id
-        ints[col] = _ints(values, default)
-    duration = _floats(_column(entries, "duration_ms", None, []))
-    stacks = intern_stacks(_column(entries, "frames", None, []))
-    composite = intern_rows(_composite_rows(entries, missing), stacks.codes)
+            key = "seq_id"  # format 2.2 called it seq_id
+            values = [e.get(key) for e in entries]
+        ints[col] = check.ints(
+            values,
+            key,
+            default,
+            required=col in REQUIRED_INTS,
+            bounds=INT32 if col in INT32_FIELDS else INT64,
+        )
+    duration = check.floats(_column(entries, "duration_ms", None, []), "duration_ms")
+    stacks = intern_stacks(check.frame_lists(_column(entries, "frames", None, [])), clip, check)
+    rows = _key_fields_checked(_composite_rows(entries, missing), check)
+    composite = intern_rows(rows, stacks.codes)
+    _uniques_checked(composite, check)
     at = {name: i for i, name in enumerate(COMPOSITE)}
-    pg_codes = _split(composite, at["process_group"], _pg_part(0))
+    pg_codes = _split(composite, at["process_group"], lambda pg: clip(pg[0]))
     cats: dict[str, Interned] = {
         "pg_name": pg_codes,
-        "pg_desc": _split(composite, at["process_group"], _pg_part(1)),
+        "pg_desc": _split(composite, at["process_group"], lambda pg: clip(pg[1])),
     }
     for col in STR_FIELDS:
-        cats[col] = _split(composite, at[col], _text)
+        cats[col] = _split(composite, at[col], clip)
     for col in LIST_FIELDS:
-        cats[col] = _split(composite, at[col], _dtypes if col.endswith("dtypes") else _shape)
+        if col.endswith("dtypes"):
+            cats[col] = _split(composite, at[col], lambda v: clip(_dtypes(v)))
+        else:
+            cats[col] = _split(composite, at[col], _shape)
     for col, default in CALL_SITE_INTS.items():
         ints[col] = _scalar(composite, at[col], np.int64, default)
     is_p2p = _scalar(composite, at["is_p2p"], bool, False)
     retired = _scalar(composite, at["retired"], bool, False)
-    pg_config = data.get("pg_config") or {}
-    pg_status = data.get("pg_status") or {}
+    notes = check.notes
+    pg_config = clean_pg_config(data.get("pg_config"), limits, notes)
+    pg_status = clean_pg_status(data.get("pg_status"), limits, notes)
+    if clip.cut:
+        notes.append(
+            f"{clip.cut} distinct string(s) longer than {limits.max_string_chars:,} characters "
+            "(the budget max_string_chars) were cut"
+        )
     return RankColumns(
         rank=rank,
         n=n,
@@ -318,10 +397,11 @@ def columnize(data: dict[str, Any], rank: int) -> RankColumns:
         retired=retired,
         cats=cats,
         stacks=stacks,
-        version=str(data.get("version", "")),
-        comm_lib_version=str(data.get("comm_lib_version", "")),
-        pg_config=pg_config if isinstance(pg_config, dict) else {},
-        pg_status=pg_status if isinstance(pg_status, dict) else {},
+        version=meta_text(data.get("version"), "version", notes),
+        comm_lib_version=meta_text(data.get("comm_lib_version"), "comm_lib_version", notes),
+        pg_config=pg_config,
+        pg_status=pg_status,
         missing_fields=sorted(set(missing)),
         coalesced=coalesced_parts(pg_codes.codes, ints["collective_seq_id"], is_p2p),
+        notes=notes,
     )

@@ -2,25 +2,26 @@
 
 Parsing is the expensive part (Python's unpickler builds millions of small objects), so files
 are parsed in worker processes that turn entries into columns before sending anything back.
+Workers are used even for one file: they bound what a hostile file can cost (see workers.py).
 One broken dump is skipped with its reason; the others are still analyzed.
 """
 
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
 from frtrace.dumps.discover import Discovery, DumpFile, discover
+from frtrace.dumps.limits import budgets
 from frtrace.dumps.read import read_dump
 from frtrace.errors import DumpError, FrtraceError
 from frtrace.tables.columns import RankColumns, columnize
 from frtrace.tables.repair import add_global_peers, infer_memberships, pg_status_frame
 from frtrace.tables.trace import Skipped, Trace, files_frame, merge_columns
+from frtrace.tables.workers import iter_isolated
 
 Progress = Callable[[int, int, int], None]  # files done, files total, entries so far
 ParseResult = tuple[int, str, RankColumns | None, str, bool, str]
@@ -67,7 +68,12 @@ def _parse(item: tuple[str, int]) -> ParseResult:
     except RecursionError:
         return rank, path, None, "", False, "nested too deeply to be a dump"
     except MemoryError:
-        return rank, path, None, "", False, "too large to load in memory"
+        return rank, path, None, "", False, "needs more memory than the parse budget allows"
+
+
+def _lost(item: tuple[str, int], reason: str) -> ParseResult:
+    path, rank = item
+    return rank, path, None, "", False, reason
 
 
 def default_jobs(files: list[DumpFile]) -> int:
@@ -85,21 +91,9 @@ def default_jobs(files: list[DumpFile]) -> int:
     return max(1, min(os.cpu_count() or 1, len(files)))
 
 
-def _pool_context() -> multiprocessing.context.BaseContext:
-    # fork shares the already-imported modules with the workers, so they start in milliseconds.
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("fork" if "fork" in methods else None)
-
-
 def iter_parsed(items: list[tuple[str, int]], jobs: int) -> Iterator[ParseResult]:
-    """Parse files, in `jobs` worker processes when jobs > 1, yielding as they finish."""
-    if jobs <= 1:
-        yield from map(parse_file, items)
-        return
-    # Small chunks keep both workers busy until the end; results are tiny, so it is cheap.
-    chunksize = max(1, min(4, len(items) // (jobs * 8) or 1))
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=_pool_context()) as pool:
-        yield from pool.map(parse_file, items, chunksize=chunksize)
+    """Parse files in `jobs` isolated worker processes, yielding as they finish."""
+    yield from iter_isolated(items, jobs, parse_file, _lost, budgets())
 
 
 def load_discovered(
@@ -114,13 +108,17 @@ def load_discovered(
     if ranks is not None:
         wanted = set(ranks)
         files = [f for f in files if f.rank in wanted]
+    skipped = [Skipped(str(path), reason) for path, reason in found.skipped]
     if not files:
         where = f"{found.trace_dir}" + (f" with prefix '{found.prefix}'" if found.prefix else "")
+        if skipped:
+            raise NoUsableDumpError(
+                f"no usable dump in {where} ({len(skipped)} file(s) skipped)", skipped
+            )
         raise FrtraceError(f"no dump files found in {where}")
-    n_jobs = default_jobs(files) if jobs is None else max(1, jobs)
+    n_jobs = default_jobs(files) if jobs is None else max(1, min(jobs, 4 * (os.cpu_count() or 1)))
     items = [(str(f.path), f.rank) for f in files]
     parts: list[RankColumns] = []
-    skipped: list[Skipped] = []
     file_rows = []
     entries_seen = 0
     for done, (rank, path, cols, fmt, compressed, reason) in enumerate(
@@ -162,6 +160,8 @@ def load_discovered(
         detail = "; ".join(f"{v}: ranks {list(r)}" for v, r in by_version.items())
         warnings.append(f"dumps mix format versions ({detail})")
     notes = list(members.notes)
+    for part in parts:
+        notes.extend(f"rank {part.rank}: {note}" for note in part.notes)
     missing = sorted({f for p in parts for f in p.missing_fields})
     if missing:
         notes.append(f"fields absent from some dumps, given defaults: {', '.join(missing)}")

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from frtrace.dumps.limits import budgets
 from frtrace.tables.columns import RankColumns
 
 DEFAULT_PG = "0"
@@ -82,7 +83,8 @@ def _size_hints(entries: pd.DataFrame) -> dict[str, int]:
         ratio = (rows[num] // rows[den]).astype(np.int64)
         best = ratio.groupby(rows["pg_name"].astype(object)).max()
         for name, size in best.items():
-            hints[str(name)] = max(hints.get(str(name), 0), int(size))
+            if int(size) <= budgets().max_rank + 1:  # a claimed size is not a reason to allocate
+                hints[str(name)] = max(hints.get(str(name), 0), int(size))
     return hints
 
 
@@ -191,7 +193,8 @@ def infer_memberships(
 
 
 def _pg_sort_key(name: str) -> tuple[int, int, str]:
-    return (0, int(name), "") if name.isdigit() else (1, 0, name)
+    numeric = name.isascii() and name.isdigit() and len(name) < 19
+    return (0, int(name), "") if numeric else (1, 0, name)
 
 
 def add_global_peers(entries: pd.DataFrame, groups: pd.DataFrame) -> None:

@@ -15,7 +15,8 @@ from frtrace.tables.columns import CATEGORY_COLUMNS, Frame, RankColumns
 P2P_OPS = frozenset({"send", "recv"})
 # Counters that fit 32 bits in any real job; halving them matters at millions of rows.
 NARROW_INTS = ("pg_id", "collective_seq_id", "p2p_seq_id", "op_id")
-_P2P_NAME = re.compile(r"^(send|recv)\s+(\d+)\s*(->|<-)\s*(\d+)$")
+_P2P_NAME = re.compile(r"^(send|recv)\s+([0-9]{1,9})\s*(->|<-)\s*([0-9]{1,9})$")
+_MAX_NUMEL = (1 << 62) - 1  # element counts are clamped here, so int64 sums cannot overflow
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,8 @@ def numel(sizes_key: str) -> int:
         if isinstance(shape, list):
             count = 1
             for dim in shape:
-                count *= int(dim)
-            total += count
+                count = min(count * int(dim), _MAX_NUMEL)
+            total = min(total + count, _MAX_NUMEL)
     return total
 
 

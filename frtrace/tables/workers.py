@@ -1,0 +1,229 @@
+"""Parse files in child processes, so that one hostile file costs one line, not the run.
+
+Each worker parses one file at a time under an address-space limit (the budget
+max_parse_memory above what it had when the file started) and a CPU-time limit (parse_seconds
+plus parse_seconds_per_mib of the file), with core dumps off. The parent knows which file each
+worker holds: a worker that crashes (a pickle whose nested tuple key overflows the C stack),
+runs out of its budgets (a memo-shared tuple used as a dict key takes exponential time to hash)
+or stalls is replaced, and only its file is skipped, with the reason. Workers ignore
+SIGINT (the parent decides), die with the parent (PR_SET_PDEATHSIG on Linux), and are stopped
+when the parent stops, whatever the reason (SIGTERM, SIGINT, an error).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from frtrace.dumps.limits import Budgets, set_budgets
+
+Item = tuple[str, int]  # path, rank
+Parse = Callable[[Item], Any]
+Failed = Callable[[Item, str], Any]  # builds the result for a file whose worker was lost
+
+
+def _pool_context() -> Any:
+    # fork shares the already-imported modules with the workers, so they start in milliseconds.
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else None)
+
+
+def _address_space() -> int | None:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def limit_memory(extra: int) -> None:
+    """Let this process grow by at most `extra` bytes of address space (never raise a limit
+    set from outside above its hard value)."""
+    try:
+        import resource
+    except ImportError:  # not POSIX: nothing to set
+        return
+    now = _address_space()
+    if now is None:
+        return
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    want = now + extra
+    if hard != resource.RLIM_INFINITY:
+        want = min(want, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (want, hard))
+
+
+def limit_cpu(seconds: int) -> None:
+    """Stop this process (SIGXCPU) once it has used `seconds` more CPU time."""
+    try:
+        import resource
+    except ImportError:
+        return
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    used = int(usage.ru_utime + usage.ru_stime) + 1
+    _soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    want = used + seconds
+    if hard != resource.RLIM_INFINITY:
+        want = min(want, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_CPU, (want, hard))
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _die_with_parent() -> None:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _worker(conn: Connection, others: list[Connection], parse: Parse, limits: Budgets) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    _die_with_parent()
+    for other in others:  # the parent's ends of other workers' pipes: not ours to hold
+        other.close()
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ImportError, ValueError, OSError):
+        pass
+    set_budgets(limits)
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        limit_memory(limits.max_parse_memory)
+        limit_cpu(limits.parse_cpu_seconds(_size(message[0])))
+        conn.send(parse(message))
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Connection
+    item: Item | None = None
+    started: float = 0.0
+    allowed: float = 0.0  # wall seconds before the parent gives up on it
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        if name == "SIGXCPU":
+            return (
+                "parsing stopped: over its CPU-time budget (parse_seconds, parse_seconds_per_mib)"
+            )
+        hint = " (out of the parse memory budget?)" if name in ("SIGABRT", "SIGKILL") else ""
+        return f"the parser crashed on this file (killed by {name}){hint}"
+    return f"the parser exited on this file (status {code})"
+
+
+def iter_isolated(
+    items: list[Item], jobs: int, parse: Parse, failed: Failed, limits: Budgets
+) -> Iterator[Any]:
+    """parse(item) for every item in up to `jobs` worker processes, yielding as they finish;
+    an item whose worker dies or overruns its time yields failed(item, reason) instead."""
+    ctx = _pool_context()
+    todo: deque[Item] = deque(items)
+    workers: list[_Worker] = []
+
+    def start() -> _Worker:
+        parent_end, child_end = ctx.Pipe()
+        others = [w.conn for w in workers]
+        process = ctx.Process(target=_worker, args=(child_end, others, parse, limits), daemon=True)
+        process.start()
+        child_end.close()
+        worker = _Worker(process, parent_end)
+        workers.append(worker)
+        return worker
+
+    def assign(worker: _Worker) -> None:
+        if todo:
+            worker.item = todo.popleft()
+            worker.started = time.monotonic()
+            worker.allowed = 3.0 * limits.parse_cpu_seconds(_size(worker.item[0])) + 10.0
+            worker.conn.send(worker.item)
+        else:
+            worker.item = None
+
+    def retire(worker: _Worker) -> None:
+        workers.remove(worker)
+        worker.conn.close()
+        if worker.process.is_alive():
+            worker.process.kill()
+        worker.process.join()
+
+    try:
+        for _ in range(max(1, min(jobs, len(items)))):
+            assign(start())
+        while any(w.item is not None for w in workers):
+            busy = [w for w in workers if w.item is not None]
+            deadline = min(w.started + w.allowed for w in busy)
+            timeout = max(0.0, deadline - time.monotonic())
+            ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout))
+            for worker in busy:
+                item = worker.item
+                assert item is not None
+                if worker.conn in ready:
+                    try:
+                        result = worker.conn.recv()
+                    except (EOFError, OSError):
+                        worker.process.join(5)
+                        retire(worker)
+                        yield failed(item, _describe_exit(worker.process.exitcode))
+                        if todo:
+                            assign(start())
+                        continue
+                    assign(worker)
+                    yield result
+                elif worker.process.sentinel in ready:
+                    worker.process.join()
+                    retire(worker)
+                    yield failed(item, _describe_exit(worker.process.exitcode))
+                    if todo:
+                        assign(start())
+                elif time.monotonic() - worker.started > worker.allowed:
+                    retire(worker)
+                    yield failed(
+                        item,
+                        f"parsing stalled for {worker.allowed:g} s (3x its CPU budget); stopped",
+                    )
+                    if todo:
+                        assign(start())
+    finally:
+        for worker in list(workers):
+            with contextlib.suppress(OSError, ValueError):
+                worker.conn.send(None)
+            worker.conn.close()
+        for worker in workers:
+            worker.process.join(0.5)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join()

@@ -1,0 +1,220 @@
+"""Hostile and broken input: each bad file costs one line, never the run, a traceback, the
+machine's memory or unbounded time. The CLI runs in a subprocess under a 1.5 GB address-space
+limit and a timeout (see hostile_cases.run_cli); several bad files share one run per kind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from hostile_cases import (
+    MARKER_NAME,
+    REPO,
+    Case,
+    build_folder,
+    case_args,
+    cases,
+    dump,
+    nccl_entry,
+    pickled,
+    run_cli,
+    verify,
+    write,
+)
+
+
+def _all(tmp: Path) -> list[Case]:
+    return cases(tmp / MARKER_NAME)
+
+
+def _names(kind: str, batch: bool) -> list[str]:
+    return [c.name for c in cases(Path("/unused")) if c.kind == kind and c.batch == batch]
+
+
+def run_cases(tmp_path: Path, names: list[str]) -> None:
+    selected = [c for c in _all(tmp_path) if c.name in names]
+    assert len(selected) == len(names)
+    folder = tmp_path / "dumps"
+    build_folder(folder, selected)
+    report = tmp_path / "report.json"
+    args = case_args(selected[0], folder, report) if len(selected) == 1 else None
+    if args is None:
+        args = [str(folder), "--prefix", "trace_", "-o", str(report)]
+    result = run_cli(args)
+    verify(selected, result, folder, report)
+
+
+@pytest.mark.parametrize("kind", ["pickle", "bomb", "types", "fs"])
+def test_a_folder_of_bad_files_costs_one_line_each(tmp_path: Path, kind: str) -> None:
+    run_cases(tmp_path, _names(kind, batch=True))
+
+
+@pytest.mark.parametrize("name", _names("cli", batch=False))
+def test_misused_options_are_usage_errors(tmp_path: Path, name: str) -> None:
+    run_cases(tmp_path, [name])
+
+
+def test_the_corpus_has_at_least_50_cases() -> None:
+    assert len(cases(Path("/unused"))) >= 50
+
+
+def test_a_megabyte_name_is_cut_and_said_so_with_verbose(tmp_path: Path) -> None:
+    folder = tmp_path / "dumps"
+    entries = [nccl_entry(i, i + 1) for i in range(3)]
+    entries[2]["profiling_name"] = "nccl:" + "x" * (1 << 20)
+    write(folder / "trace_0", pickled(dump(entries)))
+    write(folder / "trace_1", pickled(dump(entries)))
+    result = run_cli([str(folder), "-v"])
+    assert result.status == 0, result.stderr
+    assert "more characters]" not in result.stdout or len(result.stdout) < 100_000
+    assert "were cut" in result.stderr
+
+
+def test_a_frame_with_a_bad_line_keeps_the_entry_and_verbose_says_so(tmp_path: Path) -> None:
+    folder = tmp_path / "dumps"
+    entries = [nccl_entry(i, i + 1) for i in range(3)]
+    entries[0]["frames"] = [{"name": "f", "filename": "f.py", "line": "x"}]
+    write(folder / "trace_0", pickled(dump(entries)))
+    write(folder / "trace_1", pickled(dump()))
+    result = run_cli([str(folder), "-v", "-j"])
+    assert result.status == 0, result.stderr
+    assert (
+        "'frames' is not a list of {name, filename, line} frames in 1 distinct stack"
+        in result.stderr
+    )
+
+
+def test_a_non_utf8_name_prints_under_a_strict_utf8_locale(tmp_path: Path) -> None:
+    folder = tmp_path / "dumps"
+    write(folder / "trace_0", pickled(dump()))
+    write(folder / "trace_1", pickled(dump()))
+    write(folder / "trace_\udcff_2", b"garbage")
+    env = {"LC_ALL": "C.UTF-8", "PYTHONIOENCODING": "utf-8:strict", "PYTHONUTF8": "0"}
+    result = run_cli([str(folder), "--prefix", "trace_"], env=env)
+    assert result.status == 0 and "Traceback" not in result.stderr
+    assert "skipped " in result.stderr and "trace_\\xff_2" in result.stderr
+
+
+def _frtrace_processes(tag: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if tag.encode() in f.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def _slow_folder(tmp_path: Path) -> Path:
+    """Good dumps plus files whose parse burns CPU until the budget stops it (memo-shared
+    tuples as dict keys hash in exponential time)."""
+    from hostile_cases import dict_with_key, laughs_tuple
+
+    folder = tmp_path / "dumps"
+    write(folder / "trace_0", pickled(dump()))
+    write(folder / "trace_1", pickled(dump()))
+    for rank in range(2, 20):
+        write(folder / f"trace_{rank}", dict_with_key(laughs_tuple(60)))
+    return folder
+
+
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_sigterm_and_sigint_stop_the_workers_too(
+    tmp_path: Path, sig: signal.Signals, status: int
+) -> None:
+    tag = f"FRTRACE_TEST_{uuid.uuid4().hex}"
+    env = dict(os.environ, PYTHONPATH=str(REPO), NO_COLOR="1", **{tag: "1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "frtrace", str(_slow_folder(tmp_path)), "--jobs", "2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        # as from an interactive shell: a background job's inherited SIG_IGN would hide SIGINT
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 10
+    while len(_frtrace_processes(tag)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_frtrace_processes(tag)) >= 3, "the workers did not start"
+    proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=10)
+    assert proc.returncode == status
+    assert b"Traceback" not in err
+    deadline = time.monotonic() + 5
+    while _frtrace_processes(tag) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _frtrace_processes(tag) == []
+
+
+def test_a_closed_pipe_exits_141_quietly(tmp_path: Path) -> None:
+    folder = tmp_path / "dumps"
+    entries = [nccl_entry(i, i + 1) for i in range(2000)]
+    write(folder / "trace_0", pickled(dump(entries)))
+    write(folder / "trace_1", pickled(dump(entries)))
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "frtrace", str(folder), "-j"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(10)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=20) == 141
+    assert b"Traceback" not in err and b"Error" not in err
+
+
+def test_an_internal_error_exits_3_with_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    import frtrace.tables.load
+    from frtrace.cli import cli
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(frtrace.tables.load, "load_discovered", broken)
+    result = CliRunner().invoke(cli, [str(REPO / "fixtures" / "tutorial")])
+    assert result.exit_code == 3
+    assert result.stderr.strip().splitlines()[-1] == (
+        "frtrace: error: internal error: RuntimeError: boom (rerun with --debug for a traceback)"
+    )
+
+
+def test_budgets_are_set_from_the_environment_and_typos_are_usage_errors(tmp_path: Path) -> None:
+    folder = tmp_path / "dumps"
+    build_folder(folder, [])
+    tight = run_cli([str(folder)], env={"FRTRACE_BUDGETS": "max_entries=2"})
+    assert tight.status == 2
+    assert tight.stderr.count("above the budget max_entries (2)") == 2
+    typo = run_cli([str(folder)], env={"FRTRACE_BUDGETS": "max_entrys=2"})
+    assert typo.status == 2 and "unknown budget 'max_entrys'" in typo.stderr
+
+
+def test_raw_json_keeps_control_characters_exact_while_the_table_escapes_them(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    name = "nccl:all_reduce\x1b]0;pwned\x07\r\x9b"
+    entries = [nccl_entry(i, i + 1, profiling_name=name) for i in range(3)]
+    folder = tmp_path / "dumps"
+    write(folder / "trace_0", pickled(dump(entries)))
+    write(folder / "trace_1", pickled(dump(entries)))
+    raw = run_cli([str(folder), "-j"])
+    assert raw.status == 0
+    assert {e["profiling_name"] for e in json.loads(raw.stdout)} == {name}
+    table = run_cli([str(folder), "-j", "--format", "table"])
+    assert table.status == 0 and "\x1b" not in table.stdout and "\\x1b]0;pwned" in table.stdout
