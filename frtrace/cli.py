@@ -34,11 +34,14 @@ Examples:
   frtrace -j --selected-ranks 0 1        raw entries of ranks 0 and 1, as JSON
   frtrace dumps/ -j --format table --pg-filters default_pg
                                          raw entries side by side, one column per rank
+  frtrace dumps/ --html hang.html        also write a self-contained page to attach
+  frtrace dumps_t2/ --since dumps_t1/    which ranks issued nothing new between two dumps
 
 \b
 Exit status:
   0  the dumps look healthy
-  1  findings: a desync, mismatch or hang was found (fails a CI step)
+  1  findings: a desync, mismatch or hang was found (fails a CI step); with --since
+     a rank that stopped; with --fail-on stragglers, a straggler
   2  usage error, or no usable dump
   3  internal error (rerun with --debug for a traceback)
   141 stdout closed early (e.g. piped into head); 130 interrupted; 143 terminated
