@@ -110,6 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="make RANK this many ns slower per work item (healthy, just slow)",
     )
     parser.add_argument(
+        "--jitter-ns", type=int, default=20_000, help="random CPU time per work item, at most"
+    )
+    parser.add_argument(
+        "--clock-skew-ms", type=int, default=0, help="offset each host's clock by up to this"
+    )
+    parser.add_argument(
         "--snapshot",
         type=float,
         default=None,
@@ -149,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
             "extras": args.extras,
             "straggler": tuple(args.straggler) if args.straggler else None,
             "snapshot": args.snapshot,
+            "jitter_ns": args.jitter_ns,
+            "clock_skew_ms": args.clock_skew_ms,
         }
         if args.entries is not None:
             if args.steps is not None or args.buffer_size is not None:

@@ -118,3 +118,17 @@ def test_stragglers_and_classes_are_in_the_python_api(tmp_path: Path) -> None:
     write_job(job, tmp_path)
     analysis = analyze(load_trace(tmp_path, jobs=1))
     assert analysis.stragglers is not None and analysis.stragglers.top[0].rank == 9
+
+
+def test_the_html_page_carries_the_stall_class_and_the_stragglers(tmp_path: Path) -> None:
+    import re
+
+    fault = Fault("state_mismatch", rank=22, group="tp", step=2)
+    job = simulate(JobSpec(LAYOUT, steps=4, fault=fault, straggler=(9, 40_000_000)))
+    write_job(job, tmp_path)
+    page = analyze(load_trace(tmp_path, jobs=1)).to_html()
+    found = re.search(r'<script type="application/json" id="frtrace-data">(.*?)</script>', page)
+    assert found is not None
+    data = json.loads(found.group(1))
+    assert data["root_stall"][0].startswith("stuck on the GPU")
+    assert any(line.startswith("rank 9:") for line in data["stragglers"])

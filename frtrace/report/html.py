@@ -29,6 +29,7 @@ from frtrace.report.text import (
     stack_of,
     verdict,
 )
+from frtrace.report.wording import progress_lines, stall_lines, straggler_lines
 
 # Where a rank stopped in a group, as drawn on the map (codes are indices).
 STATUS = ("completed", "started", "issued", "never issued", "no dump", "not a member")
@@ -284,6 +285,9 @@ def page_data(analysis: Analysis, exit_status: int | None = None) -> dict[str, A
         "report": report,
         "chain": merged_chain(_chain(root)) if root is not None else [],
         "root_detail": _detail(root) if root is not None else "",
+        "root_stall": list(stall_lines(root) or ()) if root is not None else [],
+        "stragglers": straggler_lines(analysis.stragglers),
+        "progress": progress_lines(analysis.progress),
         "findings": findings,
         "folded": rows,
         "findings_total": len(analysis.findings),
@@ -343,6 +347,7 @@ Hover a cell for details; click it to see that rank's recent ops if the page car
 <section id="findings-section"><h2>Findings</h2><div id="findings"></div></section>
 <section id="timeline-section"><h2>Recent ops per rank</h2><div id="rank-picker"></div>
 <div id="timeline"></div></section>
+<section id="timing-section"><h2>Stragglers and progress</h2><div id="timing"></div></section>
 <section id="stacks-section"><h2>Stacks</h2><div id="stacks"></div></section>
 <section id="inputs-section"><h2>Inputs</h2><div id="inputs"></div></section>
 </main>
@@ -470,6 +475,10 @@ function renderRoot() {
   for (const [k, v] of [["culprit ranks", f.culprits], ["waiting ranks", f.waiting],
     ["group", r.pg_name + " (" + (r.pg_desc || "-") + ")"], ["seq id", seq === null ? "-" : seq]]) {
     kv.appendChild(el("dt", {}, k)); kv.appendChild(el("dd", {}, v));
+  }
+  if (D.root_stall.length) {
+    kv.appendChild(el("dt", {}, "stuck")); kv.appendChild(el("dd", {}, D.root_stall[0]));
+    kv.appendChild(el("dt", {}, "look at")); kv.appendChild(el("dd", {}, D.root_stall[1]));
   }
   body.appendChild(kv);
   body.appendChild(el("p", { class: "detail" }, D.root_detail));
@@ -710,6 +719,16 @@ function showTimeline(rank) {
     "orange started, red issued only."));
 }
 
+function renderTiming() {
+  const box = document.getElementById("timing");
+  const lines = D.progress.concat(D.stragglers);
+  if (!lines.length) {
+    box.appendChild(el("p", { class: "muted" }, "No straggler above the threshold."));
+    return;
+  }
+  for (const line of lines) box.appendChild(el("p", {}, line));
+}
+
 function renderStacks() {
   const box = document.getElementById("stacks");
   if (!D.stacks.length) { box.appendChild(el("p", { class: "muted" }, "No root cause.")); return; }
@@ -758,6 +777,6 @@ function indexWaits() {
 }
 
 renderVerdict(); renderRoot(); indexWaits(); renderMap(); renderWaits(); renderFindings();
-renderTimelinePicker(); renderStacks(); renderInputs();
+renderTimelinePicker(); renderTiming(); renderStacks(); renderInputs();
 document.body.setAttribute("data-rendered", "1");
 """
