@@ -246,7 +246,7 @@ def cli(**options: Any) -> None:
             click.echo(f"skipped {safe(item.file)}: {safe(item.reason)}", err=True)
         if debug:
             raise
-        _fail(str(exc))
+        _fail(_explain(exc))
     except click.BadParameter as exc:
         _fail(exc.format_message())
     except BrokenPipeError:
@@ -262,6 +262,17 @@ def cli(**options: Any) -> None:
             EXIT_INTERNAL,
         )
     sys.exit(code)
+
+
+def _explain(exc: FrtraceError) -> str:
+    """The one line for an error the user can fix; mixed jobs get the evidence worded."""
+    from frtrace.analysis.consistency import MixedJobsError
+
+    if isinstance(exc, MixedJobsError):
+        from frtrace.report.wording import mixed_jobs
+
+        return mixed_jobs(exc.conflicts, exc.split)
+    return str(exc)
 
 
 def run(options: dict[str, Any]) -> int:

@@ -29,31 +29,18 @@ class TimeSplit:
 
 
 class MixedJobsError(FrtraceError):
-    """The dumps in the folder come from more than one job (exit status 2)."""
+    """The dumps in the folder come from more than one job (exit status 2); the report words
+    the evidence (`frtrace.report.wording.mixed_jobs`)."""
 
     def __init__(self, conflicts: dict[str, list[list[int]]], split: TimeSplit | None) -> None:
         self.conflicts = conflicts
         self.split = split
-        super().__init__(describe(conflicts, split))
-
-
-def describe(conflicts: dict[str, list[list[int]]], split: TimeSplit | None) -> str:
-    from frtrace.report.fmt import rank_ranges
-
-    parts = []
-    for name, lists in list(conflicts.items())[:3]:
-        options = " vs ".join(f"[{rank_ranges(m, 6)}]" for m in lists[:3])
-        parts.append(f"pg {name} has different members in different dumps ({options})")
-    if split is not None:
-        parts.append(
-            f"ranks {rank_ranges(split.early, 6)} stopped recording {split.gap_s / 3600:.1f} h "
-            f"before ranks {rank_ranges(split.late, 6)}"
+        groups = ", ".join(f"pg {name}" for name in list(conflicts)[:3])
+        super().__init__(
+            "these dumps look like more than one job"
+            + (f" (different members of {groups})" if groups else "")
+            + (" (recordings hours apart)" if split is not None else "")
         )
-    return (
-        "these dumps look like more than one job: "
-        + "; ".join(parts)
-        + ". Put each job's dumps in a folder of its own (or select one with --prefix)"
-    )
 
 
 def time_split(trace: Trace) -> TimeSplit | None:

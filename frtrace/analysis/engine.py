@@ -132,26 +132,6 @@ def in_flight_snapshot(ctx: Context, blocked: dict[int, Blocked]) -> str | None:
         f"{oldest:.0f} ms, under its timeout and under {STUCK_AFTER_MS // 1000} s: not a hang"
     )
 
-    # --- reports (frtrace.api); imported lazily so the analysis never needs them ---
-
-    def to_json(self) -> str:
-        """The JSON report (schema frtrace.report/1) as text; `json.loads` it for a dict."""
-        from frtrace.report.json_report import render_json
-
-        return render_json(self)
-
-    def to_text(self, *, width: int | None = None, verbose: bool = False) -> str:
-        """The text report the command prints (`width`: the terminal's, else 80)."""
-        from frtrace.report.text import render_text
-
-        return render_text(self, width=width, verbose=verbose)
-
-    def to_html(self) -> str:
-        """The self-contained HTML page that `--html FILE` writes."""
-        from frtrace.report.html import render_html
-
-        return render_html(self)
-
 
 def _key(f: Finding) -> tuple:
     return (f.kind, f.pg_name, f.collective_seq_id, f.p2p_seq_id, tuple(f.culprit_ranks))

@@ -366,6 +366,25 @@ def progress_lines(progress: object) -> list[str]:
     return lines
 
 
+def mixed_jobs(conflicts: dict[str, list[list[int]]], split: object) -> str:
+    """Why a folder's dumps cannot be one job, and what to do."""
+    parts = []
+    for name, lists in list(conflicts.items())[:3]:
+        options = " vs ".join(f"[{rank_ranges(m, 6)}]" for m in lists[:3])
+        parts.append(f"pg {name} has different members in different dumps ({options})")
+    early, late, gap_s = (getattr(split, k, None) for k in ("early", "late", "gap_s"))
+    if early is not None and late is not None and gap_s is not None:
+        parts.append(
+            f"ranks {rank_ranges(early, 6)} stopped recording {float(gap_s) / 3600:.1f} h "
+            f"before ranks {rank_ranges(late, 6)}"
+        )
+    return (
+        "these dumps look like more than one job: "
+        + "; ".join(parts)
+        + ". Put each job's dumps in a folder of its own (or select one with --prefix)"
+    )
+
+
 def finding_dict(f: Finding) -> dict[str, object]:
     """A finding in the JSON report's shape (`frtrace.report/1`)."""
     evidence: dict[str, object] = dict(f.facts)
