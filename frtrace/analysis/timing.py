@@ -37,6 +37,11 @@ def classify(ctx: Context, finding: Finding, blocked: dict[int, Any]) -> None:
     stall = STALL_BY_KIND.get(finding.kind)
     if stall is None:
         return
+    if finding.kind == "missing_ranks" and (
+        finding.reason not in {"never_issued", "stopped_early", "never_posted"}
+        or any(r in blocked for r in finding.culprit_ranks)
+    ):
+        return  # an extra call or an undecidable split is a desync, not a rank stuck aside
     finding.facts["stall"] = stall
     e = ctx.trace.entries
     rank = finding.culprit_ranks[0] if finding.culprit_ranks else None
