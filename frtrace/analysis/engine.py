@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from frtrace.analysis.collectives import analyze_collectives
 from frtrace.analysis.consistency import check_one_job
 from frtrace.analysis.context import Context, build_context
-from frtrace.analysis.findings import STUCK_AFTER_MS, Finding
+from frtrace.analysis.findings import STUCK_AFTER_MS, Finding, Note
 from frtrace.analysis.p2p import analyze_p2p
 from frtrace.analysis.progress import Progress, compare
 from frtrace.analysis.timing import StragglerReport, classify, stragglers
@@ -27,7 +27,7 @@ class Analysis:
     findings: list[Finding]
     root_cause: Finding | None
     blocked: dict[int, Blocked]
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
     selection: Selection | None = None
     stragglers: StragglerReport | None = None
     progress: Progress | None = None  # set by `since`: what moved since an older snapshot
@@ -105,7 +105,7 @@ def _selected(f: Finding, ranks: list[int] | None, pg_names: set[str] | None) ->
 WAIT_KINDS = frozenset({"missing_ranks", "state_mismatch", "stuck_collective", "order_cycle"})
 
 
-def in_flight_snapshot(ctx: Context, blocked: dict[int, Blocked]) -> str | None:
+def in_flight_snapshot(ctx: Context, blocked: dict[int, Blocked]) -> Note | None:
     """A note when timing shows every blocked op in flight for less than its timeout (and
     less than `STUCK_AFTER_MS`).
 
@@ -127,9 +127,9 @@ def in_flight_snapshot(ctx: Context, blocked: dict[int, Blocked]) -> str | None:
         oldest = max(oldest, age)
     if not oldest:
         return None
-    return (
-        f"snapshot of a live job: {len(blocked)} rank(s) have work in flight, the oldest for "
-        f"{oldest:.0f} ms, under its timeout and under {STUCK_AFTER_MS // 1000} s: not a hang"
+    return Note(
+        "snapshot",
+        {"ranks": len(blocked), "oldest_ms": round(oldest, 1), "stuck_after_ms": STUCK_AFTER_MS},
     )
 
 
@@ -199,7 +199,9 @@ def analyze(trace: Trace, mismatch_cap: int = 10, straggler_threshold_ms: float 
         found = [f for f in found if f.kind not in WAIT_KINDS]
         waits.root_findings = []
         waits.blocked = {}
-        waits.notes.append(snapshot)
+        notes_first = [snapshot]
+    else:
+        notes_first = []
     roots: list[Finding] = []
     for _root, finding in waits.root_findings:
         if all(_key(finding) != _key(r) for r in roots):
@@ -223,11 +225,13 @@ def analyze(trace: Trace, mismatch_cap: int = 10, straggler_threshold_ms: float 
     primary = [f for f in others if not f.secondary]
     secondary = [f for f in others if f.secondary]
     findings = roots + primary + secondary
-    notes = list(waits.notes)
+    notes = notes_first
     if roots and len(roots) > 1:
         notes.append(
-            f"{len(roots)} independent causes; the first holds up the most ranks "
-            f"({roots[0].ranks_waiting_on_this} waiting ranks)"
+            Note(
+                "independent_causes",
+                {"count": len(roots), "waiting": roots[0].ranks_waiting_on_this},
+            )
         )
     root_cause = findings[0] if findings else None
     for f in findings:

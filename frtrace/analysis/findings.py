@@ -67,6 +67,15 @@ class WaitNode(NamedTuple):
 
 
 @dataclass(frozen=True)
+class Note:
+    """Something a reader should know that is not a finding (`report.wording.note_text`):
+    `snapshot` (work in flight, under its timeout: not a hang) or `independent_causes`."""
+
+    kind: str
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Place:
     """A collective or p2p channel by name, as findings and chains refer to it."""
 

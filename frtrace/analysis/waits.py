@@ -49,7 +49,6 @@ class WaitResult:
     blocked: dict[int, Blocked] = field(default_factory=dict)
     roots: list[Root] = field(default_factory=list)
     root_findings: list[tuple[Root, Finding]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
 
 
 def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dict[int, Blocked]:

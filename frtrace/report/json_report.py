@@ -7,7 +7,7 @@ from importlib import resources
 from typing import Any
 
 from frtrace.analysis.engine import Analysis
-from frtrace.report.wording import finding_dict
+from frtrace.report.wording import finding_dict, note_text
 
 SCHEMA_ID = "frtrace.report/1"
 
@@ -39,7 +39,7 @@ def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
             }
             for g in trace.groups.itertuples(index=False)
         ],
-        "notes": list(analysis.notes),
+        "notes": [note_text(n) for n in analysis.notes],
         "stragglers": _stragglers(analysis),
         "progress": _progress(analysis),
         "selection": None

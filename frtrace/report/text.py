@@ -24,6 +24,7 @@ from frtrace.report.summary import loaded_summary
 from frtrace.report.wording import (
     chain_lines,
     detail,
+    note_text,
     progress_lines,
     stall_lines,
     straggler_lines,
@@ -634,11 +635,11 @@ def render_text(
     if not analysis.ok:
         sel = analysis.selection
         if sel is not None and sel.root_cause_outside:
-            note = (
+            outside = (
                 "note: the root cause lies outside the selection (--selected-ranks / "
                 "--pg-filters); it is shown in full below"
             )
-            lines += ["", *(style.yellow(x) for x in wrap(note, width, "", "  "))]
+            lines += ["", *(style.yellow(x) for x in wrap(outside, width, "", "  "))]
         lines += ["", *_root_block(analysis, style, width, verbose, full_stacks)]
         other = _other_findings(analysis, style, width, verbose)
         if other:
@@ -656,11 +657,11 @@ def render_text(
         lines += ["", *wrap(late[0], width, "", "  ")]
         for line in late[1 : None if verbose else 3]:
             lines += wrap(line, width, "  ", "    ")
-    notes = analysis.notes if verbose else analysis.notes[:2]
-    if notes:
+    shown = analysis.notes if verbose else analysis.notes[:2]
+    if shown:
         lines.append("")
-    for note in notes:
-        lines += wrap(f"note: {note}", width, "", "  ")
+    for item in shown:
+        lines += wrap(f"note: {note_text(item)}", width, "", "  ")
     if verbose:
         lines += ["", style.bold("GROUPS"), group_table(analysis)]
     line = verdict(analysis, exit_status)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from frtrace.analysis.findings import Finding, Hop, Place
+from frtrace.analysis.findings import Finding, Hop, Note, Place
 from frtrace.report.fmt import rank_ranges, verb, who
 
 
@@ -364,6 +364,23 @@ def progress_lines(progress: object) -> list[str]:
         names = ", ".join(where(Place(g.pg_name, g.pg_desc)) for g in still[:6])
         lines.append(f"groups that completed nothing new: {names}")
     return lines
+
+
+def note_text(note: Note) -> str:
+    """A note for people."""
+    f = note.facts
+    if note.kind == "snapshot":
+        return (
+            f"snapshot of a live job: {f['ranks']} rank(s) have work in flight, the oldest for "
+            f"{float(f['oldest_ms']):.0f} ms, under its timeout and under "
+            f"{int(f['stuck_after_ms']) // 1000} s: not a hang"
+        )
+    if note.kind == "independent_causes":
+        return (
+            f"{f['count']} independent causes; the first holds up the most ranks "
+            f"({f['waiting']} waiting ranks)"
+        )
+    return note.kind
 
 
 def mixed_jobs(conflicts: dict[str, list[list[int]]], split: object) -> str:
