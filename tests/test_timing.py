@@ -36,15 +36,19 @@ def write_dumps(dumps: DumpMap, folder: Path) -> Path:
         ("missing_ranks", "cpu_side"),
         ("state_mismatch", "gpu_not_started"),
         ("stuck_collective", "inside_collective"),
-        ("order_cycle", "cpu_side"),
+        ("order_cycle", None),  # stuck inside one of the cycle's collectives: no class
     ],
 )
-def test_the_root_cause_says_where_it_is_stuck(tmp_path: Path, kind: str, stall: str) -> None:
+def test_the_root_cause_says_where_it_is_stuck(
+    tmp_path: Path, kind: str, stall: str | None
+) -> None:
     fault = Fault(kind, rank=22, group="tp", step=1)
     write_job(simulate(JobSpec(LAYOUT, steps=3, fault=fault, batch_p2p=True)), tmp_path)
     code, r = report(tmp_path)
     evidence = r["root_cause"]["evidence"]
-    assert code == 1 and evidence["stall"] == stall
+    assert code == 1 and evidence.get("stall") == stall
+    if stall is None:
+        return
     assert evidence["timeout_ms"] == 600_000
     if stall == "cpu_side" and kind == "missing_ranks":
         assert evidence["idle_ms"] >= 600_000  # it left collectives before the timeout

@@ -1,7 +1,9 @@
 """Times: where the root cause is stuck, and which ranks arrive late at their collectives.
 
 **Where stuck.** A hang's root cause is one of: the rank never issued the collective
-(`cpu_side`: data loading, an exception, another code path), issued it but its GPU never
+(`cpu_side`: data loading, an exception, another code path; a rank caught in a cycle of
+collectives issued in different orders gets no class: it is stuck inside one, and the
+finding itself says why), issued it but its GPU never
 started it while peers run it (`gpu_not_started`: a kernel before it never finishes), or every
 member is inside it and it never completes (`inside_collective`: network, NCCL, a GPU).
 
@@ -25,7 +27,6 @@ from frtrace.analysis.findings import Finding
 
 STALL_BY_KIND = {
     "missing_ranks": "cpu_side",
-    "order_cycle": "cpu_side",
     "state_mismatch": "gpu_not_started",
     "stuck_collective": "inside_collective",
 }

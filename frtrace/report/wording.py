@@ -256,7 +256,7 @@ def chain_lines(f: Finding) -> list[str]:
     if not f.chain:
         return []
     if f.chain_end == "cycle":
-        return [f"{waits_in(h.ranks, h.place)} for {rank_ranges(h.waits_for)}" for h in f.chain]
+        return [f"{waits_in(h.ranks, h.place)} for {who(h.waits_for)}" for h in f.chain]
     lines = [f"{waits_in(h.ranks, h.place)} for {who(h.waits_for)}" for h in f.chain[:-1]]
     last: Hop = f.chain[-1]
     if f.chain_end == "together":
