@@ -24,67 +24,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+from builders import REPO, nccl_dump, nccl_entry
+
 MARKER_NAME = "pwned"  # a pickle that ran code would create this file
 RAW_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 MEMORY_LIMIT = 1536 << 20  # address space of the CLI and its workers
 TIME_LIMIT = 20.0  # seconds; the acceptance goal is under 10
 
 
-def nccl_entry(record_id: int, seq: int, **fields: Any) -> dict[str, Any]:
-    """An entry as ProcessGroupNCCL records it (format 2.10)."""
-    entry: dict[str, Any] = {
-        "frames": [
-            {
-                "name": "all_reduce",
-                "filename": "torch/distributed/distributed_c10d.py",
-                "line": 3245,
-            },
-            {"name": "train_step", "filename": "train.py", "line": 42},
-        ],
-        "record_id": record_id,
-        "pg_id": 0,
-        "process_group": ("0", "default_pg"),
-        "collective_seq_id": seq,
-        "p2p_seq_id": 0,
-        "op_id": seq,
-        "profiling_name": "nccl:all_reduce",
-        "time_created_ns": 1_730_000_000_000_000_000 + record_id * 1000,
-        "input_sizes": [[3, 4]],
-        "input_dtypes": ["Float"],
-        "output_sizes": [[3, 4]],
-        "output_dtypes": ["Float"],
-        "state": "completed",
-        "time_discovered_started_ns": 1_730_000_000_000_000_100 + record_id * 1000,
-        "time_discovered_completed_ns": 1_730_000_000_000_000_200 + record_id * 1000,
-        "duration_ms": 0.1,
-        "retired": True,
-        "timeout_ms": 600000,
-        "is_p2p": False,
-        "thread_id": "140000",
-        "thread_name": "pt_main_thread",
-    }
-    entry.update(fields)
-    return entry
-
-
 def dump(entries: list[dict[str, Any]] | None = None, **top: Any) -> dict[str, Any]:
     """A healthy two-rank dump (three all_reduces) with `top` keys replaced."""
-    if entries is None:
-        entries = [nccl_entry(i, i + 1) for i in range(3)]
-    data: dict[str, Any] = {
-        "version": "2.10",
-        "comm_lib_version": "2.27.5",
-        "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
-        "pg_status": {
-            "0": {
-                "last_enqueued_collective": 3,
-                "last_started_collective": 3,
-                "last_completed_collective": 3,
-            }
-        },
-        "entries": entries,
-    }
+    data = nccl_dump(0, 2, entries)
+    data["pg_status"]["0"] = dict.fromkeys(
+        ("last_enqueued_collective", "last_started_collective", "last_completed_collective"), 3
+    )
     data.update(top)
     return data
 
