@@ -433,15 +433,19 @@ _STATUS_FIELDS = (
 )
 
 
+def _check_groups(value: dict[Any, Any], field: str, limits: Budgets) -> None:
+    if len(value) > limits.max_groups:
+        raise DumpError(
+            f"{field} has {len(value):,} groups, above the budget max_groups "
+            f"({limits.max_groups:,})"
+        )
+
+
 def clean_pg_config(value: Any, limits: Budgets, notes: list[str]) -> dict[str, dict[str, Any]]:
     """pg_config with string names and descs and rank lists parsed (None where unreadable)."""
     if not isinstance(value, dict):
         return {}
-    if len(value) > limits.max_groups:
-        raise DumpError(
-            f"pg_config has {len(value):,} groups, above the budget max_groups "
-            f"({limits.max_groups:,})"
-        )
+    _check_groups(value, "pg_config", limits)
     out: dict[str, dict[str, Any]] = {}
     odd = unreadable = 0
     for key, cfg in value.items():
@@ -472,11 +476,7 @@ def clean_pg_status(value: Any, limits: Budgets, notes: list[str]) -> dict[str, 
     """pg_status keyed by pg_id (ASCII digits), each last_* value an int64 (-1 when unset)."""
     if not isinstance(value, dict):
         return {}
-    if len(value) > limits.max_groups:
-        raise DumpError(
-            f"pg_status has {len(value):,} groups, above the budget max_groups "
-            f"({limits.max_groups:,})"
-        )
+    _check_groups(value, "pg_status", limits)
     out: dict[str, dict[str, int]] = {}
     odd = 0
     for key, status in value.items():
