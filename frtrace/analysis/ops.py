@@ -98,20 +98,33 @@ def block_ids(entries: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray
     member = coll_part.copy()
     p2p_rows = np.flatnonzero(is_p2p)
     if len(p2p_rows):
-        key = (rank[p2p_rows] << 40) | (pg[p2p_rows] << 24) | (seq[p2p_rows] & 0xFFFFFF)
-        _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
-        member[p2p_rows] = counts[inverse] > 1
+        # Entries arrive sorted by rank and position; a batch's parts and closer are adjacent,
+        # so a p2p entry belongs to a block when a neighbour shares its (rank, group, seq).
+        cols = (rank[p2p_rows], pg[p2p_rows], seq[p2p_rows])
+        order = np.lexsort(cols[::-1])
+        same = _same_as_previous(*(c[order] for c in cols))
+        in_block = same | np.r_[same[1:], False]
+        member[p2p_rows[order]] = in_block
     rows = np.flatnonzero(member)
     if not len(rows):
         return rows, rows, rows
     pos = entries["pos"].to_numpy()[rows]
-    flag = is_p2p[rows].astype(np.int64)
+    flag = is_p2p[rows]
     order = np.lexsort((pos, seq[rows], flag, pg[rows], rank[rows]))
     rows = rows[order]
-    k = (rank[rows] << 40) | (pg[rows] << 24) | (flag[order] << 23) | (seq[rows] & 0x7FFFFF)
-    new = np.r_[True, k[1:] != k[:-1]]
+    new = ~_same_as_previous(rank[rows], pg[rows], is_p2p[rows], seq[rows])
     starts = np.flatnonzero(new)
     return rows, starts, np.cumsum(new) - 1
+
+
+def _same_as_previous(*cols: np.ndarray) -> np.ndarray:
+    """Rows equal to the row before them in every column (the first row never is); exact for
+    any value range, unlike packing the columns into one integer."""
+    same = np.ones(len(cols[0]), dtype=bool)
+    same[0] = False
+    for c in cols:
+        same[1:] &= c[1:] == c[:-1]
+    return same
 
 
 def block_states(
