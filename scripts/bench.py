@@ -3,10 +3,11 @@
 
 Dumps of W ranks x E entries (with stacks, ring buffers wrapped) are generated once and cached;
 every contestant then runs as a subprocess on the same files with a warm page cache, and is
-measured for wall time and peak RSS (summed over the process and all its descendants).
+measured for wall time, CPU time (user + system of the process and every descendant it waited
+for: comparable on a busy machine, where walls are not) and peak RSS (summed over the tree).
 stdout gets a table and one JSON line; progress goes to stderr.
 
-Example: python scripts/bench.py --ranks 256 --entries 2000 --fault missing_ranks --skip-reference
+Example: python scripts/bench.py --ranks 256 --stack-depth 4 --fault missing_ranks --skip-reference
 """
 
 from __future__ import annotations
@@ -46,9 +47,12 @@ META = "meta.json"
 SAMPLE_S = 0.02
 TORCH_MODULE = "torch.distributed.flight_recorder.fr_trace"
 
-# The floor: what any analyzer must at least do, read and unpickle every dump, one at a time.
+# The floor: what any analyzer must at least do, read and unpickle every dump, one at a time,
+# in the cheapest way a program can: with the cyclic GC paused (dumps hold no cycles, and the
+# collector would otherwise rescan millions of young containers while they are built).
 FLOOR_CODE = """\
-import os, pickle, sys
+import gc, os, pickle, sys
+gc.disable()
 d, prefix = sys.argv[1], sys.argv[2]
 for name in sorted(os.listdir(d)):
     if name.startswith(prefix):
@@ -97,19 +101,48 @@ def pick_fault(kind: str, layout: Layout, rank: int | None, group: str | None) -
     return Fault(kind, rank=rank, group=group)
 
 
-def cache_key(ranks: int, entries: int, layout: Layout, fault: Fault | None, seed: int) -> str:
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """What the generated entries look like, beyond ranks and entries."""
+
+    stack_depth: int | None = None  # None: each call site's own stack (8 to 13 frames)
+    coalesce_dp: bool = True  # data-parallel gradient buckets as coalesced blocks
+
+    def key(self) -> str:
+        depth = "" if self.stack_depth is None else f"-d{self.stack_depth}"
+        return depth + ("" if self.coalesce_dp else "-nocoal")
+
+    def text(self) -> str:
+        depth = (
+            "call-site stacks" if self.stack_depth is None else f"{self.stack_depth}-frame stacks"
+        )
+        return depth + (", coalesced dp buckets" if self.coalesce_dp else ", no coalesced blocks")
+
+
+def cache_key(
+    ranks: int, entries: int, layout: Layout, fault: Fault | None, seed: int, shape: Shape = Shape()
+) -> str:
     where = "healthy" if fault is None else f"{fault.kind}-r{fault.rank}-{fault.group}"
     # g2: dumps follow NCCL's recording rules (frozen coalesced parts, batched p2p, ...)
-    return f"g2-r{ranks}-e{entries}-tp{layout.tp}dp{layout.dp}pp{layout.pp}-{where}-s{seed}"
+    layout_key = f"tp{layout.tp}dp{layout.dp}pp{layout.pp}"
+    return f"g2-r{ranks}-e{entries}-{layout_key}-{where}-s{seed}{shape.key()}"
 
 
 def _generate_child(
-    folder: Path, layout: Layout, entries: int, fault: Fault | None, seed: int
+    folder: Path, layout: Layout, entries: int, fault: Fault | None, seed: int, shape: Shape
 ) -> None:
     """Simulate and write in a forked child, so the bench itself never holds the job's memory."""
     try:
         t0 = time.perf_counter()
-        spec = spec_for_entries(layout, entries, fault=fault, seed=seed, batch_p2p=True)
+        spec = spec_for_entries(
+            layout,
+            entries,
+            fault=fault,
+            seed=seed,
+            batch_p2p=True,
+            stack_depth=shape.stack_depth,
+            coalesce_dp=shape.coalesce_dp,
+        )
         job = simulate(spec)
         t_sim = time.perf_counter() - t0
         log(f"simulated {layout.world} ranks in {t_sim:.1f} s; writing")
@@ -143,7 +176,7 @@ def cached_meta(folder: Path) -> dict[str, Any] | None:
 
 
 def ensure_dumps(
-    folder: Path, layout: Layout, entries: int, fault: Fault | None, seed: int
+    folder: Path, layout: Layout, entries: int, fault: Fault | None, seed: int, shape: Shape
 ) -> tuple[dict[str, Any], float | None]:
     """(meta, seconds spent generating now or None on a cache hit)."""
     meta = cached_meta(folder)
@@ -157,7 +190,7 @@ def ensure_dumps(
     t0 = time.perf_counter()
     try:
         proc = mp.get_context("fork").Process(
-            target=_generate_child, args=(partial, layout, entries, fault, seed)
+            target=_generate_child, args=(partial, layout, entries, fault, seed, shape)
         )
         proc.start()
         proc.join()
@@ -265,6 +298,7 @@ class Run:
     """One measured subprocess run. `exit` is None when it was killed at the time limit."""
 
     wall_s: float
+    cpu_s: float  # user + system of the process and the descendants it waited for
     peak_rss_mb: float
     exit: int | None
     stdout: Path
@@ -302,7 +336,8 @@ def measure(cmd: Sequence[str], work: Path, name: str, *, timeout: float | None 
     """Run `cmd`, timing it and sampling the RSS of its whole process tree.
 
     Peak RSS is the sampled peak of the tree's sum, raised to the child's own ru_maxrss from
-    wait4 (exact for a single process, so short spikes between samples are not lost).
+    wait4 (exact for a single process, so short spikes between samples are not lost). CPU time
+    comes from wait4 too: it includes every descendant the child waited for (its workers).
     """
     stdout, stderr = work / f"{name}.out", work / f"{name}.err"
     env = dict(
@@ -348,6 +383,7 @@ def measure(cmd: Sequence[str], work: Path, name: str, *, timeout: float | None 
     peak_kb = max(sampler.peak_kb, usage.ru_maxrss)
     return Run(
         wall_s=wall,
+        cpu_s=usage.ru_utime + usage.ru_stime,
         peak_rss_mb=peak_kb / 1024,
         exit=None if killed.is_set() else proc.returncode,
         stdout=stdout,
@@ -384,7 +420,8 @@ def run_frtrace(
         run = measure(cmd, work, f"{name}-{i}")
         (work / f"{name}-{i}.out").unlink(missing_ok=True)  # the report again, possibly large
         log(
-            f"{name} run {i + 1}/{repeat}: {run.wall_s:.2f} s, {run.peak_rss_mb:.0f} MB, "
+            f"{name} run {i + 1}/{repeat}: {run.wall_s:.2f} s, {run.cpu_s:.2f} CPU s, "
+            f"{run.peak_rss_mb:.0f} MB, "
             f"exit {run.exit}"
         )
         runs.append(run)
@@ -392,6 +429,7 @@ def run_frtrace(
             report = json.loads(out.read_text())
     best = min(runs, key=lambda r: r.wall_s)
     best.peak_rss_mb = max(r.peak_rss_mb for r in runs)
+    best.cpu_s = min(r.cpu_s for r in runs)
     return best, report, [round(r.wall_s, 3) for r in runs]
 
 
@@ -405,7 +443,8 @@ def run_floor(dumps: Path, work: Path, repeat: int) -> tuple[Run, list[float]]:
             raise RuntimeError(f"the pickle.load floor failed: {run.last_line()}")
     best = min(runs, key=lambda r: r.wall_s)
     best.peak_rss_mb = max(r.peak_rss_mb for r in runs)
-    log(f"floor: {best.wall_s:.2f} s, {best.peak_rss_mb:.0f} MB")
+    best.cpu_s = min(r.cpu_s for r in runs)
+    log(f"floor: {best.wall_s:.2f} s, {best.cpu_s:.2f} CPU s, {best.peak_rss_mb:.0f} MB")
     return best, [round(r.wall_s, 3) for r in runs]
 
 
@@ -446,6 +485,7 @@ def run_torchfrtrace(
     log(f"torchfrtrace: {status}, {run.wall_s:.2f} s, {run.peak_rss_mb:.0f} MB")
     return {
         "wall_s": round(run.wall_s, 3),
+        "cpu_s": round(run.cpu_s, 3),
         "peak_rss_mb": round(run.peak_rss_mb, 1),
         "exit": run.exit,
         "status": status,
@@ -566,6 +606,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fault-rank", type=int, help="default: a rank mid-job")
     parser.add_argument("--fault-group", choices=("tp", "dp", "pp", "default"))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--stack-depth",
+        type=int,
+        metavar="FRAMES",
+        help="cut or pad every stack to this many frames (default: each call site's own, 8-13)",
+    )
+    parser.add_argument(
+        "--no-coalesce", action="store_true", help="no coalesced blocks (dp buckets one by one)"
+    )
     parser.add_argument("--cache-dir", type=Path, default=_REPO / ".bench-cache")
     parser.add_argument(
         "--no-cache", action="store_true", help="generate afresh and delete the dumps afterwards"
@@ -587,23 +636,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.ranks < 1 or args.entries < 1 or args.repeat < 1:
         parser.error("--ranks, --entries and --repeat must be >= 1")
+    if args.stack_depth is not None and args.stack_depth < 1:
+        parser.error("--stack-depth must be >= 1")
+    shape = Shape(stack_depth=args.stack_depth, coalesce_dp=not args.no_coalesce)
     try:
         layout = parse_layout(args.layout, args.ranks)
         fault = None
         if args.fault != "none":
             fault = pick_fault(args.fault, layout, args.fault_rank, args.fault_group)
-        spec_for_entries(layout, args.entries, fault=fault, seed=args.seed)  # validate early
+        spec_for_entries(  # validate early
+            layout,
+            args.entries,
+            fault=fault,
+            seed=args.seed,
+            stack_depth=shape.stack_depth,
+            coalesce_dp=shape.coalesce_dp,
+        )
     except ValueError as exc:
         parser.error(str(exc))
     extra = shlex.split(args.frtrace_args)
 
     cache_dir: Path = args.cache_dir
     cache_dir.mkdir(parents=True, exist_ok=True)
-    key = cache_key(args.ranks, args.entries, layout, fault, args.seed)
+    key = cache_key(args.ranks, args.entries, layout, fault, args.seed, shape)
     scratch = Path(tempfile.mkdtemp(prefix="bench-", dir=cache_dir))
     folder = scratch / key if args.no_cache else cache_dir / key
     try:
-        meta, generate_s = ensure_dumps(folder, layout, args.entries, fault, args.seed)
+        meta, generate_s = ensure_dumps(folder, layout, args.entries, fault, args.seed, shape)
         dumps = folder / DUMPS
         expected = meta["expected"]
         files, size = warm_page_cache(dumps)
@@ -644,16 +703,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         fault_text = f"{fault.kind} on rank {fault.rank} ({fault.group})"
     print(
         f"{args.ranks} ranks x {args.entries} entries, layout tp={layout.tp} dp={layout.dp} "
-        f"pp={layout.pp}, fault {fault_text}; {files} files, {size / 2**20:,.0f} MB pickle"
+        f"pp={layout.pp}, {shape.text()}, fault {fault_text}; {files} files, "
+        f"{size / 2**20:,.0f} MB pickle"
     )
     print(
         f"page cache warm for all (every file read once before timing); {os.cpu_count()} cores, "
         f"load avg {load_before} before / {load_after} after; best wall of {args.repeat}"
     )
+    total_entries = files * args.entries  # every ring buffer has wrapped
+
+    def cpu(run: Run) -> list[str]:
+        return [f"{run.cpu_s:.2f}", f"{run.cpu_s / (total_entries / 1e6):.2f}"]
+
     rows: list[list[Any]] = [
         [
             "frtrace",
             f"{fr.wall_s:.2f}",
+            *cpu(fr),
             _mb(fr.peak_rss_mb),
             fr.exit,
             summary(verdict, expected, fr),
@@ -667,6 +733,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             [
                 "frtrace --jobs 1",
                 f"{serial.wall_s:.2f}",
+                *cpu(serial),
                 _mb(serial.peak_rss_mb),
                 serial.exit,
                 same,
@@ -676,9 +743,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         [
             "floor (pickle.load)",
             f"{floor.wall_s:.2f}",
+            *cpu(floor),
             _mb(floor.peak_rss_mb),
             floor.exit,
-            "1 process, loads each file and drops it",
+            "1 process, GC paused, loads each file and drops it",
         ]
     )
     if reference is not None:
@@ -694,6 +762,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             [
                 "torchfrtrace",
                 wall_text,
+                f"{reference['cpu_s']:.2f}",
+                "",
                 _mb(reference["peak_rss_mb"]),
                 reference["exit"],
                 result,
@@ -701,7 +771,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     wall_ratio = _ratio(fr.wall_s, floor.wall_s)
     rss_ratio = _ratio(fr.peak_rss_mb, floor.peak_rss_mb)
-    rows.append(["frtrace / floor", f"{wall_ratio}x", f"{rss_ratio}x", "", ""])
+    cpu_ratio = _ratio(fr.cpu_s, floor.cpu_s)
+    rows.append(["frtrace / floor", f"{wall_ratio}x", f"{cpu_ratio}x", "", f"{rss_ratio}x", "", ""])
     speedup = None
     if reference is not None and reference["status"] == "ok":
         speedup = _ratio(reference["wall_s"], fr.wall_s)
@@ -709,6 +780,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             [
                 "torchfrtrace / frtrace",
                 f"{speedup}x",
+                "",
+                "",
                 f"{_ratio(reference['peak_rss_mb'], fr.peak_rss_mb)}x",
                 "",
                 "",
@@ -716,7 +789,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     print(
         tabulate(
-            rows, headers=["", "wall s", "peak RSS MB", "exit", "result"], disable_numparse=True
+            rows,
+            headers=["", "wall s", "CPU s", "CPU s/M entries", "peak RSS MB", "exit", "result"],
+            disable_numparse=True,
         )
     )
     line = {
@@ -726,6 +801,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "fault": None if fault is None else fault.kind,
         "fault_rank": None if fault is None else fault.rank,
         "fault_group": None if fault is None else fault.group,
+        "stack_depth": shape.stack_depth,
+        "coalesce_dp": shape.coalesce_dp,
+        "total_entries": total_entries,
         "expected": expected,
         "files": files,
         "bytes": size,
@@ -739,6 +817,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "frtrace": {
             "wall_s": round(fr.wall_s, 3),
             "walls_s": fr_walls,
+            "cpu_s": round(fr.cpu_s, 3),
+            "cpu_s_per_m_entries": round(fr.cpu_s / (total_entries / 1e6), 3),
             "peak_rss_mb": round(fr.peak_rss_mb, 1),
             "exit": fr.exit,
             "args": extra,
@@ -747,11 +827,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "floor": {
             "wall_s": round(floor.wall_s, 3),
             "walls_s": floor_walls,
+            "cpu_s": round(floor.cpu_s, 3),
+            "cpu_s_per_m_entries": round(floor.cpu_s / (total_entries / 1e6), 3),
             "peak_rss_mb": round(floor.peak_rss_mb, 1),
             "exit": floor.exit,
         },
         "torchfrtrace": reference,
         "ratio_to_floor": wall_ratio,
+        "cpu_ratio_to_floor": cpu_ratio,
         "rss_ratio_to_floor": rss_ratio,
         "torchfrtrace_over_frtrace": speedup,
         "serial_identical": serial_identical,
@@ -760,6 +843,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if serial is None
         else {
             "wall_s": round(serial.wall_s, 3),
+            "cpu_s": round(serial.cpu_s, 3),
             "peak_rss_mb": round(serial.peak_rss_mb, 1),
             "exit": serial.exit,
         },

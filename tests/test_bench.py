@@ -43,9 +43,11 @@ def test_healthy_and_faulted(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert healthy["frtrace"]["root_cause"] is None
     assert healthy["serial_identical"] is True
     assert healthy["files"] == 8 and healthy["cached"] is False
-    for key in ("wall_s", "peak_rss_mb"):
+    for key in ("wall_s", "cpu_s", "cpu_s_per_m_entries", "peak_rss_mb"):
         assert healthy["frtrace"][key] > 0 and healthy["floor"][key] > 0
-    assert healthy["ratio_to_floor"] > 0
+    assert healthy["ratio_to_floor"] > 0 and healthy["cpu_ratio_to_floor"] > 0
+    assert healthy["total_entries"] == 8 * 50
+    assert healthy["stack_depth"] is None and healthy["coalesce_dp"] is True
 
     faulted = bench_line(capsys, tmp_path, "--fault", "missing_ranks")
     assert faulted["frtrace"]["exit"] == 1
@@ -55,3 +57,14 @@ def test_healthy_and_faulted(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
     again = bench_line(capsys, tmp_path, "--fault", "missing_ranks")
     assert again["cached"] is True and again["frtrace"]["culprit_found"] is True
+
+
+def test_stack_depth_and_no_coalesce(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each job shape is its own cache entry, and frtrace still reads it as healthy."""
+    shallow = bench_line(capsys, tmp_path, "--stack-depth", "4", "--no-coalesce")
+    assert shallow["stack_depth"] == 4 and shallow["coalesce_dp"] is False
+    assert shallow["cached"] is False and shallow["frtrace"]["ok"] is True
+    deep = bench_line(capsys, tmp_path, "--stack-depth", "16")
+    assert deep["cached"] is False and deep["frtrace"]["root_cause"] is None
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("g2-"))
+    assert any(n.endswith("-d4-nocoal") for n in names) and any(n.endswith("-d16") for n in names)

@@ -402,6 +402,22 @@ def test_faults_a_layout_cannot_host_are_rejected(layout: Layout, fault: Fault) 
         simulate(JobSpec(layout, steps=3, fault=fault))
 
 
+@pytest.mark.parametrize("depth", [1, 4, 16])
+def test_stack_depth_cuts_or_pads_every_stack_keeping_both_ends(depth: int) -> None:
+    default = entries_of(simulate(JobSpec(Layout(tp=2), steps=1)), 0)
+    job = simulate(JobSpec(Layout(tp=2), steps=1, stack_depth=depth))
+    entries = entries_of(job, 0)
+    assert all(len(e["frames"]) == depth for e in entries)
+    assert entries[0]["frames"][0] == default[0]["frames"][0]  # the collective's own frame
+    if depth > len(default[0]["frames"]):
+        assert entries[0]["frames"][-3:] == default[0]["frames"][-3:]  # the training loop
+        assert entries[0]["frames"][-4]["name"] in ("_call_impl", "_wrapped_call_impl")
+    for e, d in zip(entries, default, strict=True):  # only the stacks change
+        assert {k: v for k, v in e.items() if k != "frames"} == {
+            k: v for k, v in d.items() if k != "frames"
+        }
+
+
 def test_bad_arguments_are_rejected_with_value_errors() -> None:
     with pytest.raises(ValueError, match="kind"):
         Fault("segfault", 0)
@@ -409,6 +425,8 @@ def test_bad_arguments_are_rejected_with_value_errors() -> None:
         Layout(tp=0)
     with pytest.raises(ValueError, match="window"):
         JobSpec(Layout(), window=0)
+    with pytest.raises(ValueError, match="stack_depth"):
+        JobSpec(Layout(), stack_depth=0)
 
 
 def test_spec_for_entries_lets_the_ring_fill_before_the_fault_strikes() -> None:

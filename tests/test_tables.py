@@ -99,3 +99,22 @@ def test_identical_stacks_are_stored_once_for_the_whole_job(tmp_path: Path) -> N
     trace = load_trace(tmp_path)
     assert len(trace.stacks) == 1
     assert set(trace.entries["stack_id"]) == {0}
+
+
+def test_interning_by_key_numbers_values_as_the_exact_path_does() -> None:
+    """intern_keyed trusts a key only after comparing each value with its key's first one:
+    values that share a key but differ (rank-dependent sizes), unhashable keys and repeats
+    get the codes and first-seen order of intern_equal, value by value."""
+    from frtrace.tables.columns import intern_equal, intern_keyed
+
+    values: list[object] = [[1], [2], [1], [3], [2], [1, 1], [3], [[0]], [[0]], [1]]
+    keys: list[object] = ["a", "b", "a", "a", "b", "a", "a", "c", "c", "a"]
+    fast, exact = intern_keyed(values, keys), intern_equal(values, keys)
+    assert fast.codes.tolist() == exact.codes.tolist() == [0, 1, 0, 2, 1, 3, 2, 4, 4, 0]
+    assert fast.uniques == exact.uniques == [[1], [2], [3], [1, 1], [[0]]]
+    odd = intern_keyed(values, [*keys[:7], ["x"], ["x"], "a"])  # unhashable keys
+    assert odd.codes.tolist() == exact.codes.tolist() and odd.uniques == exact.uniques
+    same = intern_keyed([(1, [2])] * 3 + [(2, [2])], [1, 1, 1, 2])
+    assert same.codes.tolist() == [0, 0, 0, 1] and same.uniques == [(1, [2]), (2, [2])]
+    empty = intern_keyed([], [])
+    assert empty.codes.tolist() == [] and empty.uniques == []

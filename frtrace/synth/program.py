@@ -284,6 +284,25 @@ SITES: dict[str, tuple[tuple[str, str, int], ...]] = {
 }
 
 
+# Frames a deep model adds between the training loop and the collective: nested modules.
+_NESTED = (("_call_impl", _MODULE, 1773), ("_wrapped_call_impl", _MODULE, 1762))
+
+
+def site_frames(site: str, depth: int | None = None) -> tuple[tuple[str, str, int], ...]:
+    """A call site's stack, innermost frame first, cut or padded to `depth` frames.
+
+    Short and deep stacks cost the parser differently (unpickling grows with frames, the rest
+    per entry does not), so the benchmark measures both; None keeps the site's own stack.
+    """
+    frames = SITES[site]
+    if depth is None or depth == len(frames):
+        return frames
+    if depth < len(frames):
+        return frames[:depth]
+    pad = tuple(_NESTED[i % 2] for i in range(depth - len(frames)))
+    return frames[:-3] + pad + frames[-3:]  # inside the training loop's outermost frames
+
+
 # Program -----------------------------------------------------------------------------------
 
 HIDDEN = 4096

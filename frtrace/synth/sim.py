@@ -21,7 +21,7 @@ from typing import Any
 
 from frtrace.synth.faults import Fault, plan_fault
 from frtrace.synth.layout import NKINDS, GroupTable, Layout
-from frtrace.synth.program import SITES, Item, OpT, Registry, stage_program
+from frtrace.synth.program import Item, OpT, Registry, site_frames, stage_program
 
 Dump = dict[str, Any]
 
@@ -49,6 +49,7 @@ class JobSpec:
     far apart ranks dump after a timeout. `clock_skew_ms` offsets each host's clock (8 ranks
     a host) by up to that much either way: every time a rank writes is on its host's clock.
     `jitter_ns` bounds the random CPU time added to every work item of every rank.
+    `stack_depth` cuts or pads every call site's stack to that many frames (None: as written).
     """
 
     layout: Layout
@@ -58,6 +59,7 @@ class JobSpec:
     buffer_size: int = 2000
     version: str = "2.10"
     with_stacks: bool = True
+    stack_depth: int | None = None
     enable_timing: bool = True
     window: int = 2
     coalesce_dp: bool = True
@@ -79,6 +81,11 @@ class JobSpec:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"JobSpec.{name} must be an int >= 1, got {value!r}")
+        depth = self.stack_depth
+        if depth is not None and (
+            isinstance(depth, bool) or not isinstance(depth, int) or depth < 1
+        ):
+            raise ValueError(f"JobSpec.stack_depth must be an int >= 1 or None, got {depth!r}")
         if not isinstance(self.seed, int):
             raise ValueError(f"JobSpec.seed must be an int, got {self.seed!r}")
         if self.fault is not None and not isinstance(self.fault, Fault):
@@ -508,7 +515,7 @@ class _Engine:
         status = [[p, p if timing else -1, p] for p in me.pre]
         n = len(st)
         visible = [i for i in range(n) if times[3 * i] <= dump_at][-spec.buffer_size :]
-        site_frames: dict[str, list[dict[str, Any]]] = {}
+        by_site: dict[str, list[dict[str, Any]]] = {}
         copy_dict = dict.copy
         out: list[Dump] = []
         for i in visible:
@@ -540,10 +547,13 @@ class _Engine:
                 seen_start = seen_done if timing else None
             elif running:
                 seen_start = dump_at
-            frames = site_frames.get(op.site)
+            frames = by_site.get(op.site)
             if frames is None:
-                frames = [{"name": a, "filename": b, "line": c} for a, b, c in SITES[op.site]]
-                site_frames[op.site] = frames
+                frames = [
+                    {"name": a, "filename": b, "line": c}
+                    for a, b, c in site_frames(op.site, spec.stack_depth)
+                ]
+                by_site[op.site] = frames
             in_sizes, in_dtypes, out_sizes, out_dtypes = (
                 _rank_sizes(op, *local[op.kind], cseq, r) if op.vary else _sizes(op)
             )

@@ -159,6 +159,50 @@ def intern_equal(values: list[Any], keys: Iterable[Any]) -> Interned:
     return Interned(codes, reps)
 
 
+def intern_keyed(values: list[Any], keys: list[Any]) -> Interned:
+    """intern_equal's result (same codes, same first-seen order) without a Python call per value.
+
+    Values that share a key almost always share the value too (a call site's stack, or its
+    composite row): each key's first value is found by `dict.setdefault` in C, every value is
+    compared to it with `map(operator.eq, ...)` in C, and only the values that differ from
+    their key's first value (rank-dependent sizes, or a crafted file) take intern_equal's path.
+    """
+    n = len(values)
+    table: dict[Any, int] = {}
+    try:
+        first = np.fromiter(map(table.setdefault, keys, range(n)), dtype=np.int64, count=n)
+    except TypeError:  # a key that cannot be hashed
+        return intern_equal(values, keys)
+    same = np.fromiter(
+        map(operator.eq, values, map(values.__getitem__, first.tolist())), dtype=bool, count=n
+    )
+    heads = np.fromiter(table.values(), dtype=np.int64, count=len(table))  # ascending
+    codes = np.searchsorted(heads, first).astype(np.int32)  # keys in first-seen order
+    if same.all():
+        return Interned(codes, [values[i] for i in heads.tolist()])
+    odd = np.flatnonzero(~same)
+    rest = intern_equal([values[i] for i in odd.tolist()], [keys[i] for i in odd.tolist()])
+    codes[odd] = rest.codes + len(heads)
+    reps = [values[i] for i in heads.tolist()] + rest.uniques
+    # Renumber into first-seen order, as intern_equal numbers them.
+    kept, at = np.unique(codes, return_index=True)
+    order = kept[np.argsort(at, kind="stable")]
+    renumber = np.empty(len(reps), dtype=np.int32)
+    renumber[order] = np.arange(len(order), dtype=np.int32)
+    return Interned(renumber[codes], [reps[i] for i in order.tolist()])
+
+
+def _stack_keys(frames_col: list[Any]) -> list[Any]:
+    """A cheap key per stack (depth, innermost and outermost lines), by C-level maps; a column
+    with an empty, missing or malformed stack takes the per-stack path (_stack_key)."""
+    try:
+        inner = map(operator.itemgetter("line"), map(operator.itemgetter(0), frames_col))
+        outer = map(operator.itemgetter("line"), map(operator.itemgetter(-1), frames_col))
+        return list(zip(map(len, frames_col), inner, outer, strict=True))
+    except (TypeError, KeyError, IndexError):
+        return list(map(_stack_key, frames_col))
+
+
 def _stack_key(frames: Any) -> Any:
     try:
         return (len(frames), frames[-1]["line"], frames[len(frames) // 2]["line"])
@@ -173,7 +217,7 @@ def intern_stacks(
     once interned (`check`), where there are few of them; a malformed one becomes ()."""
     clip = clip or (lambda text: text)
     check = check or Checker(budgets())
-    interned = intern_equal(frames_col, map(_stack_key, frames_col))
+    interned = intern_keyed(frames_col, _stack_keys(frames_col))
     uniques = check.stacks(interned.uniques)
     return Interned(interned.codes, [_frames(r, clip) for r in uniques])
 
@@ -262,8 +306,8 @@ def _uniques_checked(composite: Interned, check: Checker) -> None:
 
 def intern_rows(rows: list[tuple[Any, ...]], sites: np.ndarray) -> Interned:
     """Composite rows keyed by call site, group, op and state (the rest follows from those)."""
-    keys = zip(sites.tolist(), map(operator.itemgetter(0, 1, 2), rows), strict=True)
-    return intern_equal(rows, keys)
+    keys = list(zip(sites.tolist(), map(operator.itemgetter(0, 1, 2), rows), strict=True))
+    return intern_keyed(rows, keys)
 
 
 class _Clip:
