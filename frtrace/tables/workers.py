@@ -47,19 +47,9 @@ def _address_space() -> int | None:
 def limit_memory(extra: int) -> None:
     """Let this process grow by at most `extra` bytes of address space (never raise a limit
     set from outside above its hard value)."""
-    try:
-        import resource
-    except ImportError:  # not POSIX: nothing to set
-        return
     now = _address_space()
-    if now is None:
-        return
-    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    want = now + extra
-    if hard != resource.RLIM_INFINITY:
-        want = min(want, hard)
-    with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_AS, (want, hard))
+    if now is not None:
+        _set_soft_limit("RLIMIT_AS", now + extra)
 
 
 def limit_cpu(seconds: int) -> None:
@@ -69,13 +59,21 @@ def limit_cpu(seconds: int) -> None:
     except ImportError:
         return
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    used = int(usage.ru_utime + usage.ru_stime) + 1
-    _soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    want = used + seconds
+    _set_soft_limit("RLIMIT_CPU", int(usage.ru_utime + usage.ru_stime) + 1 + seconds)
+
+
+def _set_soft_limit(name: str, want: int) -> None:
+    """Set a resource's soft limit to `want`, capped by its hard limit (POSIX only)."""
+    try:
+        import resource
+    except ImportError:  # not POSIX: nothing to set
+        return
+    which = getattr(resource, name)
+    _soft, hard = resource.getrlimit(which)
     if hard != resource.RLIM_INFINITY:
         want = min(want, hard)
     with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_CPU, (want, hard))
+        resource.setrlimit(which, (want, hard))
 
 
 def _size(path: str) -> int:
