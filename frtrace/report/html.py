@@ -175,11 +175,11 @@ def _timelines(analysis: Analysis) -> dict[str, Any]:
     per_rank = []
     for rank in _timeline_ranks(analysis):
         lo, hi = np.searchsorted(ranks_col, rank, "left"), np.searchsorted(ranks_col, rank, "right")
-        mine = e.iloc[max(int(lo), int(hi) - TIMELINE_OPS) : int(hi)]
-        per_rank.append((rank, mine))
+        rows = slice(max(int(lo), int(hi) - TIMELINE_OPS), int(hi))
+        per_rank.append((rank, e.iloc[rows], analysis.ctx.states[rows]))
     times = [
         t
-        for _r, m in per_rank
+        for _r, m, _s in per_rank
         for c in ("time_created_ns", "time_started_ns", "time_completed_ns")
         for t in m[c].tolist()
         if t > 0
@@ -190,9 +190,11 @@ def _timelines(analysis: Analysis) -> dict[str, Any]:
         return round((int(value) - base) / 1e6, 3) if value > 0 else None
 
     out = []
-    for rank, mine in per_rank:
+    names = ("scheduled", "started", "completed")
+    for rank, mine, states in per_rank:
         ops = []
-        for row in mine.itertuples(index=False):
+        # A coalesced part shows its block's state (its own stays `scheduled` forever).
+        for row, state in zip(mine.itertuples(index=False), states.tolist(), strict=True):
             p2p = bool(row.is_p2p)
             ops.append(
                 {
@@ -201,7 +203,7 @@ def _timelines(analysis: Analysis) -> dict[str, Any]:
                     "seq": int(row.p2p_seq_id if p2p else row.collective_seq_id),
                     "p2p": p2p,
                     "op": str(row.op),
-                    "state": str(row.state),
+                    "state": names[int(state)],
                     "created": ms(row.time_created_ns),
                     "started": ms(row.time_started_ns),
                     "completed": ms(row.time_completed_ns),
@@ -425,7 +427,7 @@ function sv(tag, attrs, text) {
 }
 function place(desc, name, seq, p2p) {
   const label = desc || ("pg " + name);
-  const s = (seq === null || seq === undefined || seq < 0) ? "" : (p2p ? "p2p#" : "#") + seq;
+  const s = (seq === null || seq === undefined || seq < 0) ? "" : (p2p ? " p2p#" : "#") + seq;
   return label + s + (desc ? " (pg " + name + ")" : "");
 }
 function wrapWords(text, width) {

@@ -17,7 +17,7 @@ def where(place: Place) -> str:
     label = place.pg_desc or f"pg {place.pg_name}"
     if place.p2p and place.src >= 0:
         return f"{label}{_pg(place)} p2p {place.src}->{place.dst}"
-    mark = "p2p#" if place.p2p else "#"
+    mark = " p2p#" if place.p2p else "#"
     seq = f"{mark}{place.seq}" if place.seq is not None and place.seq >= 0 else ""
     return f"{label}{seq}{_pg(place)}"
 
