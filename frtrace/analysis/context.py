@@ -47,6 +47,10 @@ class Context:
         """Index into the entries table of a rank's entry at `pos` in its dump."""
         return _rank_slice(self.trace.entries["rank"].to_numpy(), rank).start + int(pos)
 
+    def timeout_ms(self, rank: int, pos: int) -> int:
+        """The timeout its process group gave the rank's entry at `pos` (0 when unset)."""
+        return int(self.trace.entries["timeout_ms"].iat[self.row(rank, pos)])
+
     def dump_time(self, rank: int) -> int:
         """When the rank dumped, as far as its times tell: its latest time, or the job's median
         dump time when that is later (a rank with nothing running shows no dump time)."""

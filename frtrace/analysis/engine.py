@@ -115,13 +115,12 @@ def in_flight_snapshot(ctx: Context, blocked: dict[int, Blocked]) -> Note | None
     """
     if not ctx.timing or not blocked:
         return None
-    e = ctx.trace.entries
     oldest = 0.0
     for rank, b in blocked.items():
         age = ctx.in_flight_ms(rank, b.pos)
         if age is None:
             continue
-        timeout = int(e["timeout_ms"].iat[ctx.row(rank, b.pos)])
+        timeout = ctx.timeout_ms(rank, b.pos)
         if timeout <= 0 or age >= min(timeout, STUCK_AFTER_MS):
             return None
         oldest = max(oldest, age)

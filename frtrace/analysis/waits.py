@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -393,8 +394,7 @@ def _root_finding(
         return ctx.finding(
             "missing_dump",
             pg,
-            collective_seq_id=seq if kind == "c" else None,
-            p2p_seq_id=blocked[here[0]].p2p_seq_id if kind == "p" else None,
+            **_seq_ids(node, blocked[here[0]]),
             op=blocked[here[0]].op,
             culprit_ranks=root.ranks,
             waiting_ranks=here,
@@ -445,10 +445,17 @@ def _root_finding(
         stuck,
         running,
         blocked[stuck[0]].op,
-        collective_seq_id=seq if kind == "c" else None,
-        p2p_seq_id=blocked[stuck[0]].p2p_seq_id if kind == "p" else None,
+        **_seq_ids(node, blocked[stuck[0]]),
         expected_ranks=_members(ctx, node),
     )
+
+
+def _seq_ids(node: Node, b: Blocked | None) -> dict[str, Any]:
+    """A finding's sequence numbers at a wait node: the collective's seq, or the p2p seq of
+    the blocked rank's op on the channel."""
+    if node.kind == "c":
+        return {"collective_seq_id": node.seq, "p2p_seq_id": None}
+    return {"collective_seq_id": None, "p2p_seq_id": b.p2p_seq_id if b is not None else None}
 
 
 def _node_facts(node: Node) -> dict:
@@ -461,14 +468,13 @@ def stuck_finding(
 ) -> Finding:
     """Every member issued the op (and, with timing, started it), they agree, none completed:
     the hang is inside the collective (network, NCCL, a GPU), not in any one rank's code."""
-    kind, pg, seq, _src, _dst = node
+    pg = node.pg
     ages = [a for r in here if (a := ctx.in_flight_ms(r, blocked[r].pos)) is not None]
-    timeout = int(ctx.trace.entries["timeout_ms"].iat[ctx.row(here[0], blocked[here[0]].pos)])
+    timeout = ctx.timeout_ms(here[0], blocked[here[0]].pos)
     return ctx.finding(
         "stuck_collective",
         pg,
-        collective_seq_id=seq if kind == "c" else None,
-        p2p_seq_id=blocked[here[0]].p2p_seq_id if kind == "p" else None,
+        **_seq_ids(node, blocked[here[0]]),
         op=blocked[here[0]].op,
         culprit_ranks=here,
         waiting_ranks=[],
@@ -510,14 +516,13 @@ def _cycle_finding(
 ) -> Finding:
     culprit_nodes = {blocked[r].node for r in root.ranks if r in blocked}
     node = sorted(culprit_nodes)[0] if culprit_nodes else root.nodes[0]
-    kind, pg, seq, _src, _dst = node
+    pg = node.pg
     others = sorted(set().union(*(waiters[n] for n in root.nodes)) - set(root.ranks))
     first = root.ranks[0]
     return ctx.finding(
         "order_cycle",
         pg,
-        collective_seq_id=seq if kind == "c" else None,
-        p2p_seq_id=blocked[first].p2p_seq_id if kind == "p" and first in blocked else None,
+        **_seq_ids(node, blocked.get(first)),
         op=blocked[first].op if first in blocked else None,
         culprit_ranks=root.ranks,
         waiting_ranks=others,
