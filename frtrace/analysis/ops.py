@@ -192,7 +192,7 @@ def build_op_view(entries: pd.DataFrame, state: np.ndarray) -> OpView:
     dup = entries["coalesced"].to_numpy()[mask]
     if dup.any():
         cols = _fold(cols, dup, labels)
-    return OpView(pd.DataFrame(cols), labels, states_tracked)
+    return OpView(pd.DataFrame(cols, copy=False), labels, states_tracked)  # fresh arrays: no copy
 
 
 def _mask_rank_dependent(cols: dict[str, np.ndarray], labels: dict[str, list[str]]) -> None:

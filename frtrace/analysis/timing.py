@@ -114,7 +114,7 @@ def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> Straggl
         value = done["time_created_ns"].to_numpy().astype(np.float64)
         value[value <= 0] = np.nan
         scale = 1e-6
-    frame = pd.DataFrame({"key": key, "rank": done["rank"].to_numpy(), "v": value})
+    frame = pd.DataFrame({"key": key, "rank": done["rank"].to_numpy(), "v": value}, copy=False)
     frame = frame.dropna()
     counts = frame.groupby("key")["rank"].transform("size").to_numpy()
     sizes = np.array([len(ctx.group_members(pg)) for pg in range(len(ctx.pg_names))] or [0])

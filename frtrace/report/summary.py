@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from tabulate import tabulate
 
 from frtrace.report.fmt import Style, rank_ranges
 from frtrace.tables.trace import Trace
@@ -63,6 +62,8 @@ def loaded_summary(trace: Trace, entries: pd.DataFrame, style: Style, groups: bo
             for r in group_rows(trace, entries)
         ]
         headers = ["pg", "desc", "members", "size", "entries", "last seq"]
+        from tabulate import tabulate  # only here: importing it costs ~50 ms
+
         lines += ["", tabulate(rows, headers=headers, tablefmt="simple")]
     if trace.skipped:
         lines.append("")

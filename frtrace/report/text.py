@@ -15,7 +15,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pandas as pd
-from tabulate import tabulate
 
 from frtrace.analysis.engine import Analysis
 from frtrace.analysis.findings import Finding, Place
@@ -589,6 +588,8 @@ def group_table(analysis: Analysis) -> str:
                 ranks_text(waiting[name], 30) if waiting.get(name) else "-",
             ]
         )
+    from tabulate import tabulate  # only here: importing it costs ~50 ms
+
     return tabulate(
         rows,
         headers=["pg", "desc", "members", "size", "last issued", "last completed", "waiting"],

@@ -186,7 +186,9 @@ def merge_columns(parts: list[RankColumns]) -> tuple[pd.DataFrame, list[tuple[Fr
     ]  # fmt: skip
     for name in NARROW_INTS:
         cols[name] = np.asarray(cols[name]).astype(np.int32)
-    return pd.DataFrame({name: cols[name] for name in order}), stacks
+    # copy=False: the columns are fresh arrays; consolidating them into 2-D blocks would copy
+    # the whole table once more (a second, transient copy of gigabytes at 8k ranks).
+    return pd.DataFrame({name: cols[name] for name in order}, copy=False), stacks
 
 
 def _derived_category(codes: np.ndarray, values: list[str]) -> pd.Categorical:
