@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from frtrace.dumps.limits import budgets
+from frtrace.tables.check import unpack_ranks
 from frtrace.tables.columns import RankColumns
 
 DEFAULT_PG = "0"
@@ -94,7 +95,9 @@ def infer_memberships(
     """One row per group: name, desc, sorted global member ranks, and where they came from."""
     notes: list[str] = []
     warnings: list[str] = []
-    config_votes: dict[str, Counter[tuple[int, ...]]] = {}
+    # Votes are counted on the packed lists (one bytes object per dump and group) and only the
+    # distinct ones are unpacked: the world group's list is in every dump.
+    packed_votes: dict[str, Counter[bytes]] = {}
     config_desc: dict[str, str] = {}
     anonymous: list[tuple[int, list[int]]] = []
     for part in parts:
@@ -102,14 +105,20 @@ def infer_memberships(
             if not isinstance(cfg, dict):
                 continue
             name = str(cfg.get("name") or key)
-            ranks = parse_ranks(cfg.get("ranks"))
+            packed = cfg.get("ranks")
+            if not isinstance(packed, bytes):
+                packed = None
             if name == "":
-                anonymous.append((part.rank, ranks or []))
+                anonymous.append((part.rank, list(unpack_ranks(packed)) if packed else []))
                 continue
             if cfg.get("desc"):
                 config_desc.setdefault(name, str(cfg["desc"]))
-            if ranks:
-                config_votes.setdefault(name, Counter())[tuple(ranks)] += 1
+            if packed:
+                packed_votes.setdefault(name, Counter())[packed] += 1
+    config_votes = {
+        name: Counter({unpack_ranks(p): n for p, n in votes.items()})
+        for name, votes in packed_votes.items()
+    }
     if anonymous:
         notes.append(
             f"{len(anonymous)} dump(s) carry a pg_config keyed by '' (torch gloo quirk); "
