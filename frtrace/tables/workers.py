@@ -13,8 +13,10 @@ when the parent stops, whatever the reason (SIGTERM, SIGINT, an error).
 from __future__ import annotations
 
 import contextlib
+import io
 import multiprocessing
 import os
+import pickle
 import signal
 import time
 from collections import deque
@@ -116,7 +118,42 @@ def _worker(conn: Connection, others: list[Connection], parse: Parse, limits: Bu
             return
         limit_memory(limits.max_parse_memory)
         limit_cpu(limits.parse_cpu_seconds(_size(message[0])))
-        conn.send(parse(message))
+        send_result(conn, parse(message))
+
+
+def send_result(conn: Connection, result: Any) -> None:
+    """Send a result whose numpy arrays travel out of band: a small pickled head, then the
+    arrays' bytes written straight from their memory to the pipe (no pickled copy of them)."""
+    buffers: list[pickle.PickleBuffer] = []
+    head = pickle.dumps(result, protocol=5, buffer_callback=buffers.append)
+    raws = [b.raw() for b in buffers]
+    conn.send((head, [r.nbytes for r in raws]))
+    fd = conn.fileno()
+    for raw in raws:
+        view = raw.cast("B")
+        while len(view):
+            view = view[os.write(fd, view) :]
+
+
+def recv_result(conn: Connection) -> Any:
+    """The other end of send_result: the arrays' bytes are read into one block and the arrays
+    become views of it (one copy, from the pipe, instead of three)."""
+    head, sizes = conn.recv()
+    block = bytearray(sum(sizes))
+    view = memoryview(block)
+    with io.FileIO(conn.fileno(), closefd=False) as pipe:
+        got = 0
+        while got < len(block):
+            n = pipe.readinto(view[got:])
+            if not n:
+                raise EOFError("worker closed its pipe mid-result")
+            got += n
+    parts = []
+    at = 0
+    for size in sizes:
+        parts.append(view[at : at + size])
+        at += size
+    return pickle.loads(head, buffers=parts)
 
 
 @dataclass
@@ -191,8 +228,8 @@ def iter_isolated(
                 assert item is not None
                 if worker.conn in ready:
                     try:
-                        result = worker.conn.recv()
-                    except (EOFError, OSError):
+                        result = recv_result(worker.conn)
+                    except (EOFError, OSError, pickle.UnpicklingError, ValueError):
                         worker.process.join(5)
                         retire(worker)
                         yield failed(item, _describe_exit(worker.process.exitcode))
