@@ -111,18 +111,29 @@ def _parse_list(key: str) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _merge_interned(parts: list[RankColumns], column: str) -> pd.Categorical:
-    """Concatenate per-file codes into one categorical with a shared table of values."""
+def _merge_interned(
+    parts: list[RankColumns], column: str, part_of_row: np.ndarray
+) -> pd.Categorical:
+    """Concatenate per-file codes into one categorical with a shared table of values.
+
+    Per file only its few distinct values are looked up; the codes of all files are then
+    remapped in one numpy pass (each file's codes index its own slice of one mapping array).
+    """
     table: dict[Any, int] = {}
-    remapped = []
-    for part in parts:
-        interned = part.stacks if column == "stack" else part.cats.pop(column)
-        mapping = np.array(
-            [table.setdefault(u, len(table)) for u in interned.uniques], dtype=np.int32
-        )
-        remapped.append(mapping[interned.codes] if len(mapping) else interned.codes)
-    codes = np.concatenate(remapped) if remapped else np.empty(0, dtype=np.int32)
-    return pd.Categorical.from_codes(codes, categories=pd.Index(list(table), dtype=object))
+    mapping: list[int] = []
+    offsets = np.empty(len(parts), dtype=np.int64)
+    codes_of = []
+    for i, part in enumerate(parts):
+        interned = part.cats.pop(column)
+        offsets[i] = len(mapping)
+        mapping.extend([table.setdefault(u, len(table)) for u in interned.uniques])
+        codes_of.append(interned.codes)
+    codes = np.concatenate(codes_of) if codes_of else np.empty(0, dtype=np.int32)
+    if len(codes):
+        codes = np.array(mapping, dtype=np.int32)[codes + offsets[part_of_row]]
+    return pd.Categorical.from_codes(
+        codes, categories=pd.Index(list(table), dtype=object), validate=False
+    )
 
 
 def merge_columns(parts: list[RankColumns]) -> tuple[pd.DataFrame, list[tuple[Frame, ...]]]:
@@ -138,8 +149,9 @@ def merge_columns(parts: list[RankColumns]) -> tuple[pd.DataFrame, list[tuple[Fr
     }
     for name in list(parts[0].ints) if parts else ():
         cols[name] = np.concatenate([p.ints.pop(name) for p in parts])
+    part_of_row = np.repeat(np.arange(len(parts), dtype=np.int32), lengths)
     for name in CATEGORY_COLUMNS:
-        cols[name] = _merge_interned(parts, name) if parts else pd.Categorical([])
+        cols[name] = _merge_interned(parts, name, part_of_row) if parts else pd.Categorical([])
     cols["duration_ms"] = np.concatenate([p.duration_ms for p in parts]) if parts else []
     cols["retired"] = np.concatenate([p.retired for p in parts]) if parts else []
     cols["coalesced"] = np.concatenate([p.coalesced for p in parts]) if parts else []
@@ -196,7 +208,9 @@ def _derived_category(codes: np.ndarray, values: list[str]) -> pd.Categorical:
     uniques: dict[str, int] = {}
     mapping = np.array([uniques.setdefault(v, len(uniques)) for v in values] or [0], np.int32)
     new_codes = mapping[codes] if len(codes) else codes
-    return pd.Categorical.from_codes(new_codes, categories=pd.Index(list(uniques), dtype=object))
+    return pd.Categorical.from_codes(
+        new_codes, categories=pd.Index(list(uniques), dtype=object), validate=False
+    )
 
 
 def empty_files_frame() -> pd.DataFrame:
