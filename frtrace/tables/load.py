@@ -52,6 +52,22 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def return_freed_memory() -> None:
+    """Give the freed per-file columns back to the OS (glibc's malloc_trim).
+
+    Thousands of per-file blocks of a few hundred KB are freed once merged; glibc keeps them
+    in its heap (its mmap threshold grows as such blocks are freed), so without this the
+    analysis would start with the size of the parsed columns still resident: ~200 MB at 1k
+    ranks, gigabytes at 8k.
+    """
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
+
+
 def parse_file(item: tuple[str, int]) -> ParseResult:
     """Read and columnize one file: (rank, path, columns or None, format, compressed, reason)."""
     with gc_paused():
@@ -149,6 +165,7 @@ def load_discovered(
     entries, stacks = merge_columns(parts)
     for part in parts:  # only the small per-file metadata is needed from here on
         part.release_columns()
+    return_freed_memory()
     members = infer_memberships(entries, parts, [p.rank for p in parts])
     add_global_peers(entries, members.groups)
     status = pg_status_frame(parts, entries)
