@@ -135,7 +135,7 @@ def _quiet_broken_pipe() -> NoReturn:
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=EPILOG,
 )
-@click.argument("trace_dir", required=False, type=click.Path(path_type=Path))
+@click.argument("trace_dir", required=False, type=click.Path(path_type=str))
 @click.option(
     "-p", "--prefix", help="Only files whose name starts with PREFIX (default: inferred)."
 )
@@ -222,6 +222,27 @@ def _quiet_broken_pipe() -> NoReturn:
     metavar="MS",
     help="Median arrival lag (ms) from which a rank is reported as a straggler.",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "dask"]),
+    default="local",
+    show_default=True,
+    help="Where files are parsed: processes of this machine, or a Dask cluster's workers.",
+)
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    default=None,
+    help="Dask scheduler (e.g. tcp://host:8786) [default: $DASK_SCHEDULER_ADDRESS, else a "
+    "local cluster].",
+)
+@click.option(
+    "--raw-output",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="With -j --engine dask: write the entries as Parquet files into DIR.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Say what was inferred and repaired.")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks of internal errors.")
 @click.version_option(__version__, "--version", prog_name="frtrace")
@@ -277,15 +298,23 @@ def _explain(exc: FrtraceError) -> str:
 
 def run(options: dict[str, Any]) -> int:
     """Load, then print raw entries or the report; returns the exit status."""
-    from frtrace.dumps.discover import discover
+    from frtrace.dumps.discover import Discovery
+    from frtrace.engine import load_found, locate
     from frtrace.report.fmt import MarkedStyle, safe, use_color
     from frtrace.report.progress import LoadProgress
-    from frtrace.tables.load import load_discovered
 
     ranks = parse_ranks(options["selected_ranks"])
     pg_filters = list(options["pg_filters"])
-    found = discover(options["trace_dir"], options["prefix"])
-    if options["output"] is not None:
+    engine, scheduler = options["engine"], options["scheduler"]
+    if scheduler and engine != "dask":
+        raise FrtraceError("--scheduler goes with --engine dask")
+    raw_parquet = options["raw"] and engine == "dask"
+    if options["raw_output"] is not None and not raw_parquet:
+        raise FrtraceError("--raw-output goes with -j --engine dask (Parquet entries)")
+    if raw_parquet and options["raw_output"] is None:
+        raise FrtraceError("-j --engine dask writes Parquet: give the folder with --raw-output DIR")
+    found = locate(options["trace_dir"], options["prefix"])
+    if options["output"] is not None and isinstance(found, Discovery):
         check_output(options["output"], found)
     if found.prefix_inferred:
         click.echo(
@@ -295,8 +324,13 @@ def run(options: dict[str, Any]) -> int:
     started = time.monotonic()
     progress = LoadProgress()
     try:
-        trace = load_discovered(
-            found, ranks=ranks if options["raw"] else None, jobs=options["jobs"], progress=progress
+        trace = load_found(
+            found,
+            engine=engine,
+            scheduler=scheduler,
+            ranks=ranks if options["raw"] else None,
+            jobs=options["jobs"],
+            progress=progress,
         )
     finally:
         progress.close()
@@ -316,6 +350,18 @@ def run(options: dict[str, Any]) -> int:
     names = matching_groups(trace.groups, pg_filters)
     entries = select_entries(trace.entries, ranks, names)
     style = MarkedStyle(use_color())
+    if raw_parquet:
+        from frtrace.report.parquet import write_entries_parquet
+
+        paths = write_entries_parquet(
+            trace, entries, options["raw_output"], with_frames=options["stacks"]
+        )
+        click.echo(
+            f"frtrace: wrote {len(entries):,} entries to {safe(str(options['raw_output']))} "
+            f"({len(paths)} Parquet file(s))",
+            err=True,
+        )
+        return EXIT_OK
     if options["raw"]:
         from frtrace.report.raw import entries_table, write_entries_json
 
@@ -336,7 +382,13 @@ def run(options: dict[str, Any]) -> int:
     if options["since_dir"] is not None:
         from frtrace.api import load
 
-        older = load(options["since_dir"], prefix=options["prefix"], jobs=options["jobs"])
+        older = load(
+            options["since_dir"],
+            prefix=options["prefix"],
+            jobs=options["jobs"],
+            engine=engine,
+            scheduler=scheduler,
+        )
         analysis.since(older)
     if options["verbose"]:
         click.echo(f"note: analyzed in {time.monotonic() - loaded:.2f}s", err=True)

@@ -118,12 +118,24 @@ def load_discovered(
         raise FrtraceError(f"no dump files found in {where}")
     n_jobs = default_jobs(files) if jobs is None else max(1, min(jobs, 4 * (os.cpu_count() or 1)))
     items = [(str(f.path), f.rank) for f in files]
+    parsed = iter_parsed(items, n_jobs)
+    return assemble_trace(str(found.trace_dir), found.prefix, parsed, len(items), skipped, progress)
+
+
+def assemble_trace(
+    trace_dir: str,
+    prefix: str,
+    results: Iterable[ParseResult],
+    total: int,
+    skipped: list[Skipped],
+    progress: Progress | None = None,
+) -> Trace:
+    """The Trace from parse results, whichever engine parsed them (the local pool, Dask
+    workers): merge, memberships, notes. `skipped` holds the files refused before parsing."""
     parts: list[RankColumns] = []
     file_rows = []
     entries_seen = 0
-    for done, (rank, path, cols, fmt, compressed, reason) in enumerate(
-        iter_parsed(items, n_jobs), start=1
-    ):
+    for done, (rank, path, cols, fmt, compressed, reason) in enumerate(results, start=1):
         if cols is None:
             skipped.append(Skipped(path, reason))
         else:
@@ -141,10 +153,10 @@ def load_discovered(
                 }
             )
         if progress is not None:
-            progress(done, len(items), entries_seen)
+            progress(done, total, entries_seen)
     if not parts:
         raise NoUsableDumpError(
-            f"no usable dump in {found.trace_dir} ({len(skipped)} file(s) skipped)", skipped
+            f"no usable dump in {trace_dir} ({len(skipped)} file(s) skipped)", skipped
         )
     entries, stacks = merge_columns(parts)
     for part in parts:  # only the small per-file metadata is needed from here on
@@ -166,8 +178,8 @@ def load_discovered(
     if missing:
         notes.append(f"fields absent from some dumps, given defaults: {', '.join(missing)}")
     return Trace(
-        trace_dir=str(found.trace_dir),
-        prefix=found.prefix,
+        trace_dir=trace_dir,
+        prefix=prefix,
         entries=entries,
         groups=members.groups,
         pg_status=status,
