@@ -51,6 +51,18 @@ class StoreDiscovery:
     storage_options: dict[str, Any] = field(default_factory=dict)
 
 
+def resolved_options(url: str, storage_options: dict[str, Any] | None) -> dict[str, Any]:
+    """The storage options, with the S3 endpoint from $FSSPEC_S3_ENDPOINT_URL when unset: the
+    client resolves it, so workers started without that variable reach the same store."""
+    options = dict(storage_options or {})
+    protocol = url.split("://", 1)[0].lower()
+    if protocol in ("s3", "s3a") and "endpoint_url" not in options:
+        endpoint = os.environ.get(ENDPOINT_ENV)
+        if endpoint:
+            options["endpoint_url"] = endpoint
+    return options
+
+
 def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
     """The fsspec filesystem for a URL and the path inside it; a missing package is a
     FrtraceError naming the extra to install."""
@@ -61,11 +73,7 @@ def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple
             f"{url}: reading URLs needs fsspec: pip install 'frtrace[s3]' (or fsspec)"
         ) from exc
     protocol = url.split("://", 1)[0].lower()
-    options = dict(storage_options or {})
-    if protocol in ("s3", "s3a") and "endpoint_url" not in options:
-        endpoint = os.environ.get(ENDPOINT_ENV)  # s3fs reads it too; said here for older ones
-        if endpoint:
-            options["endpoint_url"] = endpoint
+    options = resolved_options(url, storage_options)
     try:
         fs, path = fsspec.core.url_to_fs(url, **options)
     except ImportError as exc:
@@ -133,9 +141,8 @@ def discover_store(
         by_rank[rank] = full
         files.append((full, rank))
     files.sort(key=lambda f: f[1])
-    return StoreDiscovery(
-        url.rstrip("/"), prefix, inferred, files, skipped, dict(storage_options or {})
-    )
+    options = resolved_options(url, storage_options)
+    return StoreDiscovery(url.rstrip("/"), prefix, inferred, files, skipped, options)
 
 
 def fetch(
