@@ -7,6 +7,8 @@ unless FRTRACE_REQUIRE_EXTRAS is set (scripts/check.sh, CI), where a missing ext
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import gzip
 import json
 import os
@@ -116,6 +118,50 @@ def test_broken_and_missing_files_identical(client: Any, tmp_path: Path) -> None
     skipped = {Path(s["file"]).name for s in local["inputs"]["skipped"]}
     assert skipped == {"nccl_trace_rank_2", "nccl_trace_rank_9"}
     assert 3 in local["inputs"]["missing_dumps"]
+
+
+def _hostile_folder(folder: Path, marker: Path) -> dict[str, bytes]:
+    """Good dumps of a small job plus files that attack the reader: a pickle that crashes the
+    C unpickler (its worker dies), a gzip bomb, a pickle that asks to run a shell command."""
+    from hostile_cases import dict_with_key, global_reduce, gzip_bomb
+
+    job = simulate(JobSpec(Layout(tp=2, dp=2), steps=2))
+    _write(job, folder)
+    bad = {
+        "nccl_trace_rank_4": dict_with_key(b"K\x01" + b"\x85" * 1_000_000),
+        "nccl_trace_rank_5": gzip_bomb(),
+        "nccl_trace_rank_6": global_reduce(marker),
+    }
+    for name, blob in bad.items():
+        (folder / name).write_bytes(blob)
+    return bad
+
+
+@contextlib.contextmanager
+def _no_faulthandler() -> Iterator[None]:
+    """The crashing parse child inherits pytest's faulthandler, which would print a fatal
+    error and every thread's stack to the test log for a crash that is expected."""
+    enabled = faulthandler.is_enabled()
+    faulthandler.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            faulthandler.enable()
+
+
+def test_hostile_files_skipped_alike(client: Any, tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    _hostile_folder(tmp_path / "dumps", marker)
+    with _no_faulthandler():
+        local, dask = _both(str(tmp_path / "dumps"), client)
+    assert dask == local
+    reasons = {Path(s["file"]).name: s["reason"] for s in dask["inputs"]["skipped"]}
+    assert "crashed" in reasons["nccl_trace_rank_4"]
+    assert "gzip inflates" in reasons["nccl_trace_rank_5"]
+    assert "refused" in reasons["nccl_trace_rank_6"]
+    assert not marker.exists()
+    assert len(client.scheduler_info()["workers"]) == 2  # no Dask worker was lost
 
 
 def test_selected_ranks_and_files_list(client: Any) -> None:
@@ -323,6 +369,28 @@ def test_s3_cli_with_endpoint_from_environment(client: Any, s3: dict[str, Any]) 
     local = _cli("s3://dumps/job-7/", "--format", "json", env=env)
     assert local.returncode == 1, local.stderr
     assert json.loads(local.stdout) == report
+
+
+def test_s3_hostile_objects_skipped_alike(client: Any, s3: dict[str, Any], tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    folder = tmp_path / "dumps"
+    _hostile_folder(folder, marker)
+    for path in sorted(folder.iterdir()):
+        s3["fs"].pipe(f"dumps/hostile/{path.name}", path.read_bytes())
+    url = "s3://dumps/hostile/"
+    with _no_faulthandler():
+        local = _report(frtrace.analyze(frtrace.load(str(folder))))
+    remote = _report(
+        frtrace.analyze(
+            frtrace.load(url, engine="dask", client=client, storage_options=s3["options"])
+        )
+    )
+    assert [(Path(s["file"]).name, s["reason"]) for s in remote["inputs"]["skipped"]] == [
+        (Path(s["file"]).name, s["reason"]) for s in local["inputs"]["skipped"]
+    ]
+    assert remote["root_cause"] == local["root_cause"]
+    assert remote["findings"] == local["findings"]
+    assert not marker.exists()
 
 
 def test_s3_missing_bucket_is_one_line(s3: dict[str, Any]) -> None:
