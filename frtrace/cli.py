@@ -205,7 +205,7 @@ def _quiet_broken_pipe() -> NoReturn:
 @click.option(
     "--since",
     "since_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(file_okay=False, path_type=str),
     help="An older snapshot of the same job: name the ranks that did not advance since.",
 )
 @click.option(

@@ -249,6 +249,21 @@ def test_missing_dask_is_one_line() -> None:
     assert len(result.stderr.strip().splitlines()) <= 2  # the prefix note, then the error
 
 
+def test_missing_s3fs_is_one_line() -> None:
+    code = (
+        "import sys; sys.modules['s3fs'] = None; from frtrace.cli import main; main(sys.argv[1:])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, "s3://bucket/job/"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "pip install 'frtrace[s3]'" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
 def test_import_stays_light() -> None:
     code = (
         "import sys, frtrace, frtrace.cli; "

@@ -46,7 +46,7 @@ def connect(scheduler: str | None = None, workers: int | None = None) -> Iterato
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None
     if address:
         try:
-            client = distributed.Client(address, timeout="30s", set_as_default=False)
+            client = distributed.Client(address, timeout="15s", set_as_default=False)
         except (OSError, TimeoutError) as exc:
             raise FrtraceError(f"cannot reach the Dask scheduler at {address}: {exc}") from exc
         with client:
