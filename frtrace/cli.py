@@ -36,6 +36,8 @@ Examples:
                                          raw entries side by side, one column per rank
   frtrace dumps/ --html hang.html        also write a self-contained page to attach
   frtrace dumps_t2/ --since dumps_t1/    which ranks issued nothing new between two dumps
+  frtrace s3://bucket/job-1/ --engine dask --scheduler tcp://host:8786
+                                         parse on a Dask cluster's workers, read from S3
 
 \b
 Exit status:

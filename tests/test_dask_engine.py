@@ -164,6 +164,39 @@ def test_hostile_files_skipped_alike(client: Any, tmp_path: Path) -> None:
     assert len(client.scheduler_info()["workers"]) == 2  # no Dask worker was lost
 
 
+def test_client_never_reads_dump_bytes(
+    client: Any, s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every way this process could read a dump is made to fail: the workers (other processes)
+    still load the job, from a folder and from S3."""
+    from frtrace.dumps import read, store
+    from frtrace.engine import plan
+    from frtrace.tables import load
+
+    def refuse(*_args: Any, **_kw: Any) -> Any:
+        raise AssertionError("the client read a dump")
+
+    for module, name in (
+        (read, "read_bytes"),
+        (read, "read_dump"),
+        (read, "read_dump_bytes"),
+        (store, "fetch"),
+        (plan, "fetch"),
+        (plan, "iter_isolated"),
+        (load, "read_dump"),
+        (load, "iter_parsed"),
+    ):
+        monkeypatch.setattr(module, name, refuse)
+    with pytest.raises(AssertionError, match="the client read a dump"):
+        frtrace.load(str(FIXTURES / "cascade_4rank"))  # the local engine does read here
+    folder = frtrace.load(str(FIXTURES / "cascade_4rank"), engine="dask", client=client)
+    assert folder.ranks == [0, 1, 2, 3]
+    remote = frtrace.load(
+        "s3://dumps/cascade_4rank/", engine="dask", client=client, storage_options=s3["options"]
+    )
+    assert remote.ranks == [0, 1, 2, 3]
+
+
 def test_selected_ranks_and_files_list(client: Any) -> None:
     folder = FIXTURES / "cascade_4rank"
     files = sorted(str(p) for p in folder.iterdir() if p.is_file())
