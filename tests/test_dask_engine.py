@@ -219,7 +219,7 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 @pytest.mark.parametrize("fixture", ["tutorial", "healthy_4rank", "cascade_4rank"])
 def test_cli_exit_status_and_report_equal(client: Any, fixture: str) -> None:
-    folder = str(FIXTURES / fixture)
+    folder = f"fixtures/{fixture}"  # relative: workers get absolute paths, reports the given
     local = _cli(folder, "--format", "json")
     address = client.scheduler.address
     dask = _cli(folder, "--format", "json", "--engine", "dask", "--scheduler", address)

@@ -18,7 +18,8 @@ from typing import Any
 from frtrace.dumps.discover import Discovery, discover
 from frtrace.dumps.store import StoreDiscovery, discover_store, is_url, local_path
 from frtrace.errors import FrtraceError
-from frtrace.tables.load import NoUsableDumpError, Progress, assemble_trace, load_discovered
+from frtrace.tables import load as _load
+from frtrace.tables.load import NoUsableDumpError, Progress, assemble_trace
 from frtrace.tables.trace import Skipped, Trace
 
 ENGINES = ("local", "dask")
@@ -93,7 +94,8 @@ def load_found(
     if engine not in ENGINES:
         raise FrtraceError(f"unknown engine '{engine}' (known: {', '.join(ENGINES)})")
     if engine == "local" and isinstance(found, Discovery):
-        return load_discovered(found, ranks=ranks, jobs=jobs, progress=progress)
+        # looked up at call time, like the command always did (tests replace it)
+        return _load.load_discovered(found, ranks=ranks, jobs=jobs, progress=progress)
     work = make_plan(found, ranks)
     if engine == "local":
         from frtrace.engine.local import iter_parsed_store

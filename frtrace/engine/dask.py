@@ -72,6 +72,10 @@ def iter_parsed_dask(
     """Parse results in the order of `items`, fetched partition by partition as they finish
     in order, each partition released on the cluster once it is here."""
     workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})) or 1)
+    given = {}
+    if not remote:  # workers may run elsewhere: absolute paths, reported as the user gave them
+        given = {os.path.abspath(path): path for path, _rank in items}
+        items = [(os.path.abspath(path), rank) for path, rank in items]
     parts = partitions(items, workers * TASKS_PER_WORKER)
     limits = budgets()
     futures = [
@@ -89,7 +93,8 @@ def iter_parsed_dask(
                     f"{str(exc)[:200]}"
                 ) from exc
             future.release()
-            yield from results
+            for rank, path, *rest in results:
+                yield (rank, given.get(path, path), *rest)
     finally:
         for future in futures:
             future.release()
