@@ -240,7 +240,6 @@ def _quiet_broken_pipe() -> NoReturn:
 )
 @click.option(
     "--raw-output",
-    type=click.Path(file_okay=False, path_type=Path),
     default=None,
     metavar="DIR",
     help="With -j --engine dask: write the entries as Parquet files into DIR.",
@@ -323,6 +322,8 @@ def run(options: dict[str, Any]) -> int:
             f"frtrace: using prefix '{safe(found.prefix)}' (inferred; set it with --prefix)",
             err=True,
         )
+    if raw_parquet:
+        return _raw_parquet(found, options, ranks, pg_filters)
     started = time.monotonic()
     progress = LoadProgress()
     try:
@@ -352,18 +353,6 @@ def run(options: dict[str, Any]) -> int:
     names = matching_groups(trace.groups, pg_filters)
     entries = select_entries(trace.entries, ranks, names)
     style = MarkedStyle(use_color())
-    if raw_parquet:
-        from frtrace.report.parquet import write_entries_parquet
-
-        paths = write_entries_parquet(
-            trace, entries, options["raw_output"], with_frames=options["stacks"]
-        )
-        click.echo(
-            f"frtrace: wrote {len(entries):,} entries to {safe(str(options['raw_output']))} "
-            f"({len(paths)} Parquet file(s))",
-            err=True,
-        )
-        return EXIT_OK
     if options["raw"]:
         from frtrace.report.raw import entries_table, write_entries_json
 
@@ -420,6 +409,42 @@ def run(options: dict[str, Any]) -> int:
         )
         sys.stdout.write(style.finish(text))
     return code
+
+
+def _raw_parquet(found: Any, options: dict[str, Any], ranks: Any, pg_filters: list[str]) -> int:
+    """-j --engine dask: the workers parse and write Parquet; no entry comes to this process."""
+    from frtrace.engine import make_plan
+    from frtrace.engine.dask import connect
+    from frtrace.engine.raw import write_raw
+    from frtrace.report.fmt import safe
+
+    work = make_plan(found, ranks)
+    out = str(options["raw_output"])
+    with connect(options["scheduler"], options["jobs"]) as client:
+        result = write_raw(
+            client,
+            work.items,
+            work.remote,
+            work.storage_options,
+            work.trace_dir,
+            work.skipped,
+            pg_filters,
+            options["stacks"],
+            out,
+        )
+    for item in result.skipped:
+        click.echo(f"skipped {safe(item.file)}: {safe(item.reason)}", err=True)
+    for warning in result.warnings:
+        click.echo(f"warning: {safe(warning)}", err=True)
+    if options["verbose"]:
+        for note in result.notes:
+            click.echo(f"note: {safe(note)}", err=True)
+    click.echo(
+        f"frtrace: wrote {result.entries:,} entries to {safe(out)} "
+        f"({len(result.files)} Parquet file(s), written by the workers)",
+        err=True,
+    )
+    return EXIT_OK
 
 
 def _write_html(analysis: Any, path: Path, code: int) -> None:

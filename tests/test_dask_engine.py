@@ -307,22 +307,52 @@ def test_import_stays_light() -> None:
     assert result.stdout.strip() == "[]"
 
 
-def test_raw_parquet_matches_local_json(client: Any, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def raw_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """p2p (global peers), coalesced blocks, stacks, and a broken file among good ones."""
+    folder = tmp_path_factory.mktemp("raw") / "dumps"
+    job = simulate(JobSpec(Layout(tp=2, dp=2, pp=2), steps=2, fault=Fault("missing_ranks", 5)))
+    _write(job, folder)
+    (folder / "nccl_trace_rank_9").write_bytes(b"\x80\x02garbage")
+    return folder
+
+
+RAW_CASES = [
+    ("cascade_4rank", []),
+    ("tutorial_json", []),
+    ("raw_job", []),
+    ("raw_job", ["--print-stack-trace"]),
+    ("raw_job", ["--selected-ranks", "0-2,6", "--pg-filters", "mesh_pp", "mesh_tp"]),
+]
+
+
+@pytest.mark.parametrize(
+    "source,options", RAW_CASES, ids=[" ".join([c[0], *c[1]]) for c in RAW_CASES]
+)
+def test_raw_parquet_matches_local_json(
+    client: Any, tmp_path: Path, raw_job: Path, source: str, options: list[str]
+) -> None:
+    """Workers write the Parquet files; their rows are exactly `frtrace -j`'s entries."""
     pq = _require("pyarrow.parquet")
     pd = pytest.importorskip("pandas")
-    folder = str(FIXTURES / "cascade_4rank")
-    local = _cli(folder, "-j")
+    folder = str(raw_job if source == "raw_job" else FIXTURES / source)
+    local = _cli(folder, "-j", *options)
     assert local.returncode == 0, local.stderr
     out = tmp_path / "raw"
+    address = client.scheduler.address
     dask = _cli(
-        folder, "-j", "--engine", "dask", "--scheduler", client.scheduler.address,
-        "--raw-output", str(out),
-    )  # fmt: skip
+        folder, *options, "-j", "--engine", "dask", "--scheduler", address, "--raw-output", str(out)
+    )
     assert dask.returncode == 0, dask.stderr
     assert dask.stdout == ""
-    assert len(pd.read_parquet(out)) == len(json.loads(local.stdout))
-    rows = pq.read_table(out).to_pylist()
-    assert rows == json.loads(local.stdout)
+    assert "written by the workers" in dask.stderr
+    expected = json.loads(local.stdout)
+    assert len(pd.read_parquet(out)) == len(expected)
+    assert pq.read_table(out).to_pylist() == expected
+    skipped = [line for line in local.stderr.splitlines() if line.startswith("skipped")]
+    assert skipped == [line for line in dask.stderr.splitlines() if line.startswith("skipped")]
+    again = _cli(folder, "-j", "--engine", "dask", "--scheduler", address, "--raw-output", str(out))
+    assert again.returncode == 2 and "holds .parquet files already" in again.stderr
 
 
 # --- S3: a real S3 API served by moto on 127.0.0.1 ---------------------------------------------
@@ -439,6 +469,21 @@ def test_s3_hostile_objects_skipped_alike(client: Any, s3: dict[str, Any], tmp_p
     assert remote["root_cause"] == local["root_cause"]
     assert remote["findings"] == local["findings"]
     assert not marker.exists()
+
+
+def test_s3_raw_parquet_written_to_the_store(client: Any, s3: dict[str, Any]) -> None:
+    """Dumps read from S3 by the workers, entries written back to S3 by the workers."""
+    pq = _require("pyarrow.parquet")
+    env = {"FSSPEC_S3_ENDPOINT_URL": s3["endpoint"]}
+    local = _cli(str(FIXTURES / "cascade_4rank"), "-j")
+    address = client.scheduler.address
+    result = _cli(
+        "s3://dumps/cascade_4rank/", "-j", "--engine", "dask", "--scheduler", address,
+        "--raw-output", "s3://dumps/raw-out/", env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    table = pq.read_table("dumps/raw-out", filesystem=s3["fs"])
+    assert table.to_pylist() == json.loads(local.stdout)
 
 
 def test_s3_missing_bucket_is_one_line(s3: dict[str, Any]) -> None:

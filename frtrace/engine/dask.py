@@ -72,10 +72,7 @@ def iter_parsed_dask(
     """Parse results in the order of `items`, fetched partition by partition as they finish
     in order, each partition released on the cluster once it is here."""
     workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})) or 1)
-    given = {}
-    if not remote:  # workers may run elsewhere: absolute paths, reported as the user gave them
-        given = {os.path.abspath(path): path for path, _rank in items}
-        items = [(os.path.abspath(path), rank) for path, rank in items]
+    items, given = absolute_items(items, remote)
     parts = partitions(items, workers * TASKS_PER_WORKER)
     limits = budgets()
     futures = [
@@ -98,6 +95,15 @@ def iter_parsed_dask(
     finally:
         for future in futures:
             future.release()
+
+
+def absolute_items(items: list[Item], remote: bool) -> tuple[list[Item], dict[str, str]]:
+    """Workers may run in another folder or on another machine: they get absolute paths, and
+    the mapping back to the paths as the user gave them, which the report shows."""
+    if remote:
+        return items, {}
+    given = {os.path.abspath(path): path for path, _rank in items}
+    return [(os.path.abspath(path), rank) for path, rank in items], given
 
 
 def future_items(parts: list[list[Item]], futures: list[Any], future: Any) -> tuple[str, str]:

@@ -14,12 +14,19 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pandas as pd
+
 from frtrace.dumps.discover import Discovery, DumpFile, discover
 from frtrace.dumps.limits import budgets
 from frtrace.dumps.read import read_dump
 from frtrace.errors import DumpError, FrtraceError
 from frtrace.tables.columns import RankColumns, columnize
-from frtrace.tables.repair import add_global_peers, infer_memberships, pg_status_frame
+from frtrace.tables.repair import (
+    Memberships,
+    add_global_peers,
+    infer_memberships,
+    pg_status_frame,
+)
 from frtrace.tables.trace import Skipped, Trace, files_frame, merge_columns
 from frtrace.tables.workers import iter_isolated
 
@@ -165,18 +172,7 @@ def assemble_trace(
     add_global_peers(entries, members.groups)
     status = pg_status_frame(parts, entries)
     files_df = files_frame(file_rows)
-    warnings = list(members.warnings)
-    versions = sorted({p.version for p in parts})
-    if len(versions) > 1:
-        by_version = files_df.groupby("version")["rank"].apply(lambda r: sorted(r)[:8])
-        detail = "; ".join(f"{v}: ranks {list(r)}" for v, r in by_version.items())
-        warnings.append(f"dumps mix format versions ({detail})")
-    notes = list(members.notes)
-    for part in parts:
-        notes.extend(f"rank {part.rank}: {note}" for note in part.notes)
-    missing = sorted({f for p in parts for f in p.missing_fields})
-    if missing:
-        notes.append(f"fields absent from some dumps, given defaults: {', '.join(missing)}")
+    warnings, notes = trace_messages(parts, files_df, members)
     return Trace(
         trace_dir=trace_dir,
         prefix=prefix,
@@ -190,6 +186,26 @@ def assemble_trace(
         warnings=warnings,
         membership_conflicts=members.conflicts,
     )
+
+
+def trace_messages(
+    parts: list[RankColumns], files_df: pd.DataFrame, members: Memberships
+) -> tuple[list[str], list[str]]:
+    """Warnings (memberships, mixed versions) and notes (-v) about the job, from per-file
+    metadata only: the engines that never hold every entry say the same."""
+    warnings = list(members.warnings)
+    versions = sorted({p.version for p in parts})
+    if len(versions) > 1:
+        by_version = files_df.groupby("version")["rank"].apply(lambda r: sorted(r)[:8])
+        detail = "; ".join(f"{v}: ranks {list(r)}" for v, r in by_version.items())
+        warnings.append(f"dumps mix format versions ({detail})")
+    notes = list(members.notes)
+    for part in parts:
+        notes.extend(f"rank {part.rank}: {note}" for note in part.notes)
+    missing = sorted({f for p in parts for f in p.missing_fields})
+    if missing:
+        notes.append(f"fields absent from some dumps, given defaults: {', '.join(missing)}")
+    return warnings, notes
 
 
 def load_trace(
