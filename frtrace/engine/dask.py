@@ -86,8 +86,7 @@ def iter_parsed_dask(
             except Exception as exc:  # a worker lost repeatedly on one task: say which files
                 first, last = future_items(parts, futures, future)
                 raise FrtraceError(
-                    f"the Dask task parsing {first} .. {last} failed: {type(exc).__name__}: "
-                    f"{str(exc)[:200]}"
+                    f"the Dask task parsing {first} .. {last} failed: {task_error(exc)}"
                 ) from exc
             future.release()
             for rank, path, *rest in results:
@@ -95,6 +94,14 @@ def iter_parsed_dask(
     finally:
         for future in futures:
             future.release()
+
+
+def task_error(exc: BaseException) -> str:
+    """One line for a failed task, with the usual cause of a cluster that cannot run them."""
+    text = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+    if isinstance(exc, ImportError) and "frtrace" in str(exc):
+        text += " (install frtrace, the same version, on every worker)"
+    return text
 
 
 def absolute_items(items: list[Item], remote: bool) -> tuple[list[Item], dict[str, str]]:

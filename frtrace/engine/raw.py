@@ -183,7 +183,7 @@ def write_raw(
     """Parse on the workers, infer memberships on the client, write Parquet on the workers."""
     from frtrace.cli import matching_groups
     from frtrace.dumps.limits import budgets
-    from frtrace.engine.dask import TASKS_PER_WORKER, absolute_items
+    from frtrace.engine.dask import TASKS_PER_WORKER, absolute_items, task_error
     from frtrace.engine.plan import parse_partition, partitions
     from frtrace.report.parquet import prepare_folder
 
@@ -224,7 +224,7 @@ def write_raw(
     except FrtraceError:
         raise
     except Exception as exc:  # a worker lost repeatedly, a store refusing a write
-        raise FrtraceError(f"the Dask raw-mode tasks failed: {type(exc).__name__}: {exc}") from exc
+        raise FrtraceError(f"the Dask raw-mode tasks failed: {task_error(exc)}") from exc
     finally:
         for future in parsed:
             future.release()
