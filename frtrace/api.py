@@ -7,6 +7,7 @@ analysis.root_cause                           # a Finding, or None when healthy
 print(analysis.to_text())                     # the report the command prints
 report = json.loads(analysis.to_json())       # the JSON report (frtrace.report/1)
 Path("hang.html").write_text(analysis.to_html())
+trace = frtrace.load("s3://bucket/job-123/", engine="dask", scheduler="tcp://host:8786")
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from frtrace.analysis.engine import Analysis
 from frtrace.analysis.engine import analyze as _analyze
 from frtrace.dumps.discover import Discovery, DumpFile, discover, rank_from_name
+from frtrace.dumps.store import is_url
+from frtrace.engine import load_found, locate
 from frtrace.errors import FrtraceError
 from frtrace.tables.load import Progress, load_discovered
 from frtrace.tables.trace import Trace
@@ -32,14 +36,36 @@ def load(
     ranks: Iterable[int] | None = None,
     jobs: int | None = None,
     progress: Progress | None = None,
+    engine: str = "local",
+    scheduler: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+    client: Any = None,
 ) -> Trace:
     """Read one job's dumps into shared tables.
 
     `path_or_paths` is the folder holding one dump per rank (found as the command finds them,
-    `prefix` narrowing the file names), or a list of dump files whose names end in their rank.
-    None looks where PyTorch writes by default. `ranks` reads only those ranks' files.
-    Unusable files are skipped (see `trace.skipped`); FrtraceError when none is usable.
+    `prefix` narrowing the file names), an fsspec URL of one (`s3://bucket/job-123/`,
+    `file:///dumps`; `storage_options` go to fsspec), or a list of dump files whose names end
+    in their rank. None looks where PyTorch writes by default. `ranks` reads only those ranks'
+    files. `engine="dask"` parses on a Dask cluster: the scheduler at `scheduler` (else
+    $DASK_SCHEDULER_ADDRESS, else a local cluster started for the call), or an existing
+    dask.distributed `client`. Unusable files are skipped (see `trace.skipped`); FrtraceError
+    when none is usable.
     """
+    if engine != "local" or (isinstance(path_or_paths, str) and is_url(path_or_paths)):
+        if path_or_paths is not None and not isinstance(path_or_paths, (str, os.PathLike)):
+            found: Any = _from_files([Path(p) for p in path_or_paths])
+        else:
+            found = locate(path_or_paths, prefix, storage_options)
+        return load_found(
+            found,
+            engine=engine,
+            scheduler=scheduler,
+            ranks=ranks,
+            jobs=jobs,
+            progress=progress,
+            client=client,
+        )
     if path_or_paths is None or isinstance(path_or_paths, (str, os.PathLike)):
         folder = None if path_or_paths is None else Path(path_or_paths)
         if folder is not None and folder.is_file():

@@ -36,6 +36,8 @@ Examples:
                                          raw entries side by side, one column per rank
   frtrace dumps/ --html hang.html        also write a self-contained page to attach
   frtrace dumps_t2/ --since dumps_t1/    which ranks issued nothing new between two dumps
+  frtrace s3://bucket/job-1/ --engine dask --scheduler tcp://host:8786
+                                         parse on a Dask cluster's workers, read from S3
 
 \b
 Exit status:
@@ -135,7 +137,7 @@ def _quiet_broken_pipe() -> NoReturn:
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=EPILOG,
 )
-@click.argument("trace_dir", required=False, type=click.Path(path_type=Path))
+@click.argument("trace_dir", required=False, type=click.Path(path_type=str))
 @click.option(
     "-p", "--prefix", help="Only files whose name starts with PREFIX (default: inferred)."
 )
@@ -205,7 +207,7 @@ def _quiet_broken_pipe() -> NoReturn:
 @click.option(
     "--since",
     "since_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(file_okay=False, path_type=str),
     help="An older snapshot of the same job: name the ranks that did not advance since.",
 )
 @click.option(
@@ -221,6 +223,26 @@ def _quiet_broken_pipe() -> NoReturn:
     show_default=True,
     metavar="MS",
     help="Median arrival lag (ms) from which a rank is reported as a straggler.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "dask"]),
+    default="local",
+    show_default=True,
+    help="Where files are parsed: processes of this machine, or a Dask cluster's workers.",
+)
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    default=None,
+    help="Dask scheduler (e.g. tcp://host:8786) [default: $DASK_SCHEDULER_ADDRESS, else a "
+    "local cluster].",
+)
+@click.option(
+    "--raw-output",
+    default=None,
+    metavar="DIR",
+    help="With -j --engine dask: write the entries as Parquet files into DIR.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Say what was inferred and repaired.")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks of internal errors.")
@@ -277,26 +299,41 @@ def _explain(exc: FrtraceError) -> str:
 
 def run(options: dict[str, Any]) -> int:
     """Load, then print raw entries or the report; returns the exit status."""
-    from frtrace.dumps.discover import discover
+    from frtrace.dumps.discover import Discovery
+    from frtrace.engine import load_found, locate
     from frtrace.report.fmt import MarkedStyle, safe, use_color
     from frtrace.report.progress import LoadProgress
-    from frtrace.tables.load import load_discovered
 
     ranks = parse_ranks(options["selected_ranks"])
     pg_filters = list(options["pg_filters"])
-    found = discover(options["trace_dir"], options["prefix"])
-    if options["output"] is not None:
+    engine, scheduler = options["engine"], options["scheduler"]
+    if scheduler and engine != "dask":
+        raise FrtraceError("--scheduler goes with --engine dask")
+    raw_parquet = options["raw"] and engine == "dask"
+    if options["raw_output"] is not None and not raw_parquet:
+        raise FrtraceError("--raw-output goes with -j --engine dask (Parquet entries)")
+    if raw_parquet and options["raw_output"] is None:
+        raise FrtraceError("-j --engine dask writes Parquet: give the folder with --raw-output DIR")
+    found = locate(options["trace_dir"], options["prefix"])
+    if options["output"] is not None and isinstance(found, Discovery):
         check_output(options["output"], found)
     if found.prefix_inferred:
         click.echo(
             f"frtrace: using prefix '{safe(found.prefix)}' (inferred; set it with --prefix)",
             err=True,
         )
+    if raw_parquet:
+        return _raw_parquet(found, options, ranks, pg_filters)
     started = time.monotonic()
     progress = LoadProgress()
     try:
-        trace = load_discovered(
-            found, ranks=ranks if options["raw"] else None, jobs=options["jobs"], progress=progress
+        trace = load_found(
+            found,
+            engine=engine,
+            scheduler=scheduler,
+            ranks=ranks if options["raw"] else None,
+            jobs=options["jobs"],
+            progress=progress,
         )
     finally:
         progress.close()
@@ -336,7 +373,13 @@ def run(options: dict[str, Any]) -> int:
     if options["since_dir"] is not None:
         from frtrace.api import load
 
-        older = load(options["since_dir"], prefix=options["prefix"], jobs=options["jobs"])
+        older = load(
+            options["since_dir"],
+            prefix=options["prefix"],
+            jobs=options["jobs"],
+            engine=engine,
+            scheduler=scheduler,
+        )
         analysis.since(older)
     if options["verbose"]:
         click.echo(f"note: analyzed in {time.monotonic() - loaded:.2f}s", err=True)
@@ -366,6 +409,42 @@ def run(options: dict[str, Any]) -> int:
         )
         sys.stdout.write(style.finish(text))
     return code
+
+
+def _raw_parquet(found: Any, options: dict[str, Any], ranks: Any, pg_filters: list[str]) -> int:
+    """-j --engine dask: the workers parse and write Parquet; no entry comes to this process."""
+    from frtrace.engine import make_plan
+    from frtrace.engine.dask import connect
+    from frtrace.engine.raw import write_raw
+    from frtrace.report.fmt import safe
+
+    work = make_plan(found, ranks)
+    out = str(options["raw_output"])
+    with connect(options["scheduler"], options["jobs"]) as client:
+        result = write_raw(
+            client,
+            work.items,
+            work.remote,
+            work.storage_options,
+            work.trace_dir,
+            work.skipped,
+            pg_filters,
+            options["stacks"],
+            out,
+        )
+    for item in result.skipped:
+        click.echo(f"skipped {safe(item.file)}: {safe(item.reason)}", err=True)
+    for warning in result.warnings:
+        click.echo(f"warning: {safe(warning)}", err=True)
+    if options["verbose"]:
+        for note in result.notes:
+            click.echo(f"note: {safe(note)}", err=True)
+    click.echo(
+        f"frtrace: wrote {result.entries:,} entries to {safe(out)} "
+        f"({len(result.files)} Parquet file(s), written by the workers)",
+        err=True,
+    )
+    return EXIT_OK
 
 
 def _write_html(analysis: Any, path: Path, code: int) -> None:

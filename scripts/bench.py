@@ -8,6 +8,11 @@ for: comparable on a busy machine, where walls are not) and peak RSS (summed ove
 stdout gets a table and one JSON line; progress goes to stderr.
 
 Example: python scripts/bench.py --ranks 256 --stack-depth 4 --fault missing_ranks --skip-reference
+
+`--engine dask` also runs `frtrace --engine dask` on the same files (a local Dask cluster of one
+worker process per core, started by frtrace itself, unless `--scheduler` names one, whose
+workers are then not measured) and says whether its findings are identical to the local
+engine's; both rows give the client's own peak RSS beside the whole tree's.
 """
 
 from __future__ import annotations
@@ -280,11 +285,13 @@ class RssSampler(threading.Thread):
         super().__init__(daemon=True)
         self.pid = pid
         self.peak_kb = 0
+        self.root_peak_kb = 0  # the measured process alone (the client, for the Dask engine)
         self._stop_event = threading.Event()
 
     def run(self) -> None:
         while True:
             self.peak_kb = max(self.peak_kb, tree_rss_kb(self.pid))
+            self.root_peak_kb = max(self.root_peak_kb, _rss_kb(self.pid))
             if self._stop_event.wait(SAMPLE_S):
                 return
 
@@ -303,6 +310,7 @@ class Run:
     exit: int | None
     stdout: Path
     stderr: Path
+    client_peak_rss_mb: float = 0.0  # the measured process alone, without its workers
 
     @property
     def timed_out(self) -> bool:
@@ -388,6 +396,7 @@ def measure(cmd: Sequence[str], work: Path, name: str, *, timeout: float | None 
         exit=None if killed.is_set() else proc.returncode,
         stdout=stdout,
         stderr=stderr,
+        client_peak_rss_mb=sampler.root_peak_kb / 1024,
     )
 
 
@@ -429,6 +438,7 @@ def run_frtrace(
             report = json.loads(out.read_text())
     best = min(runs, key=lambda r: r.wall_s)
     best.peak_rss_mb = max(r.peak_rss_mb for r in runs)
+    best.client_peak_rss_mb = max(r.client_peak_rss_mb for r in runs)
     best.cpu_s = min(r.cpu_s for r in runs)
     return best, report, [round(r.wall_s, 3) for r in runs]
 
@@ -627,6 +637,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--repeat", type=int, default=1, help="best wall of N runs")
     parser.add_argument("--skip-reference", action="store_true", help="do not run torchfrtrace")
+    parser.add_argument(
+        "--engine",
+        choices=("local", "dask"),
+        default="local",
+        help="dask: also run frtrace --engine dask and compare its findings with the local run",
+    )
+    parser.add_argument(
+        "--scheduler", metavar="ADDRESS", help="with --engine dask: an existing Dask scheduler"
+    )
     parser.add_argument("--reference-timeout", type=float, default=600.0, help="seconds")
     return parser
 
@@ -674,6 +693,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         floor, floor_walls = run_floor(dumps, scratch, args.repeat)
         fr, report, fr_walls = run_frtrace(dumps, scratch, "frtrace", extra, args.repeat)
         verdict = judge(report, expected)
+
+        dask_run: Run | None = None
+        dask_walls: list[float] = []
+        dask_identical: bool | None = None
+        dask_same_conclusion: bool | None = None
+        if args.engine == "dask":
+            where = ["--scheduler", args.scheduler] if args.scheduler else []
+            dask_run, dask_report, dask_walls = run_frtrace(
+                dumps, scratch, "frtrace-dask", [*extra, "--engine", "dask", *where], args.repeat
+            )
+            dask_identical, dask_same_conclusion = compare_reports(report, dask_report)
 
         serial_identical: bool | None = None
         same_conclusion: bool | None = None
@@ -737,6 +767,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _mb(serial.peak_rss_mb),
                 serial.exit,
                 same,
+            ]
+        )
+    if dask_run is not None:
+        same = "findings identical to local"
+        if not dask_identical:
+            same = "findings DIFFER" + (" (only in evidence)" if dask_same_conclusion else "")
+        rows.append(
+            [
+                "frtrace --engine dask",
+                f"{dask_run.wall_s:.2f}",
+                *cpu(dask_run),
+                _mb(dask_run.peak_rss_mb),
+                dask_run.exit,
+                f"{same}; client alone {_mb(dask_run.client_peak_rss_mb)} MB",
             ]
         )
     rows.append(
@@ -820,6 +864,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "cpu_s": round(fr.cpu_s, 3),
             "cpu_s_per_m_entries": round(fr.cpu_s / (total_entries / 1e6), 3),
             "peak_rss_mb": round(fr.peak_rss_mb, 1),
+            "client_peak_rss_mb": round(fr.client_peak_rss_mb, 1),
             "exit": fr.exit,
             "args": extra,
             **verdict,
@@ -837,6 +882,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cpu_ratio_to_floor": cpu_ratio,
         "rss_ratio_to_floor": rss_ratio,
         "torchfrtrace_over_frtrace": speedup,
+        "dask": None
+        if dask_run is None
+        else {
+            "wall_s": round(dask_run.wall_s, 3),
+            "walls_s": dask_walls,
+            "cpu_s": round(dask_run.cpu_s, 3),
+            "peak_rss_mb": round(dask_run.peak_rss_mb, 1),
+            "client_peak_rss_mb": round(dask_run.client_peak_rss_mb, 1),
+            "exit": dask_run.exit,
+            "scheduler": args.scheduler,
+            "identical_to_local": dask_identical,
+            "identical_except_evidence": dask_same_conclusion,
+        },
         "serial_identical": serial_identical,
         "serial_identical_except_evidence": same_conclusion,
         "serial": None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -68,3 +69,17 @@ def test_stack_depth_and_no_coalesce(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert deep["cached"] is False and deep["frtrace"]["root_cause"] is None
     names = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("g2-"))
     assert any(n.endswith("-d4-nocoal") for n in names) and any(n.endswith("-d16") for n in names)
+
+
+def test_dask_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--engine dask runs frtrace on a local Dask cluster too: same findings, its client's peak
+    memory beside the whole tree's."""
+    if not importlib.util.find_spec("distributed"):
+        if os.environ.get("FRTRACE_REQUIRE_EXTRAS"):
+            raise AssertionError("dask.distributed is not installed (FRTRACE_REQUIRE_EXTRAS)")
+        pytest.skip("needs the dask extra")
+    line = bench_line(capsys, tmp_path, "--fault", "missing_ranks", "--engine", "dask")
+    dask = line["dask"]
+    assert dask["exit"] == 1 and dask["identical_to_local"] is True
+    assert 0 < dask["client_peak_rss_mb"] <= dask["peak_rss_mb"]
+    assert line["frtrace"]["client_peak_rss_mb"] > 0

@@ -251,3 +251,15 @@ def read_bytes(path: Path, limits: Budgets | None = None) -> bytearray:
 def read_dump(path: Path, limits: Budgets | None = None) -> RawDump:
     """Read and decode one file; every failure is a DumpError with a one-line reason."""
     return decode(read_bytes(path, limits), limits)
+
+
+def read_dump_bytes(data: bytes | bytearray, name: str, limits: Budgets | None = None) -> RawDump:
+    """Decode a dump already in memory (an object fetched from a store), under the same budgets
+    and the same safe unpickler as a file: a store's object is as untrusted as a file. `name`
+    is only for the caller's messages; every failure is a DumpError with a one-line reason."""
+    limits = limits or budgets()
+    if len(data) > limits.max_file_bytes:
+        raise DumpError(
+            f"{len(data):,} bytes, above the budget max_file_bytes ({limits.max_file_bytes:,})"
+        )
+    return decode(data, limits)

@@ -14,12 +14,19 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pandas as pd
+
 from frtrace.dumps.discover import Discovery, DumpFile, discover
 from frtrace.dumps.limits import budgets
 from frtrace.dumps.read import read_dump
 from frtrace.errors import DumpError, FrtraceError
 from frtrace.tables.columns import RankColumns, columnize
-from frtrace.tables.repair import add_global_peers, infer_memberships, pg_status_frame
+from frtrace.tables.repair import (
+    Memberships,
+    add_global_peers,
+    infer_memberships,
+    pg_status_frame,
+)
 from frtrace.tables.trace import Skipped, Trace, files_frame, merge_columns
 from frtrace.tables.workers import iter_isolated
 
@@ -134,12 +141,24 @@ def load_discovered(
         raise FrtraceError(f"no dump files found in {where}")
     n_jobs = default_jobs(files) if jobs is None else max(1, min(jobs, 4 * (os.cpu_count() or 1)))
     items = [(str(f.path), f.rank) for f in files]
+    parsed = iter_parsed(items, n_jobs)
+    return assemble_trace(str(found.trace_dir), found.prefix, parsed, len(items), skipped, progress)
+
+
+def assemble_trace(
+    trace_dir: str,
+    prefix: str,
+    results: Iterable[ParseResult],
+    total: int,
+    skipped: list[Skipped],
+    progress: Progress | None = None,
+) -> Trace:
+    """The Trace from parse results, whichever engine parsed them (the local pool, Dask
+    workers): merge, memberships, notes. `skipped` holds the files refused before parsing."""
     parts: list[RankColumns] = []
     file_rows = []
     entries_seen = 0
-    for done, (rank, path, cols, fmt, compressed, reason) in enumerate(
-        iter_parsed(items, n_jobs), start=1
-    ):
+    for done, (rank, path, cols, fmt, compressed, reason) in enumerate(results, start=1):
         if cols is None:
             skipped.append(Skipped(path, reason))
         else:
@@ -157,10 +176,10 @@ def load_discovered(
                 }
             )
         if progress is not None:
-            progress(done, len(items), entries_seen)
+            progress(done, total, entries_seen)
     if not parts:
         raise NoUsableDumpError(
-            f"no usable dump in {found.trace_dir} ({len(skipped)} file(s) skipped)", skipped
+            f"no usable dump in {trace_dir} ({len(skipped)} file(s) skipped)", skipped
         )
     entries, stacks = merge_columns(parts)
     for part in parts:  # only the small per-file metadata is needed from here on
@@ -170,6 +189,27 @@ def load_discovered(
     add_global_peers(entries, members.groups)
     status = pg_status_frame(parts, entries)
     files_df = files_frame(file_rows)
+    warnings, notes = trace_messages(parts, files_df, members)
+    return Trace(
+        trace_dir=trace_dir,
+        prefix=prefix,
+        entries=entries,
+        groups=members.groups,
+        pg_status=status,
+        stacks=stacks,
+        files=files_df,
+        skipped=skipped,
+        notes=notes,
+        warnings=warnings,
+        membership_conflicts=members.conflicts,
+    )
+
+
+def trace_messages(
+    parts: list[RankColumns], files_df: pd.DataFrame, members: Memberships
+) -> tuple[list[str], list[str]]:
+    """Warnings (memberships, mixed versions) and notes (-v) about the job, from per-file
+    metadata only: the engines that never hold every entry say the same."""
     warnings = list(members.warnings)
     versions = sorted({p.version for p in parts})
     if len(versions) > 1:
@@ -182,19 +222,7 @@ def load_discovered(
     missing = sorted({f for p in parts for f in p.missing_fields})
     if missing:
         notes.append(f"fields absent from some dumps, given defaults: {', '.join(missing)}")
-    return Trace(
-        trace_dir=str(found.trace_dir),
-        prefix=found.prefix,
-        entries=entries,
-        groups=members.groups,
-        pg_status=status,
-        stacks=stacks,
-        files=files_df,
-        skipped=skipped,
-        notes=notes,
-        warnings=warnings,
-        membership_conflicts=members.conflicts,
-    )
+    return warnings, notes
 
 
 def load_trace(

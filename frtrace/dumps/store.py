@@ -1,0 +1,171 @@
+"""Dumps where they live: discovery and bounded reads through fsspec URLs (s3://, gs://, ...).
+
+A job of 100,000 ranks leaves its dumps in object storage, not in one folder of one machine.
+Discovery lists the store (names and sizes, never contents) and applies the same rules as for
+a folder (discover.py): rank from the name's trailing integer, prefix inferred from the largest
+family, one level of sub-folders, two objects claiming one rank is an error. Objects are read
+by the engine's workers, each checked against the budgets before and while it is read. fsspec
+(and s3fs, gcsfs, ...) are imported only here, only for URLs. `file://` URLs are plain folders.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from frtrace.dumps.discover import infer_prefix, rank_from_name
+from frtrace.dumps.limits import Budgets, budgets
+from frtrace.errors import DumpError, FrtraceError
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# Extras that bring a protocol's fsspec implementation, for the message when one is missing.
+_EXTRA = {"s3": "s3", "s3a": "s3"}
+ENDPOINT_ENV = "FSSPEC_S3_ENDPOINT_URL"
+
+
+def is_url(source: str | os.PathLike[str] | None) -> bool:
+    """A scheme://... location other than a local path."""
+    return isinstance(source, str) and _SCHEME.match(source) is not None
+
+
+def local_path(source: str) -> Path | None:
+    """The folder behind a file:// URL (None for any other URL): read as a plain folder."""
+    match = _SCHEME.match(source)
+    if match and match.group(1).lower() in ("file", "local"):
+        return Path(source[match.end() :] or "/")
+    return None
+
+
+@dataclass
+class StoreDiscovery:
+    """One object per rank under a URL: what a folder's Discovery is for a store."""
+
+    trace_dir: str
+    prefix: str
+    prefix_inferred: bool
+    files: list[tuple[str, int]]  # (url, rank), by rank
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (url, reason)
+    storage_options: dict[str, Any] = field(default_factory=dict)
+
+
+def resolved_options(url: str, storage_options: dict[str, Any] | None) -> dict[str, Any]:
+    """The storage options, with the S3 endpoint from $FSSPEC_S3_ENDPOINT_URL when unset: the
+    client resolves it, so workers started without that variable reach the same store."""
+    options = dict(storage_options or {})
+    protocol = url.split("://", 1)[0].lower()
+    if protocol in ("s3", "s3a") and "endpoint_url" not in options:
+        endpoint = os.environ.get(ENDPOINT_ENV)
+        if endpoint:
+            options["endpoint_url"] = endpoint
+    return options
+
+
+def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
+    """The fsspec filesystem for a URL and the path inside it; a missing package is a
+    FrtraceError naming the extra to install."""
+    try:
+        import fsspec
+    except ImportError as exc:
+        raise FrtraceError(
+            f"{url}: reading URLs needs fsspec: pip install 'frtrace[s3]' (or fsspec)"
+        ) from exc
+    protocol = url.split("://", 1)[0].lower()
+    options = resolved_options(url, storage_options)
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **options)
+    except ImportError as exc:
+        extra = _EXTRA.get(protocol)
+        hint = f"pip install 'frtrace[{extra}]'" if extra else f"fsspec's {protocol} package"
+        raise FrtraceError(f"{url}: no reader for {protocol}:// URLs ({hint})") from exc
+    except ValueError as exc:
+        raise FrtraceError(f"{url}: {exc}") from exc
+    return fs, path
+
+
+def _url(fs: Any, path: str) -> str:
+    return str(fs.unstrip_protocol(path))
+
+
+def _listing(fs: Any, path: str) -> list[dict[str, Any]]:
+    try:
+        return list(fs.ls(path, detail=True))
+    except FileNotFoundError as exc:
+        raise FrtraceError(f"{_url(fs, path)}: no such folder") from exc
+    except Exception as exc:  # a store's errors are its own types: one line, never a traceback
+        raise FrtraceError(f"cannot list {_url(fs, path)}: {type(exc).__name__}: {exc}") from exc
+
+
+def discover_store(
+    url: str, prefix: str | None, storage_options: dict[str, Any] | None = None
+) -> StoreDiscovery:
+    """List a store's folder (and one level of sub-folders) for one object per rank."""
+    fs, root = filesystem(url, storage_options)
+    root = root.rstrip("/")
+    candidates: list[tuple[str, str, int]] = []  # (path, name, size)
+    for item in sorted(_listing(fs, root), key=lambda i: str(i["name"])):
+        name = str(item["name"]).rstrip("/").rsplit("/", 1)[-1]
+        if name.startswith(".") or str(item["name"]).rstrip("/") == root:
+            continue
+        if item.get("type") == "directory":
+            for sub in sorted(_listing(fs, str(item["name"])), key=lambda i: str(i["name"])):
+                sub_name = str(sub["name"]).rstrip("/").rsplit("/", 1)[-1]
+                if sub.get("type") != "directory" and not sub_name.startswith("."):
+                    candidates.append((str(sub["name"]), sub_name, int(sub.get("size") or 0)))
+        else:
+            candidates.append((str(item["name"]), name, int(item.get("size") or 0)))
+    inferred = prefix is None
+    if prefix is None:
+        prefix, _others = infer_prefix([name for _path, name, _size in candidates])
+    files: list[tuple[str, int]] = []
+    skipped: list[tuple[str, str]] = []
+    by_rank: dict[int, str] = {}
+    max_rank = budgets().max_rank
+    for path, name, _size in candidates:
+        rank = rank_from_name(name)
+        if not name.startswith(prefix) or rank is None:
+            continue
+        full = _url(fs, path)
+        if rank > max_rank:
+            skipped.append(
+                (full, f"rank {rank} in the name is above the budget max_rank ({max_rank:,})")
+            )
+            continue
+        if rank in by_rank:
+            raise FrtraceError(
+                f"two files claim rank {rank}: {by_rank[rank]} and {full} "
+                "(move one away or narrow the selection with --prefix)"
+            )
+        by_rank[rank] = full
+        files.append((full, rank))
+    files.sort(key=lambda f: f[1])
+    options = resolved_options(url, storage_options)
+    return StoreDiscovery(url.rstrip("/"), prefix, inferred, files, skipped, options)
+
+
+def fetch(
+    url: str, storage_options: dict[str, Any] | None = None, limits: Budgets | None = None
+) -> bytes:
+    """An object's bytes, refused when the store says it is over max_file_bytes and never read
+    past that budget (an object may be replaced while it is read)."""
+    limits = limits or budgets()
+    fs, path = filesystem(url, storage_options)
+    try:
+        size = int(fs.size(path) or 0)
+        if size > limits.max_file_bytes:
+            raise DumpError(
+                f"{size:,} bytes, above the budget max_file_bytes ({limits.max_file_bytes:,})"
+            )
+        with fs.open(path, "rb") as f:
+            data = f.read(limits.max_file_bytes + 1)
+    except DumpError:
+        raise
+    except FileNotFoundError as exc:
+        raise DumpError("cannot read (no such object)") from exc
+    except Exception as exc:  # the store's own errors: one line for this object only
+        raise DumpError(f"cannot read ({type(exc).__name__}: {str(exc)[:120]})") from exc
+    if len(data) > limits.max_file_bytes:
+        raise DumpError(f"grew past the budget max_file_bytes ({limits.max_file_bytes:,})")
+    return bytes(data)

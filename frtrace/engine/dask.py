@@ -1,0 +1,118 @@
+"""The Dask engine: dump files are parsed and columnized on a Dask cluster's workers.
+
+The client lists the files (a folder, or a store through fsspec) and never reads a dump's
+bytes: each task reads its partition of files where it runs (plan.parse_partition) and sends
+back compact columns (integer codes, the short tables of distinct values, numpy arrays: what
+the local engine's parse workers send their parent). The client merges them into the Trace
+and runs the same analysis as the local engine, so both engines give the same report. What the
+client holds therefore grows with the number of entries, as in the local engine; see the
+README ("Beyond one machine") for what runs where and what is not distributed yet.
+
+dask.distributed is imported here only, on first use: `import frtrace` and `frtrace --help`
+never import it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from frtrace.dumps.limits import budgets
+from frtrace.engine.plan import Item, parse_partition, partitions
+from frtrace.errors import FrtraceError
+from frtrace.tables.load import ParseResult
+
+SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
+TASKS_PER_WORKER = 4  # several tasks per worker even out files of different sizes
+INSTALL_HINT = "pip install 'frtrace[dask]'"
+
+
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError as exc:
+        raise FrtraceError(f"--engine dask needs dask.distributed: {INSTALL_HINT}") from exc
+    return distributed
+
+
+@contextlib.contextmanager
+def connect(scheduler: str | None = None, workers: int | None = None) -> Iterator[Any]:
+    """A client of the scheduler at `scheduler` (else $DASK_SCHEDULER_ADDRESS), or of a local
+    cluster of worker processes started for this run and stopped after it."""
+    distributed = _distributed()
+    address = scheduler or os.environ.get(SCHEDULER_ENV) or None
+    if address:
+        try:
+            client = distributed.Client(address, timeout="15s", set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            raise FrtraceError(f"cannot reach the Dask scheduler at {address}: {exc}") from exc
+        with client:
+            yield client
+        return
+    n = workers or os.cpu_count() or 1
+    with (
+        distributed.LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        ) as cluster,
+        distributed.Client(cluster, set_as_default=False) as client,
+    ):
+        yield client
+
+
+def iter_parsed_dask(
+    client: Any, items: list[Item], remote: bool, storage_options: dict[str, Any]
+) -> Iterator[ParseResult]:
+    """Parse results in the order of `items`, fetched partition by partition as they finish
+    in order, each partition released on the cluster once it is here."""
+    workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})) or 1)
+    items, given = absolute_items(items, remote)
+    parts = partitions(items, workers * TASKS_PER_WORKER)
+    limits = budgets()
+    futures = [
+        client.submit(parse_partition, part, remote, storage_options, limits, pure=False)
+        for part in parts
+    ]
+    try:
+        for future in futures:
+            try:
+                results = future.result()
+            except Exception as exc:  # a worker lost repeatedly on one task: say which files
+                first, last = future_items(parts, futures, future)
+                raise FrtraceError(
+                    f"the Dask task parsing {first} .. {last} failed: {task_error(exc)}"
+                ) from exc
+            future.release()
+            for rank, path, *rest in results:
+                yield (rank, given.get(path, path), *rest)
+    finally:
+        for future in futures:
+            future.release()
+
+
+def task_error(exc: BaseException) -> str:
+    """One line for a failed task, with the usual cause of a cluster that cannot run them."""
+    text = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+    if isinstance(exc, ImportError) and "frtrace" in str(exc):
+        text += " (install frtrace, the same version, on every worker)"
+    return text
+
+
+def absolute_items(items: list[Item], remote: bool) -> tuple[list[Item], dict[str, str]]:
+    """Workers may run in another folder or on another machine: they get absolute paths, and
+    the mapping back to the paths as the user gave them, which the report shows."""
+    if remote:
+        return items, {}
+    given = {os.path.abspath(path): path for path, _rank in items}
+    return [(os.path.abspath(path), rank) for path, rank in items], given
+
+
+def future_items(parts: list[list[Item]], futures: list[Any], future: Any) -> tuple[str, str]:
+    part = parts[futures.index(future)]
+    return part[0][0], part[-1][0]

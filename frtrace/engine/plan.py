@@ -1,0 +1,83 @@
+"""The work that runs next to the data: parse one partition of dump files into columns.
+
+It runs in a Dask worker (or, for URLs with the local engine, in the client) and does exactly
+what the local engine does with a file: read it under the budgets, decode it with the safe
+unpickler (frtrace.dumps.read) and columnize it (frtrace.tables.columns), in an isolated child
+process with the same CPU and memory limits (frtrace.tables.workers), so that a hostile file
+costs one `skipped FILE: reason` line with the same reason as in the local engine, never the
+worker. Objects from a store are fetched within max_file_bytes and spooled to a private
+temporary folder first: the isolated parse then reads them as local files, and its CPU budget
+follows their size, as for a folder.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from frtrace.dumps.limits import Budgets, set_budgets
+from frtrace.dumps.store import fetch
+from frtrace.errors import DumpError
+from frtrace.tables.load import ParseResult, parse_file
+from frtrace.tables.workers import iter_isolated
+
+Item = tuple[str, int]  # path or URL, rank
+
+
+def partitions(items: list[Item], count: int) -> list[list[Item]]:
+    """`items` (ordered by rank) cut into at most `count` contiguous runs of near-equal size:
+    a worker reads neighbouring ranks, and results come back in rank order."""
+    count = max(1, min(count, len(items)))
+    size, extra = divmod(len(items), count)
+    out, start = [], 0
+    for k in range(count):
+        end = start + size + (1 if k < extra else 0)
+        out.append(items[start:end])
+        start = end
+    return [p for p in out if p]
+
+
+def _lost(item: Item, reason: str) -> ParseResult:
+    path, rank = item
+    return rank, path, None, "", False, reason
+
+
+def _allow_children() -> None:
+    """Dask starts its worker processes as daemons, and multiprocessing refuses to let a daemon
+    start children. The isolated parse children are joined before the task returns and die
+    with their parent (PR_SET_PDEATHSIG), which is what the flag protects against."""
+    process: Any = multiprocessing.current_process()
+    if process.daemon:
+        process._config["daemon"] = False
+
+
+def parse_partition(
+    items: list[Item], remote: bool, storage_options: dict[str, Any], limits: Budgets
+) -> list[ParseResult]:
+    """Parse result per item, in the order given (see frtrace.tables.load.ParseResult)."""
+    set_budgets(limits)
+    _allow_children()
+    if not remote:
+        done = {r[1]: r for r in iter_isolated(items, 1, parse_file, _lost, limits)}
+        return [done[path] for path, _rank in items]
+    results: dict[str, ParseResult] = {}
+    with tempfile.TemporaryDirectory(prefix="frtrace-") as tmp:
+        local: list[Item] = []
+        url_of: dict[str, str] = {}
+        for k, (url, rank) in enumerate(items):
+            try:
+                data = fetch(url, storage_options, limits)
+            except DumpError as exc:
+                results[url] = _lost((url, rank), str(exc))
+                continue
+            path = str(Path(tmp) / f"{k}")
+            with open(path, "wb") as f:
+                f.write(data)
+            del data
+            local.append((path, rank))
+            url_of[path] = url
+        for rank, path, *rest in iter_isolated(local, 1, parse_file, _lost, limits):
+            results[url_of[path]] = (rank, url_of[path], *rest)
+    return [results[url] for url, _rank in items]

@@ -1,0 +1,231 @@
+"""Raw mode on a Dask cluster: workers parse and write Parquet; the client sees no entry.
+
+Stage 1 (workers): parse a partition of files into columns (plan.parse_partition); the columns
+stay in the workers' memory. The client fetches only a summary per file: its metadata (the
+columns released), its distinct stacks, and the few rows membership inference reads (the first
+row of each group and desc, and per group the all_gather / reduce_scatter row with the largest
+size ratio). From those the client infers the memberships and numbers the stacks exactly as
+merging every entry would (frtrace.tables.repair.infer_memberships, trace.merge_columns).
+Stage 2 (workers, where the columns are): merge the partition's columns, translate p2p peers to
+global ranks, give stacks their job-wide ids, and write one Parquet file per partition. What the
+client holds grows with files and groups, not with entries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+import pandas as pd
+
+from frtrace.errors import FrtraceError
+from frtrace.tables.columns import Frame, RankColumns
+from frtrace.tables.load import NoUsableDumpError, ParseResult, trace_messages
+from frtrace.tables.repair import add_global_peers, infer_memberships
+from frtrace.tables.trace import Skipped, Trace, files_frame, merge_columns
+
+_GATHER = ("all_gather", "_allgather_base", "all_gather_into_tensor")
+_SCATTER = ("reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor")
+_KEPT = ["rank", "pg_name", "pg_desc", "op", "input_numel", "output_numel"]
+
+
+@dataclass
+class FileSummary:
+    """What the client needs of one parsed file: never its entries."""
+
+    rank: int
+    path: str
+    fmt: str
+    compressed: bool
+    reason: str
+    meta: RankColumns | None  # columns released: rank, pg_config, notes, versions, n
+    stacks: list[tuple[Frame, ...]]
+    rows: pd.DataFrame | None  # the rows membership inference reads
+
+
+@dataclass
+class RawResult:
+    """What raw mode reports on stderr once the workers have written the files."""
+
+    entries: int
+    files: list[str]
+    skipped: list[Skipped]
+    warnings: list[str]
+    notes: list[str]
+    groups: pd.DataFrame
+
+
+def _fresh(part: RankColumns) -> RankColumns:
+    """A copy merge_columns may consume (it pops columns), leaving the stored result whole."""
+    return dataclasses.replace(part, ints=dict(part.ints), cats=dict(part.cats))
+
+
+def _membership_rows(entries: pd.DataFrame) -> pd.DataFrame:
+    """The rows of one rank that infer_memberships reads: first row of each (group, desc), and
+    per group the gather / scatter row whose size ratio is the largest (it takes the max)."""
+    keep = ~entries[["pg_name", "pg_desc"]].duplicated().to_numpy()
+    for ops, num, den in ((_GATHER, "output_numel", "input_numel"), (_SCATTER, "input_numel",
+                                                                    "output_numel")):  # fmt: skip
+        mask = (entries["op"].isin(ops) & (entries[den] > 0)).to_numpy()
+        if not mask.any():
+            continue
+        idx = np.flatnonzero(mask)
+        ratio = entries[num].to_numpy()[idx] // entries[den].to_numpy()[idx]
+        pg = entries["pg_name"].cat.codes.to_numpy()[idx]
+        best = pd.DataFrame({"pg": pg, "ratio": ratio, "i": idx}).sort_values("ratio")
+        keep[best.groupby("pg")["i"].last().to_numpy()] = True
+    rows = entries.loc[keep, _KEPT]
+    return rows.astype({"pg_name": object, "pg_desc": object, "op": object})
+
+
+def summarize(results: list[ParseResult]) -> list[FileSummary]:
+    """Stage 1's answer to the client, computed where the columns are."""
+    out = []
+    for rank, path, cols, fmt, compressed, reason in results:
+        if cols is None:
+            out.append(FileSummary(rank, path, fmt, compressed, reason, None, [], None))
+            continue
+        stacks = list(cols.stacks.uniques)
+        entries, _stacks = merge_columns([_fresh(cols)])
+        meta = _fresh(cols)
+        meta.release_columns()
+        rows = _membership_rows(entries)
+        out.append(FileSummary(rank, path, fmt, compressed, reason, meta, stacks, rows))
+    return out
+
+
+def write_partition(
+    results: list[ParseResult],
+    groups: pd.DataFrame,
+    stack_ids: dict[tuple[Frame, ...], int],
+    names: set[str] | None,
+    with_frames: bool,
+    where: str,
+    storage_options: dict[str, Any],
+) -> int:
+    """Stage 2: this partition's entries, as `frtrace -j` gives them, into one Parquet file."""
+    from frtrace.report.parquet import write_records
+    from frtrace.report.raw import entry_records
+
+    parts = [_fresh(cols) for _r, _p, cols, *_rest in results if cols is not None]
+    if parts:
+        entries, stacks = merge_columns(parts)
+        add_global_peers(entries, groups)
+        to_global = np.array([stack_ids[s] for s in stacks] or [-1], dtype=np.int32)
+        local = entries["stack_id"].to_numpy()
+        entries["stack_id"] = np.where(local >= 0, to_global[np.maximum(local, 0)], -1)
+        if names is not None:
+            entries = entries.loc[entries["pg_name"].isin(names)]
+    else:
+        entries, stacks = pd.DataFrame(), []
+    frames = {stack_ids[s]: s for s in stacks}
+    holder = cast(Trace, _Stacks(frames))
+    records = entry_records(holder, entries, with_frames) if len(entries) else iter(())
+    return write_records(records, where, with_frames, storage_options)
+
+
+@dataclass
+class _Stacks:
+    """Stands in for a Trace in entry_records, which reads only `stacks[stack_id]`."""
+
+    stacks: dict[int, tuple[Frame, ...]]
+
+
+def assemble(
+    trace_dir: str, summaries: list[FileSummary], skipped: list[Skipped]
+) -> tuple[pd.DataFrame, dict[tuple[Frame, ...], int], list[str], list[str]]:
+    """Groups, job-wide stack ids, warnings and notes from the summaries (in rank order)."""
+    ok = [s for s in summaries if s.meta is not None]  # in parse order, as the Trace sees them
+    by_rank = sorted(ok, key=lambda s: s.rank)
+    skipped.extend(Skipped(s.path, s.reason) for s in summaries if s.meta is None)
+    if not ok:
+        raise NoUsableDumpError(
+            f"no usable dump in {trace_dir} ({len(skipped)} file(s) skipped)", skipped
+        )
+    metas = [cast(RankColumns, s.meta) for s in ok]
+    rows = pd.concat([s.rows for s in by_rank if s.rows is not None], ignore_index=True)
+    members = infer_memberships(rows, metas, [m.rank for m in metas])
+    stack_ids: dict[tuple[Frame, ...], int] = {(): -1}
+    for s in by_rank:  # numbered as merge_columns numbers them: by rank, first seen first
+        for frames in s.stacks:
+            stack_ids.setdefault(frames, len(stack_ids) - 1)
+    files = files_frame(
+        [
+            {
+                "path": s.path,
+                "rank": s.rank,
+                "format": s.fmt,
+                "compressed": s.compressed,
+                "version": m.version,
+                "comm_lib_version": m.comm_lib_version,
+                "entries": m.n,
+            }
+            for s, m in zip(ok, metas, strict=True)
+        ]
+    )
+    warnings, notes = trace_messages(metas, files, members)
+    return members.groups, stack_ids, warnings, notes
+
+
+def write_raw(
+    client: Any,
+    items: list[tuple[str, int]],
+    remote: bool,
+    storage_options: dict[str, Any],
+    trace_dir: str,
+    skipped: list[Skipped],
+    pg_filters: list[str],
+    with_frames: bool,
+    out: str,
+) -> RawResult:
+    """Parse on the workers, infer memberships on the client, write Parquet on the workers."""
+    from frtrace.cli import matching_groups
+    from frtrace.dumps.limits import budgets
+    from frtrace.engine.dask import TASKS_PER_WORKER, absolute_items, task_error
+    from frtrace.engine.plan import parse_partition, partitions
+    from frtrace.report.parquet import prepare_folder
+
+    prepare_folder(out, storage_options)
+    items, given = absolute_items(items, remote)
+    workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})) or 1)
+    parts = partitions(items, workers * TASKS_PER_WORKER)
+    limits = budgets()
+    parsed = [
+        client.submit(parse_partition, p, remote, storage_options, limits, pure=False)
+        for p in parts
+    ]
+    try:
+        summaries: list[FileSummary] = []
+        for future in client.map(summarize, parsed, pure=False):
+            summaries.extend(
+                dataclasses.replace(s, path=given.get(s.path, s.path)) for s in future.result()
+            )
+        groups, stack_ids, warnings, notes = assemble(trace_dir, summaries, skipped)
+        names = matching_groups(groups, pg_filters)
+        base = out.rstrip("/")
+        paths = [f"{base}/part-{k:05d}.parquet" for k in range(len(parts))]
+        writes = [
+            client.submit(
+                write_partition,
+                p,
+                groups,
+                stack_ids,
+                names,
+                with_frames,
+                path,
+                storage_options,
+                pure=False,
+            )
+            for p, path in zip(parsed, paths, strict=True)
+        ]
+        total = sum(int(w.result()) for w in writes)
+    except FrtraceError:
+        raise
+    except Exception as exc:  # a worker lost repeatedly, a store refusing a write
+        raise FrtraceError(f"the Dask raw-mode tasks failed: {task_error(exc)}") from exc
+    finally:
+        for future in parsed:
+            future.release()
+    return RawResult(total, paths, skipped, warnings, notes, groups)

@@ -1,0 +1,506 @@
+"""The Dask engine against the local one, on a real LocalCluster of two worker processes, and
+dumps read from a real S3 API (moto's server on 127.0.0.1). Nothing of Dask or S3 is mocked.
+
+These tests need the extras (`pip install -e '.[test,dask,s3]'`). Without them they skip,
+unless FRTRACE_REQUIRE_EXTRAS is set (scripts/check.sh, CI), where a missing extra fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import gzip
+import json
+import os
+import pickle
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import FIXTURES, REPO
+
+import frtrace
+from frtrace.synth import Fault, JobSpec, Layout, simulate, write_job
+
+
+def _require(module: str) -> Any:
+    if os.environ.get("FRTRACE_REQUIRE_EXTRAS"):
+        return __import__(module)
+    return pytest.importorskip(module)
+
+
+distributed = _require("distributed")
+
+# Workers are spawned with this environment: the S3 tests' credentials must be there first.
+for _name, _value in (
+    ("AWS_ACCESS_KEY_ID", "testing"),
+    ("AWS_SECRET_ACCESS_KEY", "testing"),
+    ("AWS_DEFAULT_REGION", "us-east-1"),
+):
+    os.environ.setdefault(_name, _value)
+
+FIXTURE_DIRS = sorted(p for p in FIXTURES.iterdir() if p.is_dir())
+TIMING_FIELDS: set[str] = set()  # the report holds no timings today; listed here if it ever does
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            processes=True,
+            threads_per_worker=1,
+            dashboard_address=None,
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
+
+
+def _report(analysis: Any) -> dict[str, Any]:
+    report = json.loads(analysis.to_json())
+    for name in TIMING_FIELDS:
+        report.pop(name, None)
+    return report
+
+
+def _both(source: Any, client: Any, **load: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    local = _report(frtrace.analyze(frtrace.load(source, **load)))
+    dask = _report(frtrace.analyze(frtrace.load(source, engine="dask", client=client, **load)))
+    return local, dask
+
+
+@pytest.mark.parametrize("fixture", FIXTURE_DIRS, ids=lambda p: p.name)
+def test_fixture_reports_identical(client: Any, fixture: Path) -> None:
+    local, dask = _both(str(fixture), client)
+    assert dask == local
+
+
+def _write(job: Any, folder: Path, **kw: Any) -> Path:
+    write_job(job, folder, **kw)
+    return folder
+
+
+FAULTS = [
+    ("tp_missing_ranks", Layout(tp=2, dp=2, pp=2), Fault("missing_ranks", 5, group="tp"), {}),
+    ("dp_size_mismatch", Layout(tp=2, dp=2, pp=2), Fault("size_mismatch", 2, group="dp"), {}),
+    ("pp_p2p_mismatch", Layout(tp=2, pp=2), Fault("p2p_mismatch", 1, group="pp"), {}),
+    ("json_state_mismatch", Layout(tp=2, dp=2), Fault("state_mismatch", 3), {"fmt": "json"}),
+    ("missing_dump", Layout(tp=2, dp=2, pp=2), Fault("missing_dump", 6, group="dp"), {}),
+    ("order_cycle_gz", Layout(tp=2, dp=2), Fault("order_cycle", 1, group="dp"), {"compress": True}),
+]
+
+
+@pytest.mark.parametrize("name,layout,fault,kw", FAULTS, ids=[f[0] for f in FAULTS])
+def test_generated_faults_identical(
+    client: Any, tmp_path: Path, name: str, layout: Layout, fault: Fault, kw: dict[str, Any]
+) -> None:
+    job = simulate(JobSpec(layout, steps=3, fault=fault))
+    folder = _write(job, tmp_path / name, **kw)
+    local, dask = _both(str(folder), client)
+    assert dask == local
+    assert local["root_cause"] is not None
+
+
+def test_broken_and_missing_files_identical(client: Any, tmp_path: Path) -> None:
+    job = simulate(JobSpec(Layout(tp=2, dp=2), steps=2))
+    folder = _write(job, tmp_path / "dumps")
+    (folder / "nccl_trace_rank_2").write_bytes(b"\x80\x02garbage")  # a corrupt pickle
+    (folder / "nccl_trace_rank_3").unlink()  # a missing dump
+    (folder / "nccl_trace_rank_9").write_bytes(gzip.compress(b"\x80" * 100))
+    local, dask = _both(str(folder), client)
+    assert dask == local
+    skipped = {Path(s["file"]).name for s in local["inputs"]["skipped"]}
+    assert skipped == {"nccl_trace_rank_2", "nccl_trace_rank_9"}
+    assert 3 in local["inputs"]["missing_dumps"]
+
+
+def _hostile_folder(folder: Path, marker: Path) -> dict[str, bytes]:
+    """Good dumps of a small job plus files that attack the reader: a pickle that crashes the
+    C unpickler (its worker dies), a gzip bomb, a pickle that asks to run a shell command."""
+    from hostile_cases import dict_with_key, global_reduce, gzip_bomb
+
+    job = simulate(JobSpec(Layout(tp=2, dp=2), steps=2))
+    _write(job, folder)
+    bad = {
+        "nccl_trace_rank_4": dict_with_key(b"K\x01" + b"\x85" * 1_000_000),
+        "nccl_trace_rank_5": gzip_bomb(),
+        "nccl_trace_rank_6": global_reduce(marker),
+    }
+    for name, blob in bad.items():
+        (folder / name).write_bytes(blob)
+    return bad
+
+
+@contextlib.contextmanager
+def _no_faulthandler() -> Iterator[None]:
+    """The crashing parse child inherits pytest's faulthandler, which would print a fatal
+    error and every thread's stack to the test log for a crash that is expected."""
+    enabled = faulthandler.is_enabled()
+    faulthandler.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            faulthandler.enable()
+
+
+def test_hostile_files_skipped_alike(client: Any, tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    _hostile_folder(tmp_path / "dumps", marker)
+    with _no_faulthandler():
+        local, dask = _both(str(tmp_path / "dumps"), client)
+    assert dask == local
+    reasons = {Path(s["file"]).name: s["reason"] for s in dask["inputs"]["skipped"]}
+    assert "crashed" in reasons["nccl_trace_rank_4"]
+    assert "gzip inflates" in reasons["nccl_trace_rank_5"]
+    assert "refused" in reasons["nccl_trace_rank_6"]
+    assert not marker.exists()
+    assert len(client.scheduler_info()["workers"]) == 2  # no Dask worker was lost
+
+
+def test_client_never_reads_dump_bytes(
+    client: Any, s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every way this process could read a dump is made to fail: the workers (other processes)
+    still load the job, from a folder and from S3."""
+    from frtrace.dumps import read, store
+    from frtrace.engine import plan
+    from frtrace.tables import load
+
+    def refuse(*_args: Any, **_kw: Any) -> Any:
+        raise AssertionError("the client read a dump")
+
+    for module, name in (
+        (read, "read_bytes"),
+        (read, "read_dump"),
+        (read, "read_dump_bytes"),
+        (store, "fetch"),
+        (plan, "fetch"),
+        (plan, "iter_isolated"),
+        (load, "read_dump"),
+        (load, "iter_parsed"),
+    ):
+        monkeypatch.setattr(module, name, refuse)
+    with pytest.raises(AssertionError, match="the client read a dump"):
+        frtrace.load(str(FIXTURES / "cascade_4rank"))  # the local engine does read here
+    folder = frtrace.load(str(FIXTURES / "cascade_4rank"), engine="dask", client=client)
+    assert folder.ranks == [0, 1, 2, 3]
+    remote = frtrace.load(
+        "s3://dumps/cascade_4rank/", engine="dask", client=client, storage_options=s3["options"]
+    )
+    assert remote.ranks == [0, 1, 2, 3]
+
+
+def test_selected_ranks_and_files_list(client: Any) -> None:
+    folder = FIXTURES / "cascade_4rank"
+    files = sorted(str(p) for p in folder.iterdir() if p.is_file())
+    local = frtrace.load(files, ranks=[0, 1])
+    dask = frtrace.load(files, ranks=[0, 1], engine="dask", client=client)
+    assert local.ranks == dask.ranks == [0, 1]
+    assert local.entries.equals(dask.entries)
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "frtrace", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=REPO,
+        timeout=240,
+    )
+
+
+@pytest.mark.parametrize("fixture", ["tutorial", "healthy_4rank", "cascade_4rank"])
+def test_cli_exit_status_and_report_equal(client: Any, fixture: str) -> None:
+    folder = f"fixtures/{fixture}"  # relative: workers get absolute paths, reports the given
+    local = _cli(folder, "--format", "json")
+    address = client.scheduler.address
+    dask = _cli(folder, "--format", "json", "--engine", "dask", "--scheduler", address)
+    assert dask.returncode == local.returncode, dask.stderr
+    assert json.loads(dask.stdout) == json.loads(local.stdout)
+
+
+def test_cli_scheduler_from_environment(client: Any) -> None:
+    folder = str(FIXTURES / "tutorial")
+    env = {"DASK_SCHEDULER_ADDRESS": client.scheduler.address}
+    result = _cli(folder, "--engine", "dask", env=env)
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines()[-1].startswith("HUNG: root cause missing_ranks")
+
+
+def test_cli_starts_a_local_cluster() -> None:
+    result = _cli(str(FIXTURES / "tutorial"), "--engine", "dask", "--jobs", "1")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_usage_errors() -> None:
+    tutorial = str(FIXTURES / "tutorial")
+    for args in (
+        [tutorial, "--scheduler", "tcp://127.0.0.1:1"],
+        [tutorial, "-j", "--engine", "dask"],
+        [tutorial, "--raw-output", "/tmp/x"],
+    ):
+        result = _cli(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr.startswith("frtrace: error: ")
+        assert "Traceback" not in result.stderr
+
+
+def test_cli_unreachable_scheduler() -> None:
+    with socket.socket() as s:  # a free port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = _cli(
+        str(FIXTURES / "tutorial"), "--engine", "dask", "--scheduler", f"tcp://127.0.0.1:{port}"
+    )
+    assert result.returncode == 2, result.stderr
+    assert "cannot reach the Dask scheduler" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_dask_is_one_line() -> None:
+    code = (
+        "import sys; sys.modules['distributed'] = None; "
+        "from frtrace.cli import main; main(sys.argv[1:])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(FIXTURES / "tutorial"), "--engine", "dask"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "pip install 'frtrace[dask]'" in result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 2  # the prefix note, then the error
+
+
+def test_missing_s3fs_is_one_line() -> None:
+    code = (
+        "import sys; sys.modules['s3fs'] = None; from frtrace.cli import main; main(sys.argv[1:])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, "s3://bucket/job/"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "pip install 'frtrace[s3]'" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_import_stays_light() -> None:
+    code = (
+        "import sys, frtrace, frtrace.cli; "
+        "bad = [m for m in ('dask', 'distributed', 'pandas', 'fsspec', 's3fs', 'torch') "
+        "if m in sys.modules]; print(bad)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "[]"
+
+
+@pytest.fixture(scope="module")
+def raw_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """p2p (global peers), coalesced blocks, stacks, and a broken file among good ones."""
+    folder = tmp_path_factory.mktemp("raw") / "dumps"
+    job = simulate(JobSpec(Layout(tp=2, dp=2, pp=2), steps=2, fault=Fault("missing_ranks", 5)))
+    _write(job, folder)
+    (folder / "nccl_trace_rank_9").write_bytes(b"\x80\x02garbage")
+    return folder
+
+
+RAW_CASES = [
+    ("cascade_4rank", []),
+    ("tutorial_json", []),
+    ("raw_job", []),
+    ("raw_job", ["--print-stack-trace"]),
+    ("raw_job", ["--selected-ranks", "0-2,6", "--pg-filters", "mesh_pp", "mesh_tp"]),
+]
+
+
+@pytest.mark.parametrize(
+    "source,options", RAW_CASES, ids=[" ".join([c[0], *c[1]]) for c in RAW_CASES]
+)
+def test_raw_parquet_matches_local_json(
+    client: Any, tmp_path: Path, raw_job: Path, source: str, options: list[str]
+) -> None:
+    """Workers write the Parquet files; their rows are exactly `frtrace -j`'s entries."""
+    pq = _require("pyarrow.parquet")
+    pd = pytest.importorskip("pandas")
+    folder = str(raw_job if source == "raw_job" else FIXTURES / source)
+    local = _cli(folder, "-j", *options)
+    assert local.returncode == 0, local.stderr
+    out = tmp_path / "raw"
+    address = client.scheduler.address
+    dask = _cli(
+        folder, *options, "-j", "--engine", "dask", "--scheduler", address, "--raw-output", str(out)
+    )
+    assert dask.returncode == 0, dask.stderr
+    assert dask.stdout == ""
+    assert "written by the workers" in dask.stderr
+    expected = json.loads(local.stdout)
+    assert len(pd.read_parquet(out)) == len(expected)
+    assert pq.read_table(out).to_pylist() == expected
+    skipped = [line for line in local.stderr.splitlines() if line.startswith("skipped")]
+    assert skipped == [line for line in dask.stderr.splitlines() if line.startswith("skipped")]
+    again = _cli(folder, "-j", "--engine", "dask", "--scheduler", address, "--raw-output", str(out))
+    assert again.returncode == 2 and "holds .parquet files already" in again.stderr
+
+
+# --- S3: a real S3 API served by moto on 127.0.0.1 ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[dict[str, Any]]:
+    _require("s3fs")
+    server_mod = _require("moto.server")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    options = {"endpoint_url": endpoint, "key": "testing", "secret": "testing"}
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**options)
+    fs.mkdir("dumps")
+    for fixture in ("cascade_4rank", "tutorial_json"):
+        for path in sorted((FIXTURES / fixture).iterdir()):
+            fs.pipe(f"dumps/{fixture}/{path.name}", path.read_bytes())
+    job = simulate(JobSpec(Layout(tp=2, dp=2), steps=2, fault=Fault("missing_ranks", 1)))
+    for rank, dump in job.dumps.items():
+        # host sub-folders, host names in the file names: ranks come from the trailing number
+        fs.pipe(f"dumps/job-7/node{rank // 2}/fr_node{rank // 2}-host_{rank}", pickle.dumps(dump))
+    fs.pipe("dumps/job-7/node1/fr_node1-host_9", b"\x80\x02not a dump")
+    fs.pipe("dumps/job-7/README", b"not a dump")
+    yield {"endpoint": endpoint, "options": options, "fs": fs, "job": job}
+    server.stop()
+
+
+@pytest.fixture
+def local_job7(s3: dict[str, Any], tmp_path: Path) -> Path:
+    folder = tmp_path / "job-7"
+    s3["fs"].get("dumps/job-7", str(folder), recursive=True)
+    return folder
+
+
+@pytest.mark.parametrize("fixture", ["cascade_4rank", "tutorial_json"])
+def test_s3_fixture_identical_to_local_folder(
+    client: Any, s3: dict[str, Any], fixture: str
+) -> None:
+    url = f"s3://dumps/{fixture}/"
+    local = _report(frtrace.analyze(frtrace.load(str(FIXTURES / fixture))))
+    from_s3 = _report(
+        frtrace.analyze(
+            frtrace.load(url, engine="dask", client=client, storage_options=s3["options"])
+        )
+    )
+    local_from_s3 = _report(frtrace.analyze(frtrace.load(url, storage_options=s3["options"])))
+    for report in (from_s3, local_from_s3):
+        report["inputs"]["trace_dir"] = local["inputs"]["trace_dir"]
+    assert from_s3 == local
+    assert local_from_s3 == local
+
+
+def test_s3_prefix_ranks_and_bad_object(client: Any, s3: dict[str, Any], local_job7: Path) -> None:
+    url = "s3://dumps/job-7"
+    trace = frtrace.load(url, engine="dask", client=client, storage_options=s3["options"])
+    assert trace.prefix == "fr_"
+    assert trace.ranks == [0, 1, 2, 3]
+    assert [(Path(s.file).name, s.reason) for s in trace.skipped] == [
+        ("fr_node1-host_9", "corrupt pickle (invalid load key, 'n'.)")
+    ]
+    assert trace.skipped[0].file == "s3://dumps/job-7/node1/fr_node1-host_9"
+    local = frtrace.load(str(local_job7))
+    assert [s.reason for s in local.skipped] == [s.reason for s in trace.skipped]
+    a, b = frtrace.analyze(local), frtrace.analyze(trace)
+    assert a.root_cause is not None and b.root_cause is not None
+    assert (a.root_cause.kind, a.root_cause.culprit_ranks) == (
+        b.root_cause.kind,
+        b.root_cause.culprit_ranks,
+    )
+    explicit = frtrace.load(
+        url, prefix="fr_node0", engine="dask", client=client, storage_options=s3["options"]
+    )
+    assert explicit.ranks == [0, 1]
+
+
+def test_s3_cli_with_endpoint_from_environment(client: Any, s3: dict[str, Any]) -> None:
+    env = {"FSSPEC_S3_ENDPOINT_URL": s3["endpoint"]}
+    result = _cli(
+        "s3://dumps/job-7/", "--engine", "dask", "--scheduler", client.scheduler.address,
+        "--format", "json", env=env,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "skipped s3://dumps/job-7/node1/fr_node1-host_9: corrupt pickle" in result.stderr
+    report = json.loads(result.stdout)
+    assert report["inputs"]["trace_dir"] == "s3://dumps/job-7"
+    local = _cli("s3://dumps/job-7/", "--format", "json", env=env)
+    assert local.returncode == 1, local.stderr
+    assert json.loads(local.stdout) == report
+
+
+def test_s3_hostile_objects_skipped_alike(client: Any, s3: dict[str, Any], tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    folder = tmp_path / "dumps"
+    _hostile_folder(folder, marker)
+    for path in sorted(folder.iterdir()):
+        s3["fs"].pipe(f"dumps/hostile/{path.name}", path.read_bytes())
+    url = "s3://dumps/hostile/"
+    with _no_faulthandler():
+        local = _report(frtrace.analyze(frtrace.load(str(folder))))
+    remote = _report(
+        frtrace.analyze(
+            frtrace.load(url, engine="dask", client=client, storage_options=s3["options"])
+        )
+    )
+    assert [(Path(s["file"]).name, s["reason"]) for s in remote["inputs"]["skipped"]] == [
+        (Path(s["file"]).name, s["reason"]) for s in local["inputs"]["skipped"]
+    ]
+    assert remote["root_cause"] == local["root_cause"]
+    assert remote["findings"] == local["findings"]
+    assert not marker.exists()
+
+
+def test_s3_raw_parquet_written_to_the_store(client: Any, s3: dict[str, Any]) -> None:
+    """Dumps read from S3 by the workers, entries written back to S3 by the workers."""
+    pq = _require("pyarrow.parquet")
+    env = {"FSSPEC_S3_ENDPOINT_URL": s3["endpoint"]}
+    local = _cli(str(FIXTURES / "cascade_4rank"), "-j")
+    address = client.scheduler.address
+    result = _cli(
+        "s3://dumps/cascade_4rank/", "-j", "--engine", "dask", "--scheduler", address,
+        "--raw-output", "s3://dumps/raw-out/", env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    table = pq.read_table("dumps/raw-out", filesystem=s3["fs"])
+    assert table.to_pylist() == json.loads(local.stdout)
+
+
+def test_s3_missing_bucket_is_one_line(s3: dict[str, Any]) -> None:
+    result = _cli("s3://no-such-bucket/x/", env={"FSSPEC_S3_ENDPOINT_URL": s3["endpoint"]})
+    assert result.returncode == 2
+    assert result.stderr.startswith("frtrace: error: ")
+    assert "Traceback" not in result.stderr
+
+
+def test_read_dump_bytes_same_as_file(tmp_path: Path) -> None:
+    from frtrace.dumps.limits import Budgets
+    from frtrace.dumps.read import read_dump, read_dump_bytes
+    from frtrace.errors import DumpError
+
+    path = next(p for p in (FIXTURES / "tutorial").iterdir() if p.is_file())
+    assert read_dump_bytes(path.read_bytes(), path.name).data == read_dump(path).data
+    with pytest.raises(DumpError, match="max_file_bytes"):
+        read_dump_bytes(b"\x80" * 100, "x", Budgets(max_file_bytes=10))
+    with pytest.raises(DumpError, match="refused"):
+        read_dump_bytes(pickle.dumps(shutil.rmtree), "x")
