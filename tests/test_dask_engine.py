@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import gzip
+import importlib
 import json
 import os
 import pickle
@@ -30,7 +31,7 @@ from frtrace.synth import Fault, JobSpec, Layout, simulate, write_job
 
 def _require(module: str) -> Any:
     if os.environ.get("FRTRACE_REQUIRE_EXTRAS"):
-        return __import__(module)
+        return importlib.import_module(module)  # __import__("a.b") would return a
     return pytest.importorskip(module)
 
 
