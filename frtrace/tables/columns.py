@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from frtrace.dumps.limits import Budgets, budgets
+from frtrace.dumps.read import validate
 from frtrace.errors import DumpError
 from frtrace.tables.check import (
     INT32,
@@ -27,6 +28,11 @@ from frtrace.tables.check import (
     clean_pg_status,
     meta_text,
 )
+
+try:  # the C fast path; absent when frtrace was installed without a compiler
+    from frtrace.tables import _fastdump
+except ImportError:  # pragma: no cover - depends on the build
+    _fastdump = None  # type: ignore[assignment]
 
 Frame = tuple[str, str, int]
 
@@ -407,6 +413,24 @@ def columnize(data: dict[str, Any], rank: int, limits: Budgets | None = None) ->
     rows = _key_fields_checked(_composite_rows(entries, missing), check)
     composite = intern_rows(rows, stacks.codes)
     _uniques_checked(composite, check)
+    return _assemble(data, rank, n, ints, duration, stacks, composite, check, clip, missing)
+
+
+def _assemble(
+    data: dict[str, Any],
+    rank: int,
+    n: int,
+    ints: dict[str, np.ndarray],
+    duration: np.ndarray,
+    stacks: Interned,
+    composite: Interned,
+    check: Checker,
+    clip: _Clip,
+    missing: list[str],
+) -> RankColumns:
+    """The columns from the checked composite: shared by columnize and columnize_fast, so the
+    two paths cannot drift apart after the per-entry work."""
+    limits = check.limits
     at = {name: i for i, name in enumerate(COMPOSITE)}
     pg_codes = _split(composite, at["process_group"], lambda pg: clip(pg[0]))
     cats: dict[str, Interned] = {
@@ -449,3 +473,103 @@ def columnize(data: dict[str, Any], rank: int, limits: Budgets | None = None) ->
         coalesced=coalesced_parts(pg_codes.codes, ints["collective_seq_id"], is_p2p),
         notes=notes,
     )
+
+
+# ---- the C fast path ------------------------------------------------------------------------
+
+# The integer fields in the order _fastdump returns them: INT_FIELDS', then format 2.2's seq_id.
+_FAST_INTS = (*(key for key, _ in INT_FIELDS.values()), "seq_id")
+_ABSENT = 2  # _fastdump's per-entry state of an integer field: 0 an int, 1 None, 2 absent
+
+
+def fast_path_available() -> bool:
+    """Whether the C extension was built (else every file takes the Python path)."""
+    return _fastdump is not None
+
+
+def columnize_fast(
+    blob: bytes | bytearray, rank: int, limits: Budgets | None = None
+) -> RankColumns | None:
+    """columnize(SafeUnpickler-loaded blob, rank), identical, without a Python object per entry.
+
+    The C module parses the pickle into per-entry buffers and tables of distinct call-site
+    values; this glue repeats columnize's checks on those distinct values only. None when the
+    C module is missing or declines (anything unusual: an opcode, a type, a budget), or when a
+    check would fail: the caller then runs the Python path, which gives its exact error.
+    """
+    if _fastdump is None:
+        return None
+    limits = limits or budgets()
+    try:
+        parsed = _fastdump.parse(blob, limits.max_entries, limits.max_list_len, limits.max_frames)
+        if parsed is None:
+            return None
+        return _fast_columns(parsed, rank, limits)
+    except (DumpError, MemoryError):
+        return None  # the Python path raises it again, in its own words
+
+
+def _fast_columns(parsed: tuple[Any, ...], rank: int, limits: Budgets) -> RankColumns:
+    (top, has_entries, n, ints_raw, states_raw, duration_raw, frames_total, stack_raw,
+     stack_table, codes_raw, tables, absent) = parsed  # fmt: skip
+    validate(dict(top, entries=[]) if has_entries else top)
+    check = Checker(limits)
+    clip = _Clip(limits.max_string_chars)
+    missing: list[str] = []
+    values = np.frombuffer(ints_raw, dtype=np.int64).reshape(len(_FAST_INTS), n)
+    states = np.frombuffer(states_raw, dtype=np.uint8).reshape(len(_FAST_INTS), n)
+    ints: dict[str, np.ndarray] = {}
+    for i, (col, (key, default)) in enumerate(INT_FIELDS.items()):
+        given, state = values[i], states[i]
+        if (state == _ABSENT).any():
+            missing.append(key)
+        if col == "collective_seq_id" and key in missing and n and states[-1][0] != _ABSENT:
+            missing.remove(key)
+            key = "seq_id"  # format 2.2 called it seq_id
+            given, state = values[-1], states[-1]
+        lo, hi = INT32 if col in INT32_FIELDS else INT64
+        column = np.where(state == 0, given, default)
+        bad = (state == 0) & ((given < lo) | (given > hi))
+        if bad.any():  # as Checker.ints: a required field fails, another becomes unset
+            if col in REQUIRED_INTS:
+                raise DumpError(f"'{key}' out of range")
+            check.note(key, int(bad.sum()), "an integer in range", "treated as unset")
+            column[bad] = default
+        ints[col] = column
+    duration = np.frombuffer(duration_raw, dtype=np.float64).copy()
+    infinite = np.isinf(duration)
+    if infinite.any():  # as Checker.floats
+        check.note("duration_ms", int(infinite.sum()), "a finite number", "treated as unset")
+        duration[infinite] = np.nan
+    if frames_total > check.values_left:  # as Checker.frame_lists' spend
+        raise DumpError("'frames' above the value budget")
+    check.values_left -= frames_total
+    stack_codes = np.frombuffer(stack_raw, dtype=np.int32).copy()
+    stacks = Interned(
+        stack_codes,
+        [() if s is None else tuple([(clip(a), clip(b), line) for a, b, line in s])
+         for s in stack_table],
+    )  # fmt: skip
+    missing.extend(sorted({COMPOSITE[f] for f in range(len(COMPOSITE)) if absent >> f & 1}
+                          - _OPTIONAL))  # fmt: skip
+    codes = np.frombuffer(codes_raw, dtype=np.int32).reshape(len(COMPOSITE), n)
+    composite = _intern_code_rows(np.vstack([stack_codes[None, :], codes]).T, tables)
+    if _key_fields_checked(composite.uniques, check) is not composite.uniques:
+        raise DumpError("call-site fields need conversion")  # never from the C path's types
+    _uniques_checked(composite, check)
+    return _assemble(top, rank, n, ints, duration, stacks, composite, check, clip, missing)
+
+
+def _intern_code_rows(rows: np.ndarray, tables: list[list[Any]]) -> Interned:
+    """The composite of intern_rows from per-field codes (column 0: the stack's): distinct rows
+    in first-seen order, each unique built from the fields' tables of distinct values."""
+    if not len(rows):
+        return Interned(np.empty(0, dtype=np.int32), [])
+    rows = np.ascontiguousarray(rows)
+    _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    renumber = np.empty(len(order), dtype=np.int32)
+    renumber[order] = np.arange(len(order), dtype=np.int32)
+    heads = rows[first[order]].tolist()
+    uniques = [tuple(map(operator.getitem, tables, row[1:])) for row in heads]
+    return Interned(renumber[inverse.reshape(-1)], uniques)
