@@ -50,10 +50,20 @@ static int grow(void **p, size_t *cap, size_t need, size_t elt) {
 enum { N_NONE, N_FALSE, N_TRUE, N_INT, N_FLOAT, N_STR, N_LIST, N_DICT, N_TUPLE };
 
 typedef struct {
-    int64_t a;  /* INT: value; FLOAT: bits; STR: offset into the input */
-    uint32_t b; /* STR: byte length */
+    int64_t a;  /* INT: value; FLOAT: bits; STR: offset into the input; containers: c_set */
+    uint32_t b; /* STR: byte length; containers: number of children */
     uint8_t kind;
 } Node;
+
+/* A container's children are a run kids[start .. start+count) with room for cap: one batch
+ * (how picklers write a container) fits exactly; a later batch that does not fit moves the
+ * run to the end with doubled room, so appends cost amortized O(1) and the waste stays below
+ * twice the children actually read. */
+static inline uint32_t c_start(const Node *n) { return (uint32_t)((uint64_t)n->a & 0xFFFFFFFFu); }
+static inline uint32_t c_cap(const Node *n) { return (uint32_t)((uint64_t)n->a >> 32); }
+static inline void c_set(Node *n, uint32_t start, uint32_t cap) {
+    n->a = (int64_t)(((uint64_t)cap << 32) | start);
+}
 
 typedef struct {
     const uint8_t *buf;
@@ -68,18 +78,15 @@ typedef struct {
     size_t mn, mcap;
     int32_t *memo;
     size_t memocap, memo_len;
-    /* Container contents as an append log (parent, child); dict items log key then value.
-     * Lists grow while other values are built, so children are sorted by parent at the end
-     * (counting sort, stable) into kids[start[p] .. start[p+1]). */
-    int32_t *lpar, *lch;
-    size_t ln, lcap, lcap2;
-    uint32_t *start;
-    int32_t *kids;
+    int32_t *kids; /* children of containers (see c_start); dict items: key, value */
+    size_t kn, kcap;
 } VM;
 
-static int new_node(VM *vm, uint8_t kind, int64_t a, uint32_t b, int32_t *out) {
-    if (vm->nn >= INT32_MAX) return DECLINE;
-    TRY(grow((void **)&vm->nodes, &vm->ncap, vm->nn + 1, sizeof(Node)));
+static inline int new_node(VM *vm, uint8_t kind, int64_t a, uint32_t b, int32_t *out) {
+    if (vm->nn >= vm->ncap) {
+        if (vm->nn >= INT32_MAX) return DECLINE;
+        TRY(grow((void **)&vm->nodes, &vm->ncap, vm->nn + 1, sizeof(Node)));
+    }
     vm->nodes[vm->nn].a = a;
     vm->nodes[vm->nn].b = b;
     vm->nodes[vm->nn].kind = kind;
@@ -87,27 +94,40 @@ static int new_node(VM *vm, uint8_t kind, int64_t a, uint32_t b, int32_t *out) {
     return OK;
 }
 
-static int push(VM *vm, int32_t node) {
-    TRY(grow((void **)&vm->stack, &vm->scap, vm->sn + 1, sizeof(int32_t)));
+static inline int push(VM *vm, int32_t node) {
+    if (vm->sn >= vm->scap) TRY(grow((void **)&vm->stack, &vm->scap, vm->sn + 1, sizeof(int32_t)));
     vm->stack[vm->sn++] = node;
     return OK;
 }
 
-static int log_child(VM *vm, int32_t parent, int32_t child) {
-    size_t need = vm->ln + 1;
-    TRY(grow((void **)&vm->lpar, &vm->lcap, need, sizeof(int32_t)));
-    TRY(grow((void **)&vm->lch, &vm->lcap2, need, sizeof(int32_t)));
-    vm->lpar[vm->ln] = parent;
-    vm->lch[vm->ln] = child;
-    vm->ln++;
+/* Append m children (from the VM stack) to a container's run. */
+static int add_children(VM *vm, int32_t node, const int32_t *items, size_t m) {
+    Node *nd = &vm->nodes[node];
+    uint32_t count = nd->b, start = c_start(nd), cap = c_cap(nd);
+    if (m > (size_t)(cap - count)) {
+        size_t room = count + m;
+        if (count && room < 2 * (size_t)cap) room = 2 * (size_t)cap;
+        if (count && start + (size_t)cap == vm->kn) vm->kn = start; /* last run: in place */
+        if (room > UINT32_MAX || vm->kn + room > UINT32_MAX) return DECLINE;
+        if (vm->kn + room > vm->kcap)
+            TRY(grow((void **)&vm->kids, &vm->kcap, vm->kn + room, sizeof(int32_t)));
+        if (vm->kn != start) memmove(vm->kids + vm->kn, vm->kids + start, count * sizeof(int32_t));
+        start = (uint32_t)vm->kn;
+        cap = (uint32_t)room;
+        vm->kn += room;
+        nd = &vm->nodes[node];
+    }
+    memcpy(vm->kids + start + count, items, m * sizeof(int32_t));
+    nd->b = count + (uint32_t)m;
+    c_set(nd, start, cap);
     return OK;
 }
 
 /* Items above the innermost MARK: the C unpickler refuses to pop below it, so do we. */
-static size_t fence(const VM *vm) { return vm->mn ? vm->marks[vm->mn - 1] : 0; }
+static inline size_t fence(const VM *vm) { return vm->mn ? vm->marks[vm->mn - 1] : 0; }
 
 /* n bytes at the cursor, or DECLINE when the file (or the current frame) ends first. */
-static int take(VM *vm, size_t n, const uint8_t **out) {
+static inline int take(VM *vm, size_t n, const uint8_t **out) {
     if (n > vm->len - vm->pos) return DECLINE;
     if (vm->frame_end) {
         if (vm->pos + n > vm->frame_end) return DECLINE; /* an opcode straddles its frame */
@@ -118,7 +138,7 @@ static int take(VM *vm, size_t n, const uint8_t **out) {
     return OK;
 }
 
-static uint64_t le(const uint8_t *p, int n) {
+static inline uint64_t le(const uint8_t *p, int n) {
     uint64_t v = 0;
     for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
     return v;
@@ -165,7 +185,7 @@ static int string_op(VM *vm, size_t lenbytes) {
     return push(vm, node);
 }
 
-static int int_node(VM *vm, int64_t v) {
+static inline int int_node(VM *vm, int64_t v) {
     int32_t node;
     TRY(new_node(vm, N_INT, v, 0, &node));
     return push(vm, node);
@@ -201,7 +221,7 @@ static int hashable_key(const VM *vm, int32_t key) {
 static int make_tuple(VM *vm, size_t from) {
     int32_t t;
     TRY(new_node(vm, N_TUPLE, 0, 0, &t));
-    for (size_t i = from; i < vm->sn; i++) TRY(log_child(vm, t, vm->stack[i]));
+    if (vm->sn > from) TRY(add_children(vm, t, vm->stack + from, vm->sn - from));
     vm->sn = from;
     return push(vm, t);
 }
@@ -269,8 +289,7 @@ static int run(VM *vm, int32_t *root) {
             if (vm->sn - fence(vm) < 3) return DECLINE;
             int32_t d = vm->stack[vm->sn - 3], key = vm->stack[vm->sn - 2];
             if (vm->nodes[d].kind != N_DICT || !hashable_key(vm, key)) return DECLINE;
-            TRY(log_child(vm, d, key));
-            TRY(log_child(vm, d, vm->stack[vm->sn - 1]));
+            TRY(add_children(vm, d, vm->stack + vm->sn - 2, 2));
             vm->sn -= 2;
             break;
         }
@@ -279,11 +298,9 @@ static int run(VM *vm, int32_t *root) {
             if (k == 0 || k - 1 < fence(vm) || (vm->sn - k) % 2) return DECLINE;
             int32_t d = vm->stack[k - 1];
             if (vm->nodes[d].kind != N_DICT) return DECLINE;
-            for (size_t i = k; i < vm->sn; i += 2) {
+            for (size_t i = k; i < vm->sn; i += 2)
                 if (!hashable_key(vm, vm->stack[i])) return DECLINE;
-                TRY(log_child(vm, d, vm->stack[i]));
-                TRY(log_child(vm, d, vm->stack[i + 1]));
-            }
+            if (vm->sn > k) TRY(add_children(vm, d, vm->stack + k, vm->sn - k));
             vm->sn = k;
             break;
         }
@@ -291,7 +308,7 @@ static int run(VM *vm, int32_t *root) {
             if (vm->sn - fence(vm) < 2) return DECLINE;
             int32_t l = vm->stack[vm->sn - 2];
             if (vm->nodes[l].kind != N_LIST) return DECLINE;
-            TRY(log_child(vm, l, vm->stack[vm->sn - 1]));
+            TRY(add_children(vm, l, vm->stack + vm->sn - 1, 1));
             vm->sn -= 1;
             break;
         }
@@ -300,7 +317,7 @@ static int run(VM *vm, int32_t *root) {
             if (k == 0 || k - 1 < fence(vm)) return DECLINE;
             int32_t l = vm->stack[k - 1];
             if (vm->nodes[l].kind != N_LIST) return DECLINE;
-            for (size_t i = k; i < vm->sn; i++) TRY(log_child(vm, l, vm->stack[i]));
+            if (vm->sn > k) TRY(add_children(vm, l, vm->stack + k, vm->sn - k));
             vm->sn = k;
             break;
         }
@@ -379,29 +396,11 @@ static int run(VM *vm, int32_t *root) {
     }
 }
 
-/* Children by parent, in the order they were added (a counting sort of the log). */
-static int finish_arena(VM *vm) {
-    vm->start = calloc(vm->nn + 1, sizeof(uint32_t));
-    vm->kids = malloc((vm->ln ? vm->ln : 1) * sizeof(int32_t));
-    if (!vm->start || !vm->kids) return DECLINE;
-    for (size_t i = 0; i < vm->ln; i++) vm->start[vm->lpar[i] + 1]++;
-    for (size_t i = 0; i < vm->nn; i++) vm->start[i + 1] += vm->start[i];
-    uint32_t *fill = malloc((vm->nn ? vm->nn : 1) * sizeof(uint32_t));
-    if (!fill) return DECLINE;
-    memcpy(fill, vm->start, vm->nn * sizeof(uint32_t));
-    for (size_t i = 0; i < vm->ln; i++) vm->kids[fill[vm->lpar[i]]++] = vm->lch[i];
-    free(fill);
-    free(vm->lpar);
-    free(vm->lch);
-    vm->lpar = vm->lch = NULL;
-    return OK;
-}
+static inline uint32_t n_kids(const VM *vm, int32_t node) { return vm->nodes[node].b; }
 
-static uint32_t n_kids(const VM *vm, int32_t node) {
-    return vm->start[node + 1] - vm->start[node];
+static inline const int32_t *kids_of(const VM *vm, int32_t node) {
+    return vm->kids + c_start(&vm->nodes[node]);
 }
-
-static const int32_t *kids_of(const VM *vm, int32_t node) { return vm->kids + vm->start[node]; }
 
 /* ---- hash-consing: one canonical id per distinct value ---------------------------------- */
 enum { K_NONE, K_FALSE, K_TRUE, K_INT, K_STR, K_LIST, K_TUPLE, K_FRAME, K_STACK };
@@ -433,7 +432,7 @@ typedef struct {
     size_t pycap;
 } Cons;
 
-static uint64_t mix(uint64_t h, uint64_t x) {
+static inline uint64_t mix(uint64_t h, uint64_t x) {
     h ^= x + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
     return h * 0xFF51AFD7ED558CCDULL;
 }
@@ -479,6 +478,13 @@ static int intern_canon(Cons *k, uint8_t kind, uint8_t sig, const int64_t *words
         h = mix(h, (uint64_t)scalar);
     else
         for (uint32_t i = 0; i < n; i++) h = mix(h, (uint64_t)words[i]);
+    /* murmur3's finalizer: the table indexes by the low bits, which mix() leaves weak
+     * (shapes like 2048 and 4096 would share a chain) */
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDULL;
+    h ^= h >> 33;
+    h *= 0xC4CEB9FE1A85EC53ULL;
+    h ^= h >> 33;
     if ((k->cn + 1) * 2 > k->tcap) TRY(rehash(k));
     size_t j = (size_t)h & (k->tcap - 1);
     while (k->table[j]) {
@@ -582,12 +588,15 @@ static int value_canon(Cons *k, int32_t node, int depth, size_t max_list, int32_
 /* Order matters: the integer fields first (as INT_FIELDS, then format 2.2's seq_id), then
  * duration and frames, then the call-site composite in columns.COMPOSITE's order. */
 enum { NINT = 8, F_DURATION = 8, F_FRAMES = 9, F_COMP = 10, NCOMP = 13, NFIELDS = 23 };
-static const char *const FIELD_NAMES[NFIELDS] = {
+/* After the entry fields: a frame's keys (looked up through the same per-node cache). */
+enum { K_NAME = NFIELDS, K_FILENAME, K_LINE, NKEYS };
+static const char *const FIELD_NAMES[NKEYS] = {
     "record_id", "collective_seq_id", "p2p_seq_id", "op_id", "time_created_ns",
     "time_discovered_started_ns", "time_discovered_completed_ns", "seq_id",
     "duration_ms", "frames",
     "process_group", "profiling_name", "state", "input_sizes", "output_sizes", "input_dtypes",
     "output_dtypes", "thread_id", "thread_name", "is_p2p", "retired", "timeout_ms", "pg_id",
+    "name", "filename", "line",
 };
 /* The types each call-site field holds in real dumps (bit per S_*); others decline. */
 #define B(s) (1u << (s))
@@ -611,7 +620,7 @@ static int8_t field_index(Cons *k, int32_t key) {
     if (k->field_of[key] != -2) return k->field_of[key];
     const Node *nd = &k->vm->nodes[key];
     int8_t f = -1;
-    for (int i = 0; i < NFIELDS; i++) {
+    for (int i = 0; i < NKEYS; i++) {
         size_t n = strlen(FIELD_NAMES[i]);
         if (nd->b == n && memcmp(k->vm->buf + nd->a, FIELD_NAMES[i], n) == 0) {
             f = (int8_t)i;
@@ -640,9 +649,8 @@ static int frame_canon(Cons *k, int32_t node, int32_t *out) {
     const int32_t *ch = kids_of(vm, node);
     uint32_t n = n_kids(vm, node);
     for (uint32_t i = 0; i < n; i += 2) {
-        int32_t key = ch[i];
-        int s = key_is(vm, key, "name") ? 0 : key_is(vm, key, "filename") ? 1
-              : key_is(vm, key, "line") ? 2 : -1;
+        if (vm->nodes[ch[i]].kind != N_STR) return DECLINE;
+        int s = field_index(k, ch[i]) - K_NAME;
         if (s < 0) return DECLINE; /* another key: == would see it, the stack check not */
         slot[s] = ch[i + 1];
     }
@@ -651,14 +659,15 @@ static int frame_canon(Cons *k, int32_t node, int32_t *out) {
     const Node *line = &vm->nodes[slot[2]];
     if (name->kind != N_STR || file->kind != N_STR || line->kind != N_INT) return DECLINE;
     if (line->a < INT32_MIN || line->a > INT32_MAX) return DECLINE;
+    /* the strings through value_canon, whose per-node cache hashes a memoized name once;
+     * the line is kept as a number, not an id */
     int64_t words[3];
     int32_t id;
-    TRY(intern_canon(k, K_STR, S_STR, NULL, name->b, name->a, &id));
+    TRY(value_canon(k, slot[0], 0, 0, &id));
     words[0] = id;
-    TRY(intern_canon(k, K_STR, S_STR, NULL, file->b, file->a, &id));
+    TRY(value_canon(k, slot[1], 0, 0, &id));
     words[1] = id;
-    TRY(intern_canon(k, K_INT, S_INT, NULL, 0, line->a, &id));
-    words[2] = id;
+    words[2] = line->a;
     TRY(intern_canon(k, K_FRAME, S_OTHER, words, 3, 0, &id));
     k->stack_of[node] = id;
     *out = id;
@@ -739,8 +748,13 @@ static PyObject *canon_py(Cons *k, int32_t id) {
     case K_LIST:
         o = canon_seq(k, c, 0);
         break;
-    case K_TUPLE: /* frames become (name, filename, line) and stacks tuples of them */
-    case K_FRAME:
+    case K_FRAME: { /* (name, filename, line) */
+        PyObject *name = canon_py(k, (int32_t)k->pool[c->off]);
+        PyObject *file = name ? canon_py(k, (int32_t)k->pool[c->off + 1]) : NULL;
+        o = file ? Py_BuildValue("(OOL)", name, file, (long long)k->pool[c->off + 2]) : NULL;
+        break;
+    }
+    case K_TUPLE: /* stacks become tuples of frames */
     case K_STACK:
         o = canon_seq(k, c, 1);
         break;
@@ -871,7 +885,7 @@ static int walk_entries(Cons *k, int32_t entries, Cols *cols, size_t max_entries
         for (uint32_t i = 0; i < nk; i += 2) {
             if (vm->nodes[ch[i]].kind != N_STR) return DECLINE;
             int8_t f = field_index(k, ch[i]);
-            if (f >= 0) slot[f] = ch[i + 1]; /* a repeated key: the last wins, as in a dict */
+            if (f >= 0 && f < NFIELDS) slot[f] = ch[i + 1]; /* repeated: the last wins */
         }
         for (int f = 0; f < NINT; f++) {
             int64_t v = 0;
@@ -1033,11 +1047,16 @@ static PyObject *fastdump_parse(PyObject *self, PyObject *args) {
     vm.buf = view.buf;
     vm.len = (size_t)view.len;
     if (vm.len >= INT32_MAX || max_entries < 0 || max_list < 0 || max_frames < 0) goto decline;
+    /* Room for what a dump of this size holds (about a node per 10 bytes, a child per 3),
+     * so the arrays rarely move while they grow; still proportional to bytes present. */
+    if (grow((void **)&vm.nodes, &vm.ncap, vm.len / 10 + 16, sizeof(Node)) ||
+        grow((void **)&vm.kids, &vm.kcap, vm.len / 3 + 16, sizeof(int32_t)))
+        goto decline;
     /* nodes 0, 1, 2: the singletons None, False, True */
     if (new_node(&vm, N_NONE, 0, 0, &node) || new_node(&vm, N_FALSE, 0, 0, &node) ||
         new_node(&vm, N_TRUE, 0, 0, &node))
         goto decline;
-    if (run(&vm, &root) != OK || finish_arena(&vm) != OK) goto decline;
+    if (run(&vm, &root) != OK) goto decline;
     if (vm.nodes[root].kind != N_DICT) goto decline; /* validate() names what it is */
     {
         const int32_t *ch = kids_of(&vm, root);
@@ -1094,9 +1113,6 @@ cleanup:
     free(vm.stack);
     free(vm.marks);
     free(vm.memo);
-    free(vm.lpar);
-    free(vm.lch);
-    free(vm.start);
     free(vm.kids);
     PyBuffer_Release(&view);
     return result;

@@ -562,11 +562,23 @@ def _fast_columns(parsed: tuple[Any, ...], rank: int, limits: Budgets) -> RankCo
 
 def _intern_code_rows(rows: np.ndarray, tables: list[list[Any]]) -> Interned:
     """The composite of intern_rows from per-field codes (column 0: the stack's): distinct rows
-    in first-seen order, each unique built from the fields' tables of distinct values."""
+    in first-seen order, each unique built from the fields' tables of distinct values.
+
+    Rows become one int64 key per entry (mixed radix, re-densified whenever the next column
+    would overflow it), so only 1-D np.unique runs: sorting whole rows is 20x slower.
+    """
     if not len(rows):
         return Interned(np.empty(0, dtype=np.int32), [])
-    rows = np.ascontiguousarray(rows)
-    _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    key = np.zeros(len(rows), dtype=np.int64)
+    span = 1
+    for j in range(rows.shape[1]):
+        radix = int(rows[:, j].max()) + 1
+        if span * radix >= 1 << 62:
+            _, inverse = np.unique(key, return_inverse=True)
+            key, span = inverse.reshape(-1).astype(np.int64), int(inverse.max()) + 1
+        key = key * radix + rows[:, j]
+        span *= radix
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
     renumber = np.empty(len(order), dtype=np.int32)
     renumber[order] = np.arange(len(order), dtype=np.int32)
