@@ -1030,6 +1030,50 @@ done:
     return result;
 }
 
+/* The big scratch arrays, kept from one call to the next: a parse worker reads file after
+ * file, and fresh pages cost a fault each (about a sixth of a parse). Only the GIL holder
+ * parses (the module never releases it), and no more than KEEP_BYTES stays behind. */
+#define KEEP_BYTES (64u << 20)
+static struct {
+    Node *nodes;
+    size_t ncap;
+    int32_t *kids;
+    size_t kcap;
+    int32_t *stack;
+    size_t scap;
+    int32_t *memo;
+    size_t memocap;
+    int32_t *value_of, *stack_of;
+    size_t vcap, vcap2;
+    int8_t *field_of;
+    size_t fcap;
+} keep;
+
+static void take_kept(VM *vm, Cons *k) {
+    vm->nodes = keep.nodes, vm->ncap = keep.ncap;
+    vm->kids = keep.kids, vm->kcap = keep.kcap;
+    vm->stack = keep.stack, vm->scap = keep.scap;
+    vm->memo = keep.memo, vm->memocap = keep.memocap;
+    k->value_of = keep.value_of, k->stack_of = keep.stack_of, k->field_of = keep.field_of;
+    memset(&keep, 0, sizeof keep);
+    if (vm->memocap) memset(vm->memo, 0xFF, vm->memocap * sizeof(int32_t)); /* all -1 */
+}
+
+static void give_back(VM *vm, Cons *k, size_t vcap) {
+    size_t bytes = vm->ncap * sizeof(Node) + (vm->kcap + vm->scap + vm->memocap) * 4 + vcap * 9;
+    if (bytes > KEEP_BYTES) {
+        free(vm->nodes), free(vm->kids), free(vm->stack), free(vm->memo);
+        free(k->value_of), free(k->stack_of), free(k->field_of);
+        return;
+    }
+    keep.nodes = vm->nodes, keep.ncap = vm->ncap;
+    keep.kids = vm->kids, keep.kcap = vm->kcap;
+    keep.stack = vm->stack, keep.scap = vm->scap;
+    keep.memo = vm->memo, keep.memocap = vm->memocap;
+    keep.value_of = k->value_of, keep.stack_of = k->stack_of, keep.field_of = k->field_of;
+    keep.vcap = vcap;
+}
+
 static PyObject *fastdump_parse(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
@@ -1046,6 +1090,8 @@ static PyObject *fastdump_parse(PyObject *self, PyObject *args) {
     int32_t root, entries = -1, node;
     vm.buf = view.buf;
     vm.len = (size_t)view.len;
+    size_t vcap = keep.vcap;
+    take_kept(&vm, &k);
     if (vm.len >= INT32_MAX || max_entries < 0 || max_list < 0 || max_frames < 0) goto decline;
     /* Room for what a dump of this size holds (about a node per 10 bytes, a child per 3),
      * so the arrays rarely move while they grow; still proportional to bytes present. */
@@ -1068,10 +1114,14 @@ static PyObject *fastdump_parse(PyObject *self, PyObject *args) {
     }
     if (entries >= 0 && vm.nodes[entries].kind != N_LIST) goto decline;
     k.vm = &vm;
-    k.value_of = malloc(vm.nn * sizeof(int32_t));
-    k.stack_of = malloc(vm.nn * sizeof(int32_t));
-    k.field_of = malloc(vm.nn);
-    if (!k.value_of || !k.stack_of || !k.field_of) goto decline;
+    if (vm.nn > vcap) {
+        free(k.value_of), free(k.stack_of), free(k.field_of);
+        vcap = vm.nn;
+        k.value_of = malloc(vcap * sizeof(int32_t));
+        k.stack_of = malloc(vcap * sizeof(int32_t));
+        k.field_of = malloc(vcap);
+        if (!k.value_of || !k.stack_of || !k.field_of) goto decline;
+    }
     for (size_t i = 0; i < vm.nn; i++) k.value_of[i] = k.stack_of[i] = -1;
     memset(k.field_of, -2, vm.nn);
     if (entries >= 0) {
@@ -1102,18 +1152,18 @@ cleanup:
     free(k.c);
     free(k.pool);
     free(k.table);
-    free(k.value_of);
-    free(k.stack_of);
-    free(k.field_of);
+
     free(cols.ints);
     free(cols.state);
     free(cols.duration);
     free(cols.canon);
-    free(vm.nodes);
-    free(vm.stack);
     free(vm.marks);
-    free(vm.memo);
-    free(vm.kids);
+    if (!k.value_of || !k.stack_of || !k.field_of) { /* a failed allocation: keep nothing */
+        free(k.value_of), free(k.stack_of), free(k.field_of);
+        k.value_of = k.stack_of = NULL, k.field_of = NULL;
+        vcap = 0;
+    }
+    give_back(&vm, &k, vcap);
     PyBuffer_Release(&view);
     return result;
 }
