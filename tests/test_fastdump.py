@@ -312,3 +312,13 @@ def test_without_the_extension_the_python_path_reads_everything(
     got = load.parse_file((str(path), 0))[2]
     assert got is not None and expected is not None
     assert_same(expected, got)
+
+
+def test_scratch_kept_between_files_never_leaks_into_the_next() -> None:
+    big = pickle.dumps(simulate(SPECS["16_frames_snapshot"]).dumps[0], protocol=2)
+    small = PICKLES[0].read_bytes()
+    for blob in (big, small, small[:-1], big, small):  # grow, shrink, decline (frees), regrow
+        differential(blob)
+    columns._fastdump.release()
+    columns._fastdump.release()  # twice: nothing kept is fine
+    assert differential(small)

@@ -1059,9 +1059,11 @@ static void take_kept(VM *vm, Cons *k) {
     if (vm->memocap) memset(vm->memo, 0xFF, vm->memocap * sizeof(int32_t)); /* all -1 */
 }
 
-static void give_back(VM *vm, Cons *k, size_t vcap) {
+/* Keep the arrays for the next file, unless they are large or the file was declined: the
+ * Python path then needs the worker's memory for itself. */
+static void give_back(VM *vm, Cons *k, size_t vcap, int declined) {
     size_t bytes = vm->ncap * sizeof(Node) + (vm->kcap + vm->scap + vm->memocap) * 4 + vcap * 9;
-    if (bytes > KEEP_BYTES) {
+    if (declined || bytes > KEEP_BYTES) {
         free(vm->nodes), free(vm->kids), free(vm->stack), free(vm->memo);
         free(k->value_of), free(k->stack_of), free(k->field_of);
         return;
@@ -1094,9 +1096,11 @@ static PyObject *fastdump_parse(PyObject *self, PyObject *args) {
     take_kept(&vm, &k);
     if (vm.len >= INT32_MAX || max_entries < 0 || max_list < 0 || max_frames < 0) goto decline;
     /* Room for what a dump of this size holds (about a node per 10 bytes, a child per 3),
-     * so the arrays rarely move while they grow; still proportional to bytes present. */
-    if (grow((void **)&vm.nodes, &vm.ncap, vm.len / 10 + 16, sizeof(Node)) ||
-        grow((void **)&vm.kids, &vm.kcap, vm.len / 3 + 16, sizeof(int32_t)))
+     * so the arrays rarely move while they grow; capped, since address space counts against
+     * the worker's limit before it is touched. */
+    size_t room = vm.len < (64u << 20) ? vm.len : (64u << 20);
+    if (grow((void **)&vm.nodes, &vm.ncap, room / 10 + 16, sizeof(Node)) ||
+        grow((void **)&vm.kids, &vm.kcap, room / 3 + 16, sizeof(int32_t)))
         goto decline;
     /* nodes 0, 1, 2: the singletons None, False, True */
     if (new_node(&vm, N_NONE, 0, 0, &node) || new_node(&vm, N_FALSE, 0, 0, &node) ||
@@ -1163,12 +1167,23 @@ cleanup:
         k.value_of = k.stack_of = NULL, k.field_of = NULL;
         vcap = 0;
     }
-    give_back(&vm, &k, vcap);
+    give_back(&vm, &k, vcap, result == Py_None);
     PyBuffer_Release(&view);
     return result;
 }
 
+static PyObject *fastdump_release(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    free(keep.nodes), free(keep.kids), free(keep.stack), free(keep.memo);
+    free(keep.value_of), free(keep.stack_of), free(keep.field_of);
+    memset(&keep, 0, sizeof keep);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"release", fastdump_release, METH_NOARGS,
+     "Free the scratch arrays kept between parses (before the Python path needs memory)."},
     {"parse", fastdump_parse, METH_VARARGS,
      "parse(data, max_entries, max_list_len, max_frames) -> tuple | None\n\n"
      "A Flight Recorder pickle as columns, or None when the Python path must decide."},

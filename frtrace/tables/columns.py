@@ -506,7 +506,8 @@ def columnize_fast(
             return None
         return _fast_columns(parsed, rank, limits)
     except (DumpError, MemoryError):
-        return None  # the Python path raises it again, in its own words
+        _fastdump.release()  # the Python path needs the memory the C path keeps between files
+        return None  # and raises the error again, in its own words
 
 
 def _fast_columns(parsed: tuple[Any, ...], rank: int, limits: Budgets) -> RankColumns:
