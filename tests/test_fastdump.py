@@ -322,3 +322,53 @@ def test_scratch_kept_between_files_never_leaks_into_the_next() -> None:
     columns._fastdump.release()
     columns._fastdump.release()  # twice: nothing kept is fine
     assert differential(small)
+
+
+def _odd_value(rng: random.Random, shared: list[Any]) -> Any:
+    """A value of a random type: what a buggy or hostile writer might put in any field."""
+    choices: list[Any] = [
+        None, True, False, 0, 1, -1, 7, 1 << 31, 1 << 40, -(1 << 63), (1 << 63) - 1, 1 << 64,
+        0.5, float("inf"), float("nan"), "", "7", "nccl:all_reduce", "x" * 5000, "\udc80",
+        [], [[]], [[3, 4]], [(3, 4)], [[3.0]], [[True]], [[-1]], [["3"]], ["Float"], [1],
+        ("0", "default_pg"), ("0",), ["0", "pg"], (1, 2), {"a": 1}, [[1 << 62]],
+    ]  # fmt: skip
+    if shared and rng.random() < 0.2:
+        return rng.choice(shared)  # the same object again: pickle shares it through the memo
+    value = rng.choice(choices)
+    value = list(value) if isinstance(value, list) else value  # a fresh list, not shared
+    shared.append(value)
+    return value
+
+
+def _odd_frames(rng: random.Random) -> Any:
+    frame: dict[Any, Any] = {"name": "f", "filename": "f.py", "line": rng.choice([1, 2, 1 << 40])}
+    roll = rng.random()
+    if roll < 0.1:
+        frame["extra"] = 1
+    elif roll < 0.2:
+        del frame["line"]
+    elif roll < 0.3:
+        frame["line"] = rng.choice([True, "3", None, 1.0])
+    elif roll < 0.35:
+        return rng.choice([None, [], "frames", [frame, None]])
+    return [frame] * rng.randint(0, 3)
+
+
+def test_random_field_types_decline_or_match() -> None:
+    rng = random.Random(11)
+    answered = 0
+    fields = [k for k in nccl_entry(0, 1) if k != "frames"]
+    for _ in range(300):
+        shared: list[Any] = []
+        entries = [nccl_entry(i, i + 1) for i in range(4)]
+        for entry in entries:
+            for _ in range(rng.randint(0, 2)):
+                key = rng.choice(fields)
+                if rng.random() < 0.2:
+                    entry.pop(key, None)
+                else:
+                    entry[key] = _odd_value(rng, shared)
+            if rng.random() < 0.3:
+                entry["frames"] = _odd_frames(rng)
+        answered += differential(pickle.dumps(nccl_dump(0, 2, entries), protocol=2))
+    assert answered >= 5  # most odd values decline (seeded: 10 of 300 are answered)
