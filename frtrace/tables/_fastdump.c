@@ -191,7 +191,7 @@ static inline int int_node(VM *vm, int64_t v) {
     return push(vm, node);
 }
 
-static int memo_put(VM *vm, uint64_t idx) {
+static inline int memo_put(VM *vm, uint64_t idx) {
     if (vm->sn <= fence(vm)) return DECLINE;
     /* A real pickle numbers its memo from 0, one per PUT: an index beyond the file's size is
      * a lie, refused before it can size an allocation (the Python path then reports it). */
@@ -206,13 +206,13 @@ static int memo_put(VM *vm, uint64_t idx) {
     return OK;
 }
 
-static int memo_get(VM *vm, uint64_t idx) {
+static inline int memo_get(VM *vm, uint64_t idx) {
     if (idx >= vm->memocap || vm->memo[idx] < 0) return DECLINE;
     return push(vm, vm->memo[idx]);
 }
 
 /* Dict keys the unpickler could hash; containers (even tuples) are refused to stay simple. */
-static int hashable_key(const VM *vm, int32_t key) {
+static inline int hashable_key(const VM *vm, int32_t key) {
     uint8_t k = vm->nodes[key].kind;
     return k == N_STR || k == N_INT || k == N_NONE || k == N_TRUE || k == N_FALSE ||
            k == N_FLOAT;
@@ -226,7 +226,7 @@ static int make_tuple(VM *vm, size_t from) {
     return push(vm, t);
 }
 
-static int pop_mark(VM *vm, size_t *k) {
+static inline int pop_mark(VM *vm, size_t *k) {
     if (!vm->mn) return DECLINE;
     *k = vm->marks[--vm->mn];
     return OK;
@@ -515,6 +515,9 @@ static int intern_canon(Cons *k, uint8_t kind, uint8_t sig, const int64_t *words
     return OK;
 }
 
+/* Lists up to this long hash-cons from a buffer on the C stack (shapes, dtypes, stacks). */
+#define SMALL 64
+
 /* Call-site values hold containers at most two deep (shapes: list of lists of ints). */
 #define MAX_VALUE_DEPTH 3
 
@@ -547,14 +550,14 @@ static int value_canon(Cons *k, int32_t node, int depth, size_t max_list, int32_
     case N_TUPLE: {
         uint32_t n = n_kids(vm, node);
         if (depth >= MAX_VALUE_DEPTH || n > max_list) return DECLINE;
-        int64_t *words = malloc((n ? n : 1) * sizeof(int64_t));
+        int64_t small[SMALL], *words = n <= SMALL ? small : malloc(n * sizeof(int64_t));
         if (!words) return DECLINE;
         int all_int = 1, all_str = 1, all_shape = 1;
         const int32_t *ch = kids_of(vm, node);
         for (uint32_t i = 0; i < n; i++) {
             int32_t sub;
             if (value_canon(k, ch[i], depth + 1, max_list, &sub) != OK) {
-                free(words);
+                if (words != small) free(words);
                 return DECLINE;
             }
             words[i] = sub;
@@ -572,7 +575,7 @@ static int value_canon(Cons *k, int32_t node, int depth, size_t max_list, int32_
             sig = all_int ? S_LIST_INT : all_str ? S_LIST_STR : all_shape ? S_LIST_LIST_INT
                                                                             : S_OTHER;
         int rc = intern_canon(k, nd->kind == N_LIST ? K_LIST : K_TUPLE, sig, words, n, 0, &id);
-        free(words);
+        if (words != small) free(words);
         TRY(rc);
         break;
     }
@@ -616,7 +619,7 @@ static const unsigned COMP_OK[NCOMP] = {
     B(S_INT) | B(S_NONE),                                /* pg_id */
 };
 
-static int8_t field_index(Cons *k, int32_t key) {
+static inline int8_t field_index(Cons *k, int32_t key) {
     if (k->field_of[key] != -2) return k->field_of[key];
     const Node *nd = &k->vm->nodes[key];
     int8_t f = -1;
@@ -682,20 +685,20 @@ static int stack_canon(Cons *k, int32_t node, size_t max_frames, int32_t *out) {
     }
     uint32_t n = n_kids(vm, node);
     if (n > max_frames) return DECLINE; /* the Python path cuts it, with a note */
-    int64_t *words = malloc((n ? n : 1) * sizeof(int64_t));
+    int64_t small[SMALL], *words = n <= SMALL ? small : malloc(n * sizeof(int64_t));
     if (!words) return DECLINE;
     const int32_t *ch = kids_of(vm, node);
     for (uint32_t i = 0; i < n; i++) {
         int32_t f;
         if (frame_canon(k, ch[i], &f) != OK) {
-            free(words);
+            if (words != small) free(words);
             return DECLINE;
         }
         words[i] = f;
     }
     int32_t id;
     int rc = intern_canon(k, K_STACK, S_OTHER, words, n, 0, &id);
-    free(words);
+    if (words != small) free(words);
     TRY(rc);
     k->stack_of[node] = id;
     *out = id;
