@@ -519,24 +519,31 @@ def _fast_columns(parsed: tuple[Any, ...], rank: int, limits: Budgets) -> RankCo
     missing: list[str] = []
     values = np.frombuffer(ints_raw, dtype=np.int64).reshape(len(_FAST_INTS), n)
     states = np.frombuffer(states_raw, dtype=np.uint8).reshape(len(_FAST_INTS), n)
+    int_absent = (states == _ABSENT).any(axis=1).tolist()
+    seq_id = col_seq = list(INT_FIELDS).index("collective_seq_id")
+    if int_absent[col_seq] and n and states[-1][0] != _ABSENT:
+        seq_id = len(_FAST_INTS) - 1  # format 2.2 called it seq_id: read that row instead
+    rows = [seq_id if i == col_seq else i for i in range(len(INT_FIELDS))]
+    values, states = values[rows], states[rows]
+    # All fields at once (few numpy calls per file): None and absent become the default,
+    # and values outside a column's bounds are found as Checker.ints finds them.
+    defaults = np.array([d for _, d in INT_FIELDS.values()], dtype=np.int64)[:, None]
+    bounds = np.array([INT32 if c in INT32_FIELDS else INT64 for c in INT_FIELDS], dtype=np.int64)
+    filled = np.where(states == 0, values, defaults)
+    bad = (states == 0) & ((values < bounds[:, :1]) | (values > bounds[:, 1:]))
+    bad_fields = bad.any(axis=1).tolist()
     ints: dict[str, np.ndarray] = {}
     for i, (col, (key, default)) in enumerate(INT_FIELDS.items()):
-        given, state = values[i], states[i]
-        if (state == _ABSENT).any():
+        if int_absent[i] and not (i == col_seq and seq_id != col_seq):
             missing.append(key)
-        if col == "collective_seq_id" and key in missing and n and states[-1][0] != _ABSENT:
-            missing.remove(key)
-            key = "seq_id"  # format 2.2 called it seq_id
-            given, state = values[-1], states[-1]
-        lo, hi = INT32 if col in INT32_FIELDS else INT64
-        column = np.where(state == 0, given, default)
-        bad = (state == 0) & ((given < lo) | (given > hi))
-        if bad.any():  # as Checker.ints: a required field fails, another becomes unset
+        if i == col_seq and seq_id != col_seq:
+            key = "seq_id"
+        if bad_fields[i]:  # as Checker.ints: a required field fails, another becomes unset
             if col in REQUIRED_INTS:
                 raise DumpError(f"'{key}' out of range")
-            check.note(key, int(bad.sum()), "an integer in range", "treated as unset")
-            column[bad] = default
-        ints[col] = column
+            check.note(key, int(bad[i].sum()), "an integer in range", "treated as unset")
+            filled[i][bad[i]] = default
+        ints[col] = filled[i]
     duration = np.frombuffer(duration_raw, dtype=np.float64).copy()
     infinite = np.isinf(duration)
     if infinite.any():  # as Checker.floats
