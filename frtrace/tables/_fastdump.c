@@ -68,6 +68,7 @@ static inline void c_set(Node *n, uint32_t start, uint32_t cap) {
 typedef struct {
     const uint8_t *buf;
     size_t len, pos;
+    size_t end;       /* where reads must stop: the file's end, or the current frame's */
     size_t frame_end; /* 0: not inside a protocol-4 frame */
 
     Node *nodes;
@@ -126,15 +127,18 @@ static int add_children(VM *vm, int32_t node, const int32_t *items, size_t m) {
 /* Items above the innermost MARK: the C unpickler refuses to pop below it, so do we. */
 static inline size_t fence(const VM *vm) { return vm->mn ? vm->marks[vm->mn - 1] : 0; }
 
-/* n bytes at the cursor, or DECLINE when the file (or the current frame) ends first. */
+/* n bytes at the cursor, or DECLINE when the file ends first or one read crosses the end of
+ * a protocol-4 frame (stricter than the C unpickler, which ignores frames: declining is
+ * safe). One comparison on the common path: a frame's end is dealt with when reached. */
 static inline int take(VM *vm, size_t n, const uint8_t **out) {
-    if (n > vm->len - vm->pos) return DECLINE;
-    if (vm->frame_end) {
-        if (vm->pos + n > vm->frame_end) return DECLINE; /* an opcode straddles its frame */
+    if (n > vm->end - vm->pos) {
+        if (!vm->frame_end || vm->pos != vm->frame_end) return DECLINE; /* EOF, or straddles */
+        vm->frame_end = 0; /* the frame is used up: read on from the file */
+        vm->end = vm->len;
+        if (n > vm->end - vm->pos) return DECLINE;
     }
     *out = vm->buf + vm->pos;
     vm->pos += n;
-    if (vm->frame_end && vm->pos == vm->frame_end) vm->frame_end = 0;
     return OK;
 }
 
@@ -142,6 +146,12 @@ static inline uint64_t le(const uint8_t *p, int n) {
     uint64_t v = 0;
     for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
     return v;
+}
+
+static inline uint32_t le2(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+
+static inline uint32_t le4(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 /* Strict UTF-8 except that encoded surrogates pass, as the unpickler's "surrogatepass". */
@@ -249,8 +259,10 @@ static int run(VM *vm, int32_t *root) {
         case 0x95: { /* FRAME */
             TRY(take(vm, 8, &p));
             uint64_t n = le(p, 8);
-            if (vm->frame_end || n > vm->len - vm->pos) return DECLINE;
+            if ((vm->frame_end && vm->pos < vm->frame_end) || n > vm->len - vm->pos)
+                return DECLINE; /* a frame inside a frame, or longer than the file */
             vm->frame_end = n ? vm->pos + (size_t)n : 0;
+            vm->end = n ? vm->frame_end : vm->len;
             break;
         }
         case '.': /* STOP: exactly one value, no open MARK */
@@ -332,7 +344,7 @@ static int run(VM *vm, int32_t *root) {
             break;
         case 'J': /* BININT */
             TRY(take(vm, 4, &p));
-            TRY(int_node(vm, (int64_t)(int32_t)(uint32_t)le(p, 4)));
+            TRY(int_node(vm, (int64_t)(int32_t)le4(p)));
             break;
         case 'K': /* BININT1 */
             TRY(take(vm, 1, &p));
@@ -340,7 +352,7 @@ static int run(VM *vm, int32_t *root) {
             break;
         case 'M': /* BININT2 */
             TRY(take(vm, 2, &p));
-            TRY(int_node(vm, (int64_t)le(p, 2)));
+            TRY(int_node(vm, (int64_t)le2(p)));
             break;
         case 0x8a: { /* LONG1: little-endian two's complement; int64 at most */
             TRY(take(vm, 1, &p));
@@ -377,7 +389,7 @@ static int run(VM *vm, int32_t *root) {
             break;
         case 'r': /* LONG_BINPUT */
             TRY(take(vm, 4, &p));
-            TRY(memo_put(vm, le(p, 4)));
+            TRY(memo_put(vm, le4(p)));
             break;
         case 0x94: /* MEMOIZE */
             TRY(memo_put(vm, vm->memo_len));
@@ -388,7 +400,7 @@ static int run(VM *vm, int32_t *root) {
             break;
         case 'j': /* LONG_BINGET */
             TRY(take(vm, 4, &p));
-            TRY(memo_get(vm, le(p, 4)));
+            TRY(memo_get(vm, le4(p)));
             break;
         default:
             return DECLINE; /* GLOBAL, REDUCE, anything else: the Python path decides */
@@ -403,7 +415,7 @@ static inline const int32_t *kids_of(const VM *vm, int32_t node) {
 }
 
 /* ---- hash-consing: one canonical id per distinct value ---------------------------------- */
-enum { K_NONE, K_FALSE, K_TRUE, K_INT, K_STR, K_LIST, K_TUPLE, K_FRAME, K_STACK };
+enum { K_NONE, K_FALSE, K_TRUE, K_INT, K_STR, K_LIST, K_TUPLE, K_STACK };
 /* What a canonical value is, as the fields' types need it (computed bottom-up). */
 enum {
     S_OTHER, S_NONE, S_BOOL, S_INT, S_STR, S_LIST_EMPTY, S_LIST_INT, S_LIST_STR,
@@ -426,7 +438,9 @@ typedef struct {
     uint32_t *table; /* open addressing: canonical id + 1, 0 empty */
     size_t tcap;
     int32_t *value_of; /* node -> canonical value id (-1: not yet) */
-    int32_t *stack_of; /* node -> canonical frame / stack id (frames hash-cons apart) */
+    int32_t *stack_of; /* stack list node -> canonical id; frame dict node -> its frame */
+    int64_t *frames;   /* per frame dict read: name id, filename id, line (3 words each) */
+    size_t fn, fcap;
     int8_t *field_of;  /* key node -> field index (-2: not yet, -1: not a field) */
     PyObject **py;     /* canonical id -> Python object, built once */
     size_t pycap;
@@ -640,11 +654,14 @@ static int key_is(const VM *vm, int32_t key, const char *name) {
     return nd->kind == N_STR && nd->b == n && memcmp(vm->buf + nd->a, name, n) == 0;
 }
 
-/* A frame: a dict of exactly name (str), filename (str), line (int32), in any order. */
-static int frame_canon(Cons *k, int32_t node, int32_t *out) {
+/* A frame: a dict of exactly name (str), filename (str), line (int32), in any order, read
+ * once per dict node into three words (torch shares frame dicts through the memo; Python's
+ * pickler writes a fresh dict per entry, so frames are not hash-consed one by one: the stack
+ * is, over all its frames' words at once). */
+static int frame_words(Cons *k, int32_t node, const int64_t **out) {
     VM *vm = k->vm;
     if (k->stack_of[node] >= 0) {
-        *out = k->stack_of[node];
+        *out = k->frames + 3 * (size_t)k->stack_of[node];
         return OK;
     }
     if (vm->nodes[node].kind != N_DICT) return DECLINE;
@@ -662,18 +679,18 @@ static int frame_canon(Cons *k, int32_t node, int32_t *out) {
     const Node *line = &vm->nodes[slot[2]];
     if (name->kind != N_STR || file->kind != N_STR || line->kind != N_INT) return DECLINE;
     if (line->a < INT32_MIN || line->a > INT32_MAX) return DECLINE;
-    /* the strings through value_canon, whose per-node cache hashes a memoized name once;
-     * the line is kept as a number, not an id */
-    int64_t words[3];
+    if (k->fn >= INT32_MAX) return DECLINE;
+    TRY(grow((void **)&k->frames, &k->fcap, 3 * (k->fn + 1), sizeof(int64_t)));
+    int64_t *w = k->frames + 3 * k->fn;
     int32_t id;
+    /* the strings through value_canon, whose per-node cache hashes a memoized name once */
     TRY(value_canon(k, slot[0], 0, 0, &id));
-    words[0] = id;
+    w[0] = id;
     TRY(value_canon(k, slot[1], 0, 0, &id));
-    words[1] = id;
-    words[2] = line->a;
-    TRY(intern_canon(k, K_FRAME, S_OTHER, words, 3, 0, &id));
-    k->stack_of[node] = id;
-    *out = id;
+    w[1] = id;
+    w[2] = line->a;
+    k->stack_of[node] = (int32_t)k->fn++;
+    *out = w;
     return OK;
 }
 
@@ -685,19 +702,23 @@ static int stack_canon(Cons *k, int32_t node, size_t max_frames, int32_t *out) {
     }
     uint32_t n = n_kids(vm, node);
     if (n > max_frames) return DECLINE; /* the Python path cuts it, with a note */
-    int64_t small[SMALL], *words = n <= SMALL ? small : malloc(n * sizeof(int64_t));
+    size_t nw = 3 * (size_t)n;
+    int64_t small[3 * SMALL], *words = nw <= 3 * SMALL ? small : malloc(nw * sizeof(int64_t));
     if (!words) return DECLINE;
     const int32_t *ch = kids_of(vm, node);
     for (uint32_t i = 0; i < n; i++) {
-        int32_t f;
-        if (frame_canon(k, ch[i], &f) != OK) {
+        const int64_t *f;
+        if (frame_words(k, ch[i], &f) != OK) {
             if (words != small) free(words);
             return DECLINE;
         }
-        words[i] = f;
+        words[3 * (size_t)i] = f[0];
+        words[3 * (size_t)i + 1] = f[1];
+        words[3 * (size_t)i + 2] = f[2];
     }
     int32_t id;
-    int rc = intern_canon(k, K_STACK, S_OTHER, words, n, 0, &id);
+    int rc = nw > UINT32_MAX ? DECLINE  /* an empty stack hashes no words: pass none */
+             : intern_canon(k, K_STACK, S_OTHER, n ? words : NULL, (uint32_t)nw, 0, &id);
     if (words != small) free(words);
     TRY(rc);
     k->stack_of[node] = id;
@@ -751,15 +772,21 @@ static PyObject *canon_py(Cons *k, int32_t id) {
     case K_LIST:
         o = canon_seq(k, c, 0);
         break;
-    case K_FRAME: { /* (name, filename, line) */
-        PyObject *name = canon_py(k, (int32_t)k->pool[c->off]);
-        PyObject *file = name ? canon_py(k, (int32_t)k->pool[c->off + 1]) : NULL;
-        o = file ? Py_BuildValue("(OOL)", name, file, (long long)k->pool[c->off + 2]) : NULL;
-        break;
-    }
-    case K_TUPLE: /* stacks become tuples of frames */
-    case K_STACK:
+    case K_TUPLE:
         o = canon_seq(k, c, 1);
+        break;
+    case K_STACK: /* a tuple of (name, filename, line), from three words per frame */
+        o = PyTuple_New(c->len / 3);
+        for (uint32_t i = 0; o && i < c->len / 3; i++) {
+            const int64_t *w = k->pool + c->off + 3 * (size_t)i;
+            PyObject *name = canon_py(k, (int32_t)w[0]);
+            PyObject *file = name ? canon_py(k, (int32_t)w[1]) : NULL;
+            PyObject *frame = file ? Py_BuildValue("(OOL)", name, file, (long long)w[2]) : NULL;
+            if (frame)
+                PyTuple_SET_ITEM(o, i, frame);
+            else
+                Py_CLEAR(o);
+        }
         break;
     }
     k->py[id] = o;
@@ -1094,7 +1121,7 @@ static PyObject *fastdump_parse(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     int32_t root, entries = -1, node;
     vm.buf = view.buf;
-    vm.len = (size_t)view.len;
+    vm.len = vm.end = (size_t)view.len;
     size_t vcap = keep.vcap;
     take_kept(&vm, &k);
     if (vm.len >= INT32_MAX || max_entries < 0 || max_list < 0 || max_frames < 0) goto decline;
@@ -1158,6 +1185,7 @@ cleanup:
     free(k.py);
     free(k.c);
     free(k.pool);
+    free(k.frames);
     free(k.table);
 
     free(cols.ints);
