@@ -112,13 +112,15 @@ static int add_children(VM *vm, int32_t node, const int32_t *items, size_t m) {
         if (room > UINT32_MAX || vm->kn + room > UINT32_MAX) return DECLINE;
         if (vm->kn + room > vm->kcap)
             TRY(grow((void **)&vm->kids, &vm->kcap, vm->kn + room, sizeof(int32_t)));
-        if (vm->kn != start) memmove(vm->kids + vm->kn, vm->kids + start, count * sizeof(int32_t));
+        if (count && vm->kn != start)
+            memmove(vm->kids + vm->kn, vm->kids + start, count * sizeof(int32_t));
         start = (uint32_t)vm->kn;
         cap = (uint32_t)room;
         vm->kn += room;
         nd = &vm->nodes[node];
     }
-    memcpy(vm->kids + start + count, items, m * sizeof(int32_t));
+    int32_t *dst = vm->kids + start + count;
+    for (size_t i = 0; i < m; i++) dst[i] = items[i]; /* batches are short: no memcpy call */
     nd->b = count + (uint32_t)m;
     c_set(nd, start, cap);
     return OK;
@@ -416,6 +418,7 @@ static inline const int32_t *kids_of(const VM *vm, int32_t node) {
 
 /* ---- hash-consing: one canonical id per distinct value ---------------------------------- */
 enum { K_NONE, K_FALSE, K_TRUE, K_INT, K_STR, K_LIST, K_TUPLE, K_STACK };
+#define INT_CACHE_BITS 10
 /* What a canonical value is, as the fields' types need it (computed bottom-up). */
 enum {
     S_OTHER, S_NONE, S_BOOL, S_INT, S_STR, S_LIST_EMPTY, S_LIST_INT, S_LIST_STR,
@@ -443,6 +446,8 @@ typedef struct {
     size_t fn, fcap;
     int8_t *field_of;  /* key node -> field index (-2: not yet, -1: not a field) */
     PyObject **py;     /* canonical id -> Python object, built once */
+    int64_t int_val[1 << INT_CACHE_BITS]; /* value_canon's cache of int ids (-1: empty) */
+    int32_t int_id[1 << INT_CACHE_BITS];
     size_t pycap;
 } Cons;
 
@@ -554,9 +559,17 @@ static int value_canon(Cons *k, int32_t node, int depth, size_t max_list, int32_
     case N_TRUE:
         TRY(intern_canon(k, K_TRUE, S_BOOL, NULL, 0, 0, &id));
         break;
-    case N_INT:
-        TRY(intern_canon(k, K_INT, S_INT, NULL, 0, nd->a, &id));
+    case N_INT: { /* a fresh node per entry, but few values: a direct-mapped cache first */
+        size_t slot = (size_t)(((uint64_t)nd->a * 0x9E3779B97F4A7C15ULL) >> (64 - INT_CACHE_BITS));
+        if (k->int_id[slot] >= 0 && k->int_val[slot] == nd->a) {
+            id = k->int_id[slot];
+        } else {
+            TRY(intern_canon(k, K_INT, S_INT, NULL, 0, nd->a, &id));
+            k->int_val[slot] = nd->a;
+            k->int_id[slot] = id;
+        }
         break;
+    }
     case N_STR:
         TRY(intern_canon(k, K_STR, S_STR, NULL, nd->b, nd->a, &id));
         break;
@@ -570,7 +583,8 @@ static int value_canon(Cons *k, int32_t node, int depth, size_t max_list, int32_
         const int32_t *ch = kids_of(vm, node);
         for (uint32_t i = 0; i < n; i++) {
             int32_t sub;
-            if (value_canon(k, ch[i], depth + 1, max_list, &sub) != OK) {
+            sub = k->value_of[ch[i]];
+            if (sub < 0 && value_canon(k, ch[i], depth + 1, max_list, &sub) != OK) {
                 if (words != small) free(words);
                 return DECLINE;
             }
@@ -964,7 +978,8 @@ static int walk_entries(Cons *k, int32_t entries, Cols *cols, size_t max_entries
             if (v < 0) {
                 cols->absent |= 1u << f;
             } else {
-                TRY(value_canon(k, v, 0, max_list, &id));
+                id = k->value_of[v];
+                if (id < 0) TRY(value_canon(k, v, 0, max_list, &id));
                 if (!(COMP_OK[f] & B(k->c[id].sig))) return DECLINE;
             }
             cols->canon[(size_t)(1 + f) * n + e] = id;
@@ -1117,6 +1132,7 @@ static PyObject *fastdump_parse(PyObject *self, PyObject *args) {
     Cols cols;
     memset(&vm, 0, sizeof vm);
     memset(&k, 0, sizeof k);
+    memset(k.int_id, 0xFF, sizeof k.int_id);
     memset(&cols, 0, sizeof cols);
     PyObject *result = NULL;
     int32_t root, entries = -1, node;
