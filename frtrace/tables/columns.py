@@ -477,7 +477,7 @@ def _assemble(
 
 # ---- the C fast path ------------------------------------------------------------------------
 
-# The integer fields in the order _fastdump returns them: INT_FIELDS', then format 2.2's seq_id.
+# The integer fields in the order _fastdump returns them: INT_FIELDS' keys, then 2.2's seq_id.
 _FAST_INTS = (*(key for key, _ in INT_FIELDS.values()), "seq_id")
 _ABSENT = 2  # _fastdump's per-entry state of an integer field: 0 an int, 1 None, 2 absent
 
@@ -505,9 +505,9 @@ def columnize_fast(
         if parsed is None:
             return None
         return _fast_columns(parsed, rank, limits)
-    except (DumpError, MemoryError):
+    except Exception:  # DumpError, MemoryError, or a bug here: never worth losing the file
         _fastdump.release()  # the Python path needs the memory the C path keeps between files
-        return None  # and raises the error again, in its own words
+        return None  # and is the authority: it reads the file again, errors in its own words
 
 
 def _fast_columns(parsed: tuple[Any, ...], rank: int, limits: Budgets) -> RankColumns:
