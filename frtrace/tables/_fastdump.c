@@ -1104,11 +1104,14 @@ static void take_kept(VM *vm, Cons *k) {
     if (vm->memocap) memset(vm->memo, 0xFF, vm->memocap * sizeof(int32_t)); /* all -1 */
 }
 
-/* Keep the arrays for the next file, unless they are large or the file was declined: the
- * Python path then needs the worker's memory for itself. */
+/* Keep the arrays for the next file, unless they are large or the file was declined (the
+ * Python path then needs the worker's memory for itself), or another parse already gave its
+ * own back (one run while this one built Python objects: a finalizer can run any code). */
 static void give_back(VM *vm, Cons *k, size_t vcap, int declined) {
     size_t bytes = vm->ncap * sizeof(Node) + (vm->kcap + vm->scap + vm->memocap) * 4 + vcap * 9;
-    if (declined || bytes > KEEP_BYTES) {
+    int kept = keep.nodes || keep.kids || keep.stack || keep.memo || keep.value_of ||
+               keep.stack_of || keep.field_of;
+    if (declined || kept || bytes > KEEP_BYTES) {
         free(vm->nodes), free(vm->kids), free(vm->stack), free(vm->memo);
         free(k->value_of), free(k->stack_of), free(k->field_of);
         return;
