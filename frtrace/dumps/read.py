@@ -160,6 +160,13 @@ def gunzip(blob: bytes | bytearray, limit: int) -> bytearray:
 def decode(blob: bytes | bytearray, limits: Budgets | None = None) -> RawDump:
     """Decode bytes that may be gzip-compressed pickle or JSON; raise DumpError otherwise."""
     limits = limits or budgets()
+    blob, compressed = inflate(blob, limits)
+    return decode_inflated(blob, compressed)
+
+
+def inflate(blob: bytes | bytearray, limits: Budgets) -> tuple[bytes | bytearray, bool]:
+    """The dump's bytes after gzip, within the size budgets, and whether it was compressed:
+    decode's first step, apart so the C fast path sees the same bytes under the same checks."""
     compressed = blob[:2] == _GZIP_MAGIC
     if compressed:
         blob = gunzip(blob, limits.max_decompressed_bytes)
@@ -168,6 +175,16 @@ def decode(blob: bytes | bytearray, limits: Budgets | None = None) -> RawDump:
             f"{len(blob):,} bytes, above the budget max_decompressed_bytes "
             f"({limits.max_decompressed_bytes:,})"
         )
+    return blob, compressed
+
+
+def is_pickle(blob: bytes | bytearray) -> bool:
+    """Whether inflated bytes are read as a pickle (decode's test)."""
+    return blob[:1] == bytes([_PICKLE_PROTO])
+
+
+def decode_inflated(blob: bytes | bytearray, compressed: bool) -> RawDump:
+    """decode() of bytes already through inflate()."""
     first = _NON_SPACE.search(blob)  # no stripped copy of a large blob
     if first is None:
         raise DumpError("empty file")

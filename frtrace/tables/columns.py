@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from frtrace.dumps.limits import Budgets, budgets
+from frtrace.dumps.read import validate
 from frtrace.errors import DumpError
 from frtrace.tables.check import (
     INT32,
@@ -27,6 +28,11 @@ from frtrace.tables.check import (
     clean_pg_status,
     meta_text,
 )
+
+try:  # the C fast path; absent when frtrace was installed without a compiler
+    from frtrace.tables import _fastdump
+except ImportError:  # pragma: no cover - depends on the build
+    _fastdump = None  # type: ignore[assignment]
 
 Frame = tuple[str, str, int]
 
@@ -407,6 +413,24 @@ def columnize(data: dict[str, Any], rank: int, limits: Budgets | None = None) ->
     rows = _key_fields_checked(_composite_rows(entries, missing), check)
     composite = intern_rows(rows, stacks.codes)
     _uniques_checked(composite, check)
+    return _assemble(data, rank, n, ints, duration, stacks, composite, check, clip, missing)
+
+
+def _assemble(
+    data: dict[str, Any],
+    rank: int,
+    n: int,
+    ints: dict[str, np.ndarray],
+    duration: np.ndarray,
+    stacks: Interned,
+    composite: Interned,
+    check: Checker,
+    clip: _Clip,
+    missing: list[str],
+) -> RankColumns:
+    """The columns from the checked composite: shared by columnize and columnize_fast, so the
+    two paths cannot drift apart after the per-entry work."""
+    limits = check.limits
     at = {name: i for i, name in enumerate(COMPOSITE)}
     pg_codes = _split(composite, at["process_group"], lambda pg: clip(pg[0]))
     cats: dict[str, Interned] = {
@@ -449,3 +473,123 @@ def columnize(data: dict[str, Any], rank: int, limits: Budgets | None = None) ->
         coalesced=coalesced_parts(pg_codes.codes, ints["collective_seq_id"], is_p2p),
         notes=notes,
     )
+
+
+# ---- the C fast path ------------------------------------------------------------------------
+
+# The integer fields in the order _fastdump returns them: INT_FIELDS' keys, then 2.2's seq_id.
+_FAST_INTS = (*(key for key, _ in INT_FIELDS.values()), "seq_id")
+_ABSENT = 2  # _fastdump's per-entry state of an integer field: 0 an int, 1 None, 2 absent
+
+
+def fast_path_available() -> bool:
+    """Whether the C extension was built (else every file takes the Python path)."""
+    return _fastdump is not None
+
+
+def columnize_fast(
+    blob: bytes | bytearray, rank: int, limits: Budgets | None = None
+) -> RankColumns | None:
+    """columnize(SafeUnpickler-loaded blob, rank), identical, without a Python object per entry.
+
+    The C module parses the pickle into per-entry buffers and tables of distinct call-site
+    values; this glue repeats columnize's checks on those distinct values only. None when the
+    C module is missing or declines (anything unusual: an opcode, a type, a budget), or when a
+    check would fail: the caller then runs the Python path, which gives its exact error.
+    """
+    if _fastdump is None:
+        return None
+    limits = limits or budgets()
+    try:
+        parsed = _fastdump.parse(blob, limits.max_entries, limits.max_list_len, limits.max_frames)
+        if parsed is None:
+            return None
+        return _fast_columns(parsed, rank, limits)
+    except Exception:  # DumpError, MemoryError, or a bug here: never worth losing the file
+        _fastdump.release()  # the Python path needs the memory the C path keeps between files
+        return None  # and is the authority: it reads the file again, errors in its own words
+
+
+def _fast_columns(parsed: tuple[Any, ...], rank: int, limits: Budgets) -> RankColumns:
+    (top, has_entries, n, ints_raw, states_raw, duration_raw, frames_total, stack_raw,
+     stack_table, codes_raw, tables, absent) = parsed  # fmt: skip
+    validate(dict(top, entries=[]) if has_entries else top)
+    check = Checker(limits)
+    clip = _Clip(limits.max_string_chars)
+    missing: list[str] = []
+    values = np.frombuffer(ints_raw, dtype=np.int64).reshape(len(_FAST_INTS), n)
+    states = np.frombuffer(states_raw, dtype=np.uint8).reshape(len(_FAST_INTS), n)
+    int_absent = (states == _ABSENT).any(axis=1).tolist()
+    seq_id = col_seq = list(INT_FIELDS).index("collective_seq_id")
+    if int_absent[col_seq] and n and states[-1][0] != _ABSENT:
+        seq_id = len(_FAST_INTS) - 1  # format 2.2 called it seq_id: read that row instead
+    rows = [seq_id if i == col_seq else i for i in range(len(INT_FIELDS))]
+    values, states = values[rows], states[rows]
+    # All fields at once (few numpy calls per file): None and absent become the default,
+    # and values outside a column's bounds are found as Checker.ints finds them.
+    defaults = np.array([d for _, d in INT_FIELDS.values()], dtype=np.int64)[:, None]
+    bounds = np.array([INT32 if c in INT32_FIELDS else INT64 for c in INT_FIELDS], dtype=np.int64)
+    filled = np.where(states == 0, values, defaults)
+    bad = (states == 0) & ((values < bounds[:, :1]) | (values > bounds[:, 1:]))
+    bad_fields = bad.any(axis=1).tolist()
+    ints: dict[str, np.ndarray] = {}
+    for i, (col, (key, default)) in enumerate(INT_FIELDS.items()):
+        if int_absent[i] and not (i == col_seq and seq_id != col_seq):
+            missing.append(key)
+        if i == col_seq and seq_id != col_seq:
+            key = "seq_id"
+        if bad_fields[i]:  # as Checker.ints: a required field fails, another becomes unset
+            if col in REQUIRED_INTS:
+                raise DumpError(f"'{key}' out of range")
+            check.note(key, int(bad[i].sum()), "an integer in range", "treated as unset")
+            filled[i][bad[i]] = default
+        ints[col] = filled[i]
+    duration = np.frombuffer(duration_raw, dtype=np.float64).copy()
+    infinite = np.isinf(duration)
+    if infinite.any():  # as Checker.floats
+        check.note("duration_ms", int(infinite.sum()), "a finite number", "treated as unset")
+        duration[infinite] = np.nan
+    if frames_total > check.values_left:  # as Checker.frame_lists' spend
+        raise DumpError("'frames' above the value budget")
+    check.values_left -= frames_total
+    stack_codes = np.frombuffer(stack_raw, dtype=np.int32).copy()
+    stacks = Interned(
+        stack_codes,
+        [() if s is None else tuple([(clip(a), clip(b), line) for a, b, line in s])
+         for s in stack_table],
+    )  # fmt: skip
+    missing.extend(sorted({COMPOSITE[f] for f in range(len(COMPOSITE)) if absent >> f & 1}
+                          - _OPTIONAL))  # fmt: skip
+    codes = np.frombuffer(codes_raw, dtype=np.int32).reshape(len(COMPOSITE), n)
+    composite = _intern_code_rows(np.vstack([stack_codes[None, :], codes]).T, tables)
+    if _key_fields_checked(composite.uniques, check) is not composite.uniques:
+        raise DumpError("call-site fields need conversion")  # never from the C path's types
+    _uniques_checked(composite, check)
+    return _assemble(top, rank, n, ints, duration, stacks, composite, check, clip, missing)
+
+
+def _intern_code_rows(rows: np.ndarray, tables: list[list[Any]]) -> Interned:
+    """The composite of intern_rows from per-field codes (column 0: the stack's): distinct rows
+    in first-seen order, each unique built from the fields' tables of distinct values.
+
+    Rows become one int64 key per entry (mixed radix, re-densified whenever the next column
+    would overflow it), so only 1-D np.unique runs: sorting whole rows is 20x slower.
+    """
+    if not len(rows):
+        return Interned(np.empty(0, dtype=np.int32), [])
+    key = np.zeros(len(rows), dtype=np.int64)
+    span = 1
+    for j in range(rows.shape[1]):
+        radix = int(rows[:, j].max()) + 1
+        if span * radix >= 1 << 62:
+            _, inverse = np.unique(key, return_inverse=True)
+            key, span = inverse.reshape(-1).astype(np.int64), int(inverse.max()) + 1
+        key = key * radix + rows[:, j]
+        span *= radix
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    renumber = np.empty(len(order), dtype=np.int32)
+    renumber[order] = np.arange(len(order), dtype=np.int32)
+    heads = rows[first[order]].tolist()
+    uniques = [tuple(map(operator.getitem, tables, row[1:])) for row in heads]
+    return Interned(renumber[inverse.reshape(-1)], uniques)
