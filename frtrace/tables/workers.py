@@ -28,6 +28,7 @@ from typing import Any
 from frtrace.dumps.limits import Budgets, set_budgets
 
 Item = tuple[str, int]  # path, rank
+STALL_FACTOR = 10.0  # wall seconds allowed per CPU second of a file's parse budget
 Parse = Callable[[Item], Any]
 Failed = Callable[[Item, str], Any]  # builds the result for a file whose worker was lost
 
@@ -203,7 +204,10 @@ def iter_isolated(
         if todo:
             worker.item = todo.popleft()
             worker.started = time.monotonic()
-            worker.allowed = 3.0 * limits.parse_cpu_seconds(_size(worker.item[0])) + 10.0
+            # Wall time: the CPU budget stops a busy parse; this only catches one that blocks.
+            # Generous, since on an overloaded machine (load 7 on 2 cores, 8k files) a parse
+            # waits for a core for many times its CPU time, and a skipped dump is a wrong verdict.
+            worker.allowed = STALL_FACTOR * limits.parse_cpu_seconds(_size(worker.item[0])) + 60.0
             worker.conn.send(worker.item)
         else:
             worker.item = None
@@ -248,7 +252,8 @@ def iter_isolated(
                     retire(worker)
                     yield failed(
                         item,
-                        f"parsing stalled for {worker.allowed:g} s (3x its CPU budget); stopped",
+                        f"parsing stalled for {worker.allowed:g} s "
+                        f"({STALL_FACTOR:g}x its CPU budget + 60 s); stopped",
                     )
                     if todo:
                         assign(start())
