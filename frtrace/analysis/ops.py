@@ -90,11 +90,12 @@ def block_ids(entries: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray
     """
     is_p2p = entries["is_p2p"].to_numpy()
     coll_part = entries["coalesced"].to_numpy() & ~is_p2p
-    rank = entries["rank"].to_numpy().astype(np.int64)
-    pg = entries["pg_name"].cat.codes.to_numpy().astype(np.int64)
+    # Native widths (int32 ranks and seqs, small codes): lexsort and == need no int64 copies.
+    rank = entries["rank"].to_numpy()
+    pg = entries["pg_name"].cat.codes.to_numpy()
     seq = np.where(
         is_p2p, entries["p2p_seq_id"].to_numpy(), entries["collective_seq_id"].to_numpy()
-    ).astype(np.int64)
+    )
     member = coll_part.copy()
     p2p_rows = np.flatnonzero(is_p2p)
     if len(p2p_rows):
@@ -246,7 +247,8 @@ def _fold(
         labels[col] = list(table)
     keep = ~dup
     keep[first] = True
-    return {name: values[keep] for name, values in cols.items()}
+    # Column by column, each unfolded column dropped once folded: the view never exists twice.
+    return {name: cols.pop(name)[keep] for name in list(cols)}
 
 
 def _join(names: list[str], codes: np.ndarray) -> str:

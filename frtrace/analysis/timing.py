@@ -98,23 +98,25 @@ class StragglerReport:
 def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> StragglerReport:
     """Ranks whose median arrival lag is at least `threshold_ms`, slowest first."""
     coll = ctx.view.coll
-    done = coll.loc[coll["state"].to_numpy() == 2]
-    if done.empty:
+    finished = coll["state"].to_numpy() == 2
+    if not finished.any():
         return StragglerReport("none", 0, [], threshold_ms)
-    key = done["pg"].to_numpy().astype(np.int64) * (1 << 32) + (
-        done["seq"].to_numpy().astype(np.int64) & 0xFFFFFFFF
-    )
-    dur = done["duration_ms"].to_numpy()
+
+    def done(column: str) -> np.ndarray:  # only the columns needed, not a copy of the view
+        return coll[column].to_numpy()[finished]
+
+    key = done("pg").astype(np.int64) * (1 << 32) + (done("seq").astype(np.int64) & 0xFFFFFFFF)
+    dur = done("duration_ms")
     timed = np.isfinite(dur)
     use_duration = bool(timed.mean() > 0.9) if len(dur) else False
     if use_duration:
         value = np.where(timed, -dur, np.nan)  # later arrival = shorter wait inside it
         scale = 1.0
     else:
-        value = done["time_created_ns"].to_numpy().astype(np.float64)
+        value = done("time_created_ns").astype(np.float64)
         value[value <= 0] = np.nan
         scale = 1e-6
-    frame = pd.DataFrame({"key": key, "rank": done["rank"].to_numpy(), "v": value}, copy=False)
+    frame = pd.DataFrame({"key": key, "rank": done("rank"), "v": value}, copy=False)
     frame = frame.dropna()
     counts = frame.groupby("key")["rank"].transform("size").to_numpy()
     sizes = np.array([len(ctx.group_members(pg)) for pg in range(len(ctx.pg_names))] or [0])

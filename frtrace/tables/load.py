@@ -27,7 +27,7 @@ from frtrace.tables.repair import (
     infer_memberships,
     pg_status_frame,
 )
-from frtrace.tables.trace import Skipped, Trace, files_frame, merge_columns
+from frtrace.tables.trace import Chunk, Skipped, Trace, compact, files_frame, merge_chunks
 from frtrace.tables.workers import iter_isolated
 
 Progress = Callable[[int, int, int], None]  # files done, files total, entries so far
@@ -148,7 +148,66 @@ def load_discovered(
     n_jobs = default_jobs(files) if jobs is None else max(1, min(jobs, 4 * (os.cpu_count() or 1)))
     items = [(str(f.path), f.rank) for f in files]
     parsed = iter_parsed(items, n_jobs)
-    return assemble_trace(str(found.trace_dir), found.prefix, parsed, len(items), skipped, progress)
+    return assemble_trace(
+        str(found.trace_dir),
+        found.prefix,
+        parsed,
+        len(items),
+        skipped,
+        progress,
+        order=[rank for _path, rank in items],
+    )
+
+
+# Compact parsed files into a chunk every this many entries (~120 MB of columns).
+CHUNK_ENTRIES = 1 << 20
+
+
+class _Merger:
+    """Collects parse results and compacts them, in rank order, into chunks as they come.
+
+    Workers take files in rank order, so results arrive nearly in order; a result that
+    overtakes another waits until the ones before it are here (or skipped).
+    """
+
+    def __init__(self, order: list[int] | None) -> None:
+        self.order = order
+        self.next = 0
+        self.waiting: dict[int, RankColumns | None] = {}
+        self.batch: list[RankColumns] = []
+        self.batch_entries = 0
+        self.chunks: list[Chunk] = []
+
+    def add(self, rank: int, cols: RankColumns | None) -> None:
+        if self.order is None:
+            if cols is not None:
+                self.batch.append(cols)
+            return
+        self.waiting[rank] = cols
+        while self.next < len(self.order) and self.order[self.next] in self.waiting:
+            ready = self.waiting.pop(self.order[self.next])
+            self.next += 1
+            if ready is not None:
+                self.batch.append(ready)
+                self.batch_entries += ready.n
+        if self.batch_entries >= CHUNK_ENTRIES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.batch:
+            self.chunks.append(compact(self.batch))
+            self.batch, self.batch_entries = [], 0
+            return_freed_memory()
+
+    def finish(self) -> list[Chunk]:
+        """Every chunk, in rank order (results that never came in order go last, sorted)."""
+        late = sorted((r, c) for r, c in self.waiting.items() if c is not None)
+        if late and self.batch:
+            self._flush()
+        self.batch.extend(c for _r, c in late)
+        self.waiting = {}
+        self._flush()
+        return self.chunks
 
 
 def assemble_trace(
@@ -158,13 +217,20 @@ def assemble_trace(
     total: int,
     skipped: list[Skipped],
     progress: Progress | None = None,
+    order: list[int] | None = None,
 ) -> Trace:
     """The Trace from parse results, whichever engine parsed them (the local pool, Dask
-    workers): merge, memberships, notes. `skipped` holds the files refused before parsing."""
+    workers): merge, memberships, notes. `skipped` holds the files refused before parsing.
+
+    `order`: the ranks of the files in the order they were handed out (ascending); results
+    are then compacted as they arrive (see trace.Chunk) instead of all at the end.
+    """
     parts: list[RankColumns] = []
+    merger = _Merger(order)
     file_rows = []
     entries_seen = 0
     for done, (rank, path, cols, fmt, compressed, reason) in enumerate(results, start=1):
+        merger.add(rank, cols)
         if cols is None:
             skipped.append(Skipped(path, reason))
         else:
@@ -187,9 +253,7 @@ def assemble_trace(
         raise NoUsableDumpError(
             f"no usable dump in {trace_dir} ({len(skipped)} file(s) skipped)", skipped
         )
-    entries, stacks = merge_columns(parts)
-    for part in parts:  # only the small per-file metadata is needed from here on
-        part.release_columns()
+    entries, stacks = merge_chunks(merger.finish())  # parts keep only their small metadata
     return_freed_memory()
     members = infer_memberships(entries, parts, [p.rank for p in parts])
     add_global_peers(entries, members.groups)

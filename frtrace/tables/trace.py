@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from frtrace.tables.columns import CATEGORY_COLUMNS, Frame, RankColumns
+from frtrace.tables.columns import CATEGORY_COLUMNS, Frame, Interned, RankColumns
 
 P2P_OPS = frozenset({"send", "recv"})
 # Counters that fit 32 bits in any real job; halving them matters at millions of rows.
@@ -111,66 +111,125 @@ def _parse_list(key: str) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _merge_interned(
-    parts: list[RankColumns], column: str, part_of_row: np.ndarray
-) -> pd.Categorical:
-    """Concatenate per-file codes into one categorical with a shared table of values.
+def _merge_codes(interned: list[Interned], part_of_row: np.ndarray) -> tuple[np.ndarray, list[Any]]:
+    """Concatenate per-file codes into codes of one shared table of values (first-seen order).
 
     Per file only its few distinct values are looked up; the codes of all files are then
     remapped in one numpy pass (each file's codes index its own slice of one mapping array).
     """
     table: dict[Any, int] = {}
     mapping: list[int] = []
-    offsets = np.empty(len(parts), dtype=np.int64)
-    codes_of = []
-    for i, part in enumerate(parts):
-        interned = part.cats.pop(column)
+    offsets = np.empty(len(interned), dtype=np.int64)
+    for i, one in enumerate(interned):
         offsets[i] = len(mapping)
-        mapping.extend([table.setdefault(u, len(table)) for u in interned.uniques])
-        codes_of.append(interned.codes)
-    codes = np.concatenate(codes_of) if codes_of else np.empty(0, dtype=np.int32)
+        mapping.extend([table.setdefault(u, len(table)) for u in one.uniques])
+    codes = np.concatenate([one.codes for one in interned]) if interned else np.empty(0, np.int32)
     if len(codes):
         codes = np.array(mapping, dtype=np.int32)[codes + offsets[part_of_row]]
-    return pd.Categorical.from_codes(
-        codes, categories=pd.Index(list(table), dtype=object), validate=False
+    return codes.astype(np.int32, copy=False), list(table)
+
+
+@dataclass
+class Chunk:
+    """The columns of consecutive ranks' files, concatenated, with value tables of their own.
+
+    While files are still being parsed, those already here are compacted into chunks (ints
+    narrowed, per-file tables merged), so the per-file columns never all coexist with the
+    merged table: at 8k ranks that was gigabytes of peak memory.
+    """
+
+    rank: np.ndarray
+    pos: np.ndarray
+    ints: dict[str, np.ndarray]
+    duration_ms: np.ndarray
+    is_p2p: np.ndarray
+    retired: np.ndarray
+    coalesced: np.ndarray
+    cats: dict[str, Interned]
+    stacks: Interned  # uniques are tuples of frames, () among them
+
+
+def _rows_of(lengths: list[int]) -> np.ndarray:
+    return np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
+
+
+def compact(parts: list[RankColumns]) -> Chunk:
+    """One chunk of these files (in rank order); their columns are released."""
+    parts = sorted(parts, key=lambda p: p.rank)
+    lengths = [p.n for p in parts]
+    part_of_row = _rows_of(lengths)
+    ints = {}
+    for name in list(parts[0].ints) if parts else ():
+        column = np.concatenate([p.ints.pop(name) for p in parts])
+        ints[name] = column.astype(np.int32) if name in NARROW_INTS else column
+    chunk = Chunk(
+        rank=np.repeat(np.array([p.rank for p in parts], dtype=np.int32), lengths),
+        pos=np.concatenate([np.arange(n, dtype=np.int32) for n in lengths])
+        if parts
+        else np.empty(0, np.int32),
+        ints=ints,
+        duration_ms=_concat([p.duration_ms for p in parts], np.float64),
+        is_p2p=_concat([p.is_p2p for p in parts], bool),
+        retired=_concat([p.retired for p in parts], bool),
+        coalesced=_concat([p.coalesced for p in parts], bool),
+        cats={
+            name: Interned(*_merge_codes([p.cats.pop(name) for p in parts], part_of_row))
+            for name in CATEGORY_COLUMNS
+        },
+        stacks=Interned(*_merge_codes([p.stacks for p in parts], part_of_row)),
     )
+    for part in parts:
+        part.release_columns()
+    return chunk
+
+
+def _concat(arrays: list[np.ndarray], dtype: Any) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.empty(0, dtype)
 
 
 def merge_columns(parts: list[RankColumns]) -> tuple[pd.DataFrame, list[tuple[Frame, ...]]]:
     """One entries frame for the job, ordered by rank then position in the dump."""
-    parts = sorted(parts, key=lambda p: p.rank)
-    lengths = [p.n for p in parts]
-    total = sum(lengths)
-    cols: dict[str, Any] = {
-        "rank": np.repeat(np.array([p.rank for p in parts], dtype=np.int32), lengths),
-        "pos": np.concatenate([np.arange(n, dtype=np.int32) for n in lengths])
-        if parts
-        else np.empty(0, np.int32),
-    }
-    for name in list(parts[0].ints) if parts else ():
-        cols[name] = np.concatenate([p.ints.pop(name) for p in parts])
-    part_of_row = np.repeat(np.arange(len(parts), dtype=np.int32), lengths)
-    for name in CATEGORY_COLUMNS:
-        cols[name] = _merge_interned(parts, name, part_of_row) if parts else pd.Categorical([])
-    cols["duration_ms"] = np.concatenate([p.duration_ms for p in parts]) if parts else []
-    cols["retired"] = np.concatenate([p.retired for p in parts]) if parts else []
-    cols["coalesced"] = np.concatenate([p.coalesced for p in parts]) if parts else []
-    is_p2p = np.concatenate([p.is_p2p for p in parts]) if parts else np.empty(0, bool)
+    return merge_chunks([compact(parts)])
 
-    # Stacks: the same call site appears in many files; store each distinct stack once.
-    stack_table: dict[tuple[Frame, ...], int] = {(): -1}
-    stacks: list[tuple[Frame, ...]] = []
-    stack_codes = []
-    for part in parts:
-        mapping = []
-        for frames in part.stacks.uniques:
-            sid = stack_table.get(frames)
-            if sid is None:
-                sid = stack_table[frames] = len(stacks)
-                stacks.append(frames)
-            mapping.append(sid)
-        stack_codes.append(np.array(mapping, dtype=np.int32)[part.stacks.codes])
-    cols["stack_id"] = np.concatenate(stack_codes) if parts else np.empty(0, np.int32)
+
+def merge_chunks(chunks: list[Chunk]) -> tuple[pd.DataFrame, list[tuple[Frame, ...]]]:
+    """One entries frame from chunks of consecutive ranks (given in rank order).
+
+    Each column is concatenated and then dropped from the chunks, so at most one column
+    exists twice at a time.
+    """
+    lengths = [len(c.rank) for c in chunks]
+    total = sum(lengths)
+    chunk_of_row = _rows_of(lengths)
+    cols: dict[str, Any] = {
+        "rank": _concat([c.rank for c in chunks], np.int32),
+        "pos": _concat([c.pos for c in chunks], np.int32),
+    }
+    for c in chunks:
+        c.rank = c.pos = np.empty(0, np.int32)
+    for name in list(chunks[0].ints) if chunks else ():
+        cols[name] = np.concatenate([c.ints.pop(name) for c in chunks])
+    for name in CATEGORY_COLUMNS:
+        codes, values = _merge_codes([c.cats.pop(name) for c in chunks], chunk_of_row)
+        cols[name] = pd.Categorical.from_codes(
+            codes, categories=pd.Index(values, dtype=object), validate=False
+        )
+    cols["duration_ms"] = _concat([c.duration_ms for c in chunks], np.float64)
+    cols["retired"] = _concat([c.retired for c in chunks], bool)
+    cols["coalesced"] = _concat([c.coalesced for c in chunks], bool)
+    is_p2p = _concat([c.is_p2p for c in chunks], bool)
+
+    # Stacks: the same call site appears in many files; each distinct stack is stored once
+    # and the empty stack is -1.
+    codes, values = _merge_codes([c.stacks for c in chunks], chunk_of_row)
+    stacks = [v for v in values if v != ()]
+    ids = np.full(len(values) or 1, -1, dtype=np.int32)
+    nonempty = [i for i, v in enumerate(values) if v != ()]
+    ids[nonempty] = np.arange(len(nonempty), dtype=np.int32)
+    cols["stack_id"] = ids[codes] if total else np.empty(0, np.int32)
+    for c in chunks:
+        c.duration_ms = c.retired = c.coalesced = c.is_p2p = np.empty(0, bool)
+        c.stacks = Interned(np.empty(0, np.int32), [])
 
     # Derive backend, op and group-local p2p peers once per distinct profiling name.
     names: pd.Categorical = cols["profiling_name"]
@@ -197,7 +256,7 @@ def merge_columns(parts: list[RankColumns]) -> tuple[pd.DataFrame, list[tuple[Fr
         "duration_ms", "retired", "timeout_ms", "thread_id", "thread_name", "stack_id",
     ]  # fmt: skip
     for name in NARROW_INTS:
-        cols[name] = np.asarray(cols[name]).astype(np.int32)
+        cols[name] = np.asarray(cols[name]).astype(np.int32, copy=False)
     # copy=False: the columns are fresh arrays; consolidating them into 2-D blocks would copy
     # the whole table once more (a second, transient copy of gigabytes at 8k ranks).
     return pd.DataFrame({name: cols[name] for name in order}, copy=False), stacks
