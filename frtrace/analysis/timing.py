@@ -116,20 +116,30 @@ def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> Straggl
         value = done("time_created_ns").astype(np.float64)
         value[value <= 0] = np.nan
         scale = 1e-6
-    frame = pd.DataFrame({"key": key, "rank": done("rank"), "v": value}, copy=False)
-    frame = frame.dropna()
-    counts = frame.groupby("key")["rank"].transform("size").to_numpy()
+    # Per collective (key), in numpy over rows sorted by key: no frame copies per step, which
+    # at millions of collectives set the analysis' peak memory.
+    rank = done("rank")
+    valid = np.flatnonzero(~np.isnan(value))
+    valid = valid[np.argsort(key[valid], kind="stable")]
+    key, rank, value = key[valid], rank[valid], value[valid]
+    del valid
     sizes = np.array([len(ctx.group_members(pg)) for pg in range(len(ctx.pg_names))] or [0])
-    pg_of = (frame["key"].to_numpy() >> 32).astype(np.int64)
-    whole = counts >= np.maximum(sizes[pg_of], 2)
-    frame = frame.loc[whole]
-    if frame.empty:
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else key[:0]
+    counts = np.diff(np.r_[starts, len(key)])
+    whole = np.repeat(counts >= np.maximum(sizes[key[starts] >> 32], 2), counts)
+    key, rank, value = key[whole], rank[whole], value[whole]
+    if not len(key):
         return StragglerReport("duration" if use_duration else "enqueue", 0, [], threshold_ms)
-    earliest = frame.groupby("key")["v"].transform("min").to_numpy()
-    lag = (frame["v"].to_numpy() - earliest) * scale
-    frame = frame.assign(lag=lag, pg=(frame["key"].to_numpy() >> 32))
-    worst = frame.groupby("key")["lag"].transform("max").to_numpy()
-    frame["last"] = (lag == worst) & (worst > 0)
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    counts = np.diff(np.r_[starts, len(key)])
+    lag = (value - np.repeat(np.minimum.reduceat(value, starts), counts)) * scale
+    worst = np.repeat(np.maximum.reduceat(lag, starts), counts)
+    frame = pd.DataFrame(
+        {"rank": rank, "lag": lag, "pg": key >> 32, "last": (lag == worst) & (worst > 0)},
+        copy=False,
+    )
+    collectives = len(starts)
+    del key, value, worst
     by_rank = frame.groupby("rank")
     per_rank = by_rank.agg(median=("lag", "median"), last=("last", "mean"), n=("lag", "size"))
     # quantile's linear interpolation is np.percentile's; one vectorized pass, not a call a rank
@@ -153,4 +163,4 @@ def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> Straggl
             )
         )
     method = "duration" if use_duration else "enqueue"
-    return StragglerReport(method, int(frame["key"].nunique()), out, threshold_ms)
+    return StragglerReport(method, collectives, out, threshold_ms)
