@@ -12,6 +12,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from frtrace.dumps.limits import budgets
 from frtrace.dumps.read import file_kind
@@ -153,6 +154,25 @@ def infer_prefix(names: list[str]) -> tuple[str, int]:
     return _trim_prefix(common), len(numbered) - len(family)
 
 
+def claim_rank(
+    by_rank: dict[int, Any], rank: int, path: Any, max_rank: int, skipped: list[tuple[Any, str]]
+) -> bool:
+    """Record that `path` holds `rank`: False (and a skip) for a rank above the budget; two
+    files claiming one rank are an error naming both (a folder or a store listing alike)."""
+    if rank > max_rank:
+        skipped.append(
+            (path, f"rank {rank} in the name is above the budget max_rank ({max_rank:,})")
+        )
+        return False
+    if rank in by_rank:
+        raise FrtraceError(
+            f"two files claim rank {rank}: {by_rank[rank]} and {path} "
+            "(move one away or narrow the selection with --prefix)"
+        )
+    by_rank[rank] = path
+    return True
+
+
 def discover(trace_dir: str | Path | None, prefix: str | None) -> Discovery:
     """Find one dump file per rank; two files claiming one rank is an error naming both."""
     env_prefix: str | None = None
@@ -185,17 +205,7 @@ def discover(trace_dir: str | Path | None, prefix: str | None) -> Discovery:
             reason = kind if kind.startswith("cannot") else f"{kind}, not a regular file"
             skipped.append((path, reason))
             continue
-        if rank > max_rank:
-            skipped.append(
-                (path, f"rank {rank} in the name is above the budget max_rank ({max_rank:,})")
-            )
-            continue
-        if rank in by_rank:
-            raise FrtraceError(
-                f"two files claim rank {rank}: {by_rank[rank]} and {path} "
-                "(move one away or narrow the selection with --prefix)"
-            )
-        by_rank[rank] = path
-        files.append(DumpFile(path, rank))
+        if claim_rank(by_rank, rank, path, max_rank, skipped):
+            files.append(DumpFile(path, rank))
     files.sort(key=lambda f: f.rank)
     return Discovery(directory, prefix, inferred, files, ignored, skipped)

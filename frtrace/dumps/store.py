@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from frtrace.dumps.discover import infer_prefix, rank_from_name
+from frtrace.dumps.discover import claim_rank, infer_prefix, rank_from_name
 from frtrace.dumps.limits import Budgets, budgets
 from frtrace.errors import DumpError, FrtraceError
 
@@ -128,18 +128,8 @@ def discover_store(
         if not name.startswith(prefix) or rank is None:
             continue
         full = _url(fs, path)
-        if rank > max_rank:
-            skipped.append(
-                (full, f"rank {rank} in the name is above the budget max_rank ({max_rank:,})")
-            )
-            continue
-        if rank in by_rank:
-            raise FrtraceError(
-                f"two files claim rank {rank}: {by_rank[rank]} and {full} "
-                "(move one away or narrow the selection with --prefix)"
-            )
-        by_rank[rank] = full
-        files.append((full, rank))
+        if claim_rank(by_rank, rank, full, max_rank, skipped):
+            files.append((full, rank))
     files.sort(key=lambda f: f[1])
     options = resolved_options(url, storage_options)
     return StoreDiscovery(url.rstrip("/"), prefix, inferred, files, skipped, options)

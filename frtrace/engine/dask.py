@@ -71,14 +71,7 @@ def iter_parsed_dask(
 ) -> Iterator[ParseResult]:
     """Parse results in the order of `items`, fetched partition by partition as they finish
     in order, each partition released on the cluster once it is here."""
-    workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})) or 1)
-    items, given = absolute_items(items, remote)
-    parts = partitions(items, workers * TASKS_PER_WORKER)
-    limits = budgets()
-    futures = [
-        client.submit(parse_partition, part, remote, storage_options, limits, pure=False)
-        for part in parts
-    ]
+    parts, futures, given = submit_partitions(client, items, remote, storage_options)
     try:
         for future in futures:
             try:
@@ -94,6 +87,22 @@ def iter_parsed_dask(
     finally:
         for future in futures:
             future.release()
+
+
+def submit_partitions(
+    client: Any, items: list[Item], remote: bool, storage_options: dict[str, Any]
+) -> tuple[list[list[Item]], list[Any], dict[str, str]]:
+    """One parse task per partition of files (a few per worker, in rank order): the
+    partitions, their futures, and absolute paths mapped back to the paths as given."""
+    workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})) or 1)
+    items, given = absolute_items(items, remote)
+    parts = partitions(items, workers * TASKS_PER_WORKER)
+    limits = budgets()
+    futures = [
+        client.submit(parse_partition, part, remote, storage_options, limits, pure=False)
+        for part in parts
+    ]
+    return parts, futures, given
 
 
 def task_error(exc: BaseException) -> str:

@@ -182,20 +182,11 @@ def write_raw(
 ) -> RawResult:
     """Parse on the workers, infer memberships on the client, write Parquet on the workers."""
     from frtrace.cli import matching_groups
-    from frtrace.dumps.limits import budgets
-    from frtrace.engine.dask import TASKS_PER_WORKER, absolute_items, task_error
-    from frtrace.engine.plan import parse_partition, partitions
+    from frtrace.engine.dask import submit_partitions, task_error
     from frtrace.report.parquet import prepare_folder
 
     prepare_folder(out, storage_options)
-    items, given = absolute_items(items, remote)
-    workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})) or 1)
-    parts = partitions(items, workers * TASKS_PER_WORKER)
-    limits = budgets()
-    parsed = [
-        client.submit(parse_partition, p, remote, storage_options, limits, pure=False)
-        for p in parts
-    ]
+    parts, parsed, given = submit_partitions(client, items, remote, storage_options)
     try:
         summaries: list[FileSummary] = []
         for future in client.map(summarize, parsed, pure=False):
