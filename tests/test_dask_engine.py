@@ -184,7 +184,8 @@ def test_client_never_reads_dump_bytes(
         (store, "fetch"),
         (plan, "fetch"),
         (plan, "iter_isolated"),
-        (load, "read_dump"),
+        (load, "read_bytes"),
+        (load, "decode_inflated"),
         (load, "iter_parsed"),
     ):
         monkeypatch.setattr(module, name, refuse)

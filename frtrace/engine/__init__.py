@@ -97,22 +97,24 @@ def load_found(
         # looked up at call time, like the command always did (tests replace it)
         return _load.load_discovered(found, ranks=ranks, jobs=jobs, progress=progress)
     work = make_plan(found, ranks)
+    _load.tune_allocator()
+    order = [rank for _path, rank in work.items]  # results are compacted as they come
     if engine == "local":
         from frtrace.engine.local import iter_parsed_store
 
         results = iter_parsed_store(work.items, work.storage_options)
         return assemble_trace(
-            work.trace_dir, work.prefix, results, len(work.items), work.skipped, progress
+            work.trace_dir, work.prefix, results, len(work.items), work.skipped, progress, order
         )
     from frtrace.engine import dask as dask_engine
 
     if client is not None:
         parsed = dask_engine.iter_parsed_dask(client, work.items, work.remote, work.storage_options)
         return assemble_trace(
-            work.trace_dir, work.prefix, parsed, len(work.items), work.skipped, progress
+            work.trace_dir, work.prefix, parsed, len(work.items), work.skipped, progress, order
         )
     with dask_engine.connect(scheduler, jobs) as own:
         parsed = dask_engine.iter_parsed_dask(own, work.items, work.remote, work.storage_options)
         return assemble_trace(
-            work.trace_dir, work.prefix, parsed, len(work.items), work.skipped, progress
+            work.trace_dir, work.prefix, parsed, len(work.items), work.skipped, progress, order
         )
