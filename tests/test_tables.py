@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
+import pandas as pd
+import pytest
 from conftest import FIXTURES, nccl_dump, nccl_entry, write_pickle
 
-from frtrace.tables.load import load_trace
+from frtrace.dumps.discover import discover
+from frtrace.tables.load import ParseResult, load_trace
+from frtrace.tables.trace import Trace
 
 OLD_FIELDS = (
     "p2p_seq_id",
@@ -118,3 +123,32 @@ def test_interning_by_key_numbers_values_as_the_exact_path_does() -> None:
     assert same.codes.tolist() == [0, 0, 0, 1] and same.uniques == [(1, [2]), (2, [2])]
     empty = intern_keyed([], [])
     assert empty.codes.tolist() == [] and empty.uniques == []
+
+
+def test_compacting_files_as_they_arrive_gives_the_table_of_merging_them_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Results arrive out of order and are compacted into small chunks (a few files each):
+    the entries, stacks and groups equal those of merging every file at the end."""
+    from frtrace.synth import JobSpec, Layout, simulate, write_job
+    from frtrace.tables import load
+
+    write_job(simulate(JobSpec(Layout(tp=2, dp=2, pp=2), steps=3)), tmp_path)
+    found = discover(tmp_path, None)
+    items = [(str(f.path), f.rank) for f in found.files]
+    results = [load.parse_file(item) for item in items]
+    arrival = [results[i] for i in (1, 0, 3, 2, 5, 7, 4, 6)]  # workers overtaking each other
+
+    def assemble(order: list[int] | None) -> Trace:
+        copies: list[ParseResult] = [(r[0], r[1], copy.deepcopy(r[2]), *r[3:]) for r in arrival]
+        return load.assemble_trace(str(tmp_path), found.prefix, copies, 8, [], None, order)
+
+    at_once = assemble(None)
+    first = results[0][2]
+    assert first is not None
+    monkeypatch.setattr(load, "CHUNK_ENTRIES", 3 * first.n)  # a chunk every ~3 files
+    chunked = assemble([rank for _path, rank in items])
+    pd.testing.assert_frame_equal(chunked.entries, at_once.entries)
+    assert chunked.stacks == at_once.stacks
+    pd.testing.assert_frame_equal(chunked.groups, at_once.groups)
+    assert list(chunked.entries["rank"].unique()) == list(range(8))

@@ -257,6 +257,10 @@ def merge_chunks(chunks: list[Chunk]) -> tuple[pd.DataFrame, list[tuple[Frame, .
     ]  # fmt: skip
     for name in NARROW_INTS:
         cols[name] = np.asarray(cols[name]).astype(np.int32, copy=False)
+    rank = cols["rank"]
+    if total and not (rank[1:] >= rank[:-1]).all():  # chunks out of rank order: never from
+        order_rows = np.argsort(rank, kind="stable")  # the loaders, but keep the invariant
+        cols = {name: values[order_rows] for name, values in cols.items()}
     # copy=False: the columns are fresh arrays; consolidating them into 2-D blocks would copy
     # the whole table once more (a second, transient copy of gigabytes at 8k ranks).
     return pd.DataFrame({name: cols[name] for name in order}, copy=False), stacks
