@@ -12,7 +12,9 @@ import gc
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -62,6 +64,19 @@ def gc_paused() -> Iterator[None]:
 MMAP_THRESHOLD = 1 << 20
 
 
+@lru_cache(maxsize=1)
+def _glibc() -> Any:
+    """glibc's allocator controls, or None where the C library is not glibc."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt, libc.malloc_trim  # noqa: B018 (both must exist)
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
 def tune_allocator() -> None:
     """Have glibc serve every block of 1 MiB or more by mmap, so freeing it returns it to the
     OS at once.
@@ -70,28 +85,17 @@ def tune_allocator() -> None:
     freed, after which the chunk and column arrays of the merge and the analysis' temporaries
     come from a heap that keeps freed memory resident: at 8k ranks, gigabytes of peak RSS.
     """
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
-    except (OSError, AttributeError):  # not glibc: nothing to do
-        pass
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
 
 
 def return_freed_memory() -> None:
-    """Give the freed per-file columns back to the OS (glibc's malloc_trim).
-
-    Thousands of per-file blocks of a few hundred KB are freed once merged; glibc keeps them
-    in its heap (its mmap threshold grows as such blocks are freed), so without this the
-    analysis would start with the size of the parsed columns still resident: ~200 MB at 1k
-    ranks, gigabytes at 8k.
-    """
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to do
-        pass
+    """Give freed memory inside glibc's heap back to the OS (malloc_trim): thousands of
+    per-file blocks of a few hundred KB are freed once compacted, below the mmap threshold."""
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
 def parse_file(item: tuple[str, int]) -> ParseResult:
@@ -221,7 +225,9 @@ class _Merger:
 
     def finish(self) -> list[Chunk]:
         """Every chunk, in rank order (results that never came in order go last, sorted)."""
-        late = sorted((r, c) for r, c in self.waiting.items() if c is not None)
+        late = sorted(
+            ((r, c) for r, c in self.waiting.items() if c is not None), key=lambda rc: rc[0]
+        )
         if late and self.batch:
             self._flush()
         self.batch.extend(c for _r, c in late)
