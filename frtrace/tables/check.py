@@ -390,18 +390,10 @@ def _frames_ok(frames: list[Any]) -> bool:
     return min(lines) >= INT32[0] and max(lines) <= INT32[1]
 
 
-def parse_rank_list(value: Any, max_rank: int) -> tuple[int, ...] | None:
-    """pg_config ranks: '[0, 1, 2]' (a string, as torch writes it) or a list of ints.
-
-    None when it cannot be read (the loader then infers membership); a rank above max_rank
-    fails the file, since a member list is expanded into memory later.
-    """
-    packed = pack_rank_list(value, max_rank)
-    return None if packed is None else tuple(unpack_ranks(packed))
-
-
 def pack_rank_list(value: Any, max_rank: int) -> bytes | None:
-    """parse_rank_list's ranks as sorted int32 bytes (see unpack_ranks).
+    """pg_config ranks, '[0, 1, 2]' (a string, as torch writes it) or a list of ints, as
+    sorted int32 bytes (see unpack_ranks); None when they cannot be read (membership is then
+    inferred). A rank above max_rank fails the file: a member list is expanded later.
 
     Every rank's dump repeats the world group's member list, so a job of W ranks holds W
     lists of W ranks: as Python ints that is W^2 objects to parse, ship and vote on (67M at

@@ -8,11 +8,8 @@ configs and from which ranks recorded entries in each group; every inference is 
 
 from __future__ import annotations
 
-import ast
-import json
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -33,38 +30,6 @@ class Memberships:
     warnings: list[str] = field(default_factory=list)
     # pg_name -> the different member lists dumps give it (dumps of more than one job?)
     conflicts: dict[str, list[list[int]]] = field(default_factory=dict)
-
-
-def parse_ranks(value: Any) -> list[int] | None:
-    """pg_config's ranks: a string such as '[0, 1, 2]' (or a list); None when unusable."""
-    if isinstance(value, str):
-        parsed = _parse_rank_string(value)
-        return None if parsed is None else list(parsed)
-    if not isinstance(value, (list, tuple)):
-        return None
-    try:
-        return sorted({int(v) for v in value})
-    except (TypeError, ValueError):
-        return None
-
-
-@lru_cache(maxsize=1024)
-def _parse_rank_string(text: str) -> tuple[int, ...] | None:
-    """Every dump repeats the same lists: parse each distinct string once (JSON, then Python)."""
-    text = text.strip() or "[]"
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        try:
-            value = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            return None
-    if not isinstance(value, (list, tuple)):
-        return None
-    try:
-        return tuple(sorted({int(v) for v in value}))
-    except (TypeError, ValueError):
-        return None
 
 
 def _size_hints(entries: pd.DataFrame) -> dict[str, int]:
