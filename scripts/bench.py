@@ -755,34 +755,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             summary(verdict, expected, fr),
         ],
     ]
+
+    def compared(
+        label: str, run: Run, identical: bool | None, close: bool | None, to: str
+    ) -> list[Any]:
+        """A row for a second run of frtrace whose findings are compared with the first's."""
+        same = f"findings identical to {to}"
+        if not identical:
+            same = "findings DIFFER" + (" (only in evidence)" if close else "")
+        return [label, f"{run.wall_s:.2f}", *cpu(run), _mb(run.peak_rss_mb), run.exit, same]
+
     if serial is not None:
-        same = "findings identical to parallel"
-        if not serial_identical:
-            same = "findings DIFFER" + (" (only in evidence)" if same_conclusion else "")
         rows.append(
-            [
-                "frtrace --jobs 1",
-                f"{serial.wall_s:.2f}",
-                *cpu(serial),
-                _mb(serial.peak_rss_mb),
-                serial.exit,
-                same,
-            ]
+            compared("frtrace --jobs 1", serial, serial_identical, same_conclusion, "parallel")
         )
     if dask_run is not None:
-        same = "findings identical to local"
-        if not dask_identical:
-            same = "findings DIFFER" + (" (only in evidence)" if dask_same_conclusion else "")
-        rows.append(
-            [
-                "frtrace --engine dask",
-                f"{dask_run.wall_s:.2f}",
-                *cpu(dask_run),
-                _mb(dask_run.peak_rss_mb),
-                dask_run.exit,
-                f"{same}; client alone {_mb(dask_run.client_peak_rss_mb)} MB",
-            ]
+        row = compared(
+            "frtrace --engine dask", dask_run, dask_identical, dask_same_conclusion, "local"
         )
+        row[-1] += f"; client alone {_mb(dask_run.client_peak_rss_mb)} MB"
+        rows.append(row)
     rows.append(
         [
             "floor (pickle.load)",
