@@ -136,3 +136,28 @@ def test_the_html_page_carries_the_stall_class_and_the_stragglers(tmp_path: Path
     data = json.loads(found.group(1))
     assert data["root_stall"][0].startswith("stuck on the GPU")
     assert any(line.startswith("rank 9:") for line in data["stragglers"])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_per_rank_lag_statistics_equal_pandas_group_by(seed: int) -> None:
+    """Median, p95, share of last arrivals and count per rank, computed with one sort, are
+    exactly pandas' group-by median, quantile(0.95), mean and size (ties and single lags
+    included)."""
+    import numpy as np
+    import pandas as pd
+
+    from frtrace.analysis.timing import _per_rank
+
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(1, 4000))
+    rank = rng.integers(0, int(rng.integers(1, 60)), size).astype(np.int32)
+    lag = rng.choice([0.0, 0.5, 1.25, 3.0], size) if seed % 2 else rng.exponential(3.0, size)
+    last = rng.random(size) < 0.3
+    frame = pd.DataFrame({"rank": rank, "lag": lag, "last": last})
+    by = frame.groupby("rank")
+    expected = by.agg(median=("lag", "median"), last=("last", "mean"), n=("lag", "size"))
+    expected["p95"] = by["lag"].quantile(0.95)
+    got = _per_rank(rank, lag, last)
+    assert got.index.tolist() == expected.index.tolist()
+    for column in ("median", "last", "n", "p95"):
+        assert got[column].tolist() == expected[column].tolist(), column

@@ -41,7 +41,8 @@ def channel_ops(ctx: Context) -> pd.DataFrame:
             "rank": e["rank"].to_numpy()[mask],
             "pos": e["pos"].to_numpy()[mask],
             "pg": e["pg_name"].cat.codes.to_numpy()[mask],
-            "side": np.where(send, "send", "recv"),
+            # categories, not strings: millions of rows, and these columns are join keys
+            "side": pd.Categorical.from_codes(send.astype(np.int8), categories=["recv", "send"]),
             "src": e["global_src"].to_numpy()[mask],
             "dst": e["global_dst"].to_numpy()[mask],
             "p2p_seq_id": e["p2p_seq_id"].to_numpy()[mask],
@@ -62,7 +63,9 @@ def channel_ops(ctx: Context) -> pd.DataFrame:
     ) * 2 + send
     if ctx.view.states_tracked:
         done = rows["state"].to_numpy() == 2
-        rows["slot_kind"] = np.where(done, "c", "i")
+        rows["slot_kind"] = pd.Categorical.from_codes(
+            np.where(done, 0, 1).astype(np.int8), categories=["c", "i"]
+        )
         slot = np.empty(len(rows), dtype=np.int64)
         slot[~done] = pd.Series(channel[~done]).groupby(channel[~done]).cumcount().to_numpy()
         slot[done] = (
@@ -70,7 +73,9 @@ def channel_ops(ctx: Context) -> pd.DataFrame:
         )
         rows["slot"] = slot
     else:
-        rows["slot_kind"] = "a"
+        rows["slot_kind"] = pd.Categorical.from_codes(
+            np.zeros(len(rows), dtype=np.int8), categories=["a"]
+        )
         rows["slot"] = pd.Series(channel).groupby(channel).cumcount().to_numpy()
     return rows
 

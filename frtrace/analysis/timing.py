@@ -133,28 +133,25 @@ def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> Straggl
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     counts = np.diff(np.r_[starts, len(key)])
     lag = (value - np.repeat(np.minimum.reduceat(value, starts), counts)) * scale
+    del value
     worst = np.repeat(np.maximum.reduceat(lag, starts), counts)
-    frame = pd.DataFrame(
-        {"rank": rank, "lag": lag, "pg": key >> 32, "last": (lag == worst) & (worst > 0)},
-        copy=False,
-    )
+    last = (lag == worst) & (worst > 0)
+    del worst
+    pg = (key >> 32).astype(np.int32)
     collectives = len(starts)
-    del key, value, worst
-    by_rank = frame.groupby("rank")
-    per_rank = by_rank.agg(median=("lag", "median"), last=("last", "mean"), n=("lag", "size"))
-    # quantile's linear interpolation is np.percentile's; one vectorized pass, not a call a rank
-    per_rank["p95"] = by_rank["lag"].quantile(0.95)
+    del key
+    per_rank = _per_rank(rank, lag, last)
     # A straggler is the last to arrive most of the time; ranks that merely inherit its delay
     # through other groups are not.
     slow = per_rank.loc[(per_rank["median"] >= threshold_ms) & (per_rank["last"] >= 0.5)]
     slow = slow.sort_values("median", ascending=False)
     out = []
-    for rank, row in slow.head(top).iterrows():
-        mine = frame.loc[frame["rank"].to_numpy() == rank]
-        by_pg = mine.groupby("pg")["lag"].median().sort_values(ascending=False)
+    for rank_, row in slow.head(top).iterrows():
+        mine = rank == rank_
+        by_pg = pd.Series(lag[mine]).groupby(pg[mine]).median().sort_values(ascending=False)
         out.append(
             Straggler(
-                rank=int(rank),
+                rank=int(rank_),
                 median_lag_ms=round(float(row["median"]), 2),
                 p95_lag_ms=round(float(row["p95"]), 2),
                 last_share=round(float(row["last"]), 3),
@@ -164,3 +161,35 @@ def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> Straggl
         )
     method = "duration" if use_duration else "enqueue"
     return StragglerReport(method, collectives, out, threshold_ms)
+
+
+def _per_rank(rank: np.ndarray, lag: np.ndarray, last: np.ndarray) -> pd.DataFrame:
+    """Median, 95th percentile (linear, as np.percentile and pandas' quantile), share of
+    arrivals last, and count of each rank's lags: one sort of the lags by rank, then index
+    arithmetic per rank. pandas' group-by median and quantile did the same with several
+    copies of the job-sized columns, the analysis' peak memory at thousands of ranks."""
+    order = np.lexsort((lag, rank))
+    sorted_lag = lag[order]
+    sorted_rank = rank[order]
+    del order
+    starts = np.flatnonzero(np.r_[True, sorted_rank[1:] != sorted_rank[:-1]])
+    n = np.diff(np.r_[starts, len(sorted_rank)])
+    ranks = sorted_rank[starts]
+    del sorted_rank
+    half = starts + (n - 1) // 2
+    median = np.where(
+        n % 2 == 1,
+        sorted_lag[half],
+        (sorted_lag[half] + sorted_lag[np.minimum(half + 1, starts + n - 1)]) / 2,
+    )
+    at = 0.95 * (n - 1)
+    below = np.floor(at).astype(np.int64)
+    frac = at % 1
+    lo = sorted_lag[starts + below]
+    hi = sorted_lag[starts + np.minimum(below + 1, n - 1)]
+    p95 = lo + (hi - lo) * frac
+    share = np.bincount(np.searchsorted(ranks, rank), weights=last, minlength=len(ranks)) / n
+    return pd.DataFrame(
+        {"median": median, "last": share, "n": n, "p95": p95},
+        index=pd.Index(ranks, name="rank"),
+    )
