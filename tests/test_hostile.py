@@ -4,6 +4,7 @@ limit and a timeout (see hostile_cases.run_cli); several bad files share one run
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -99,6 +100,26 @@ def test_a_non_utf8_name_prints_under_a_strict_utf8_locale(tmp_path: Path) -> No
     result = run_cli([str(folder), "--prefix", "trace_"], env=env)
     assert result.status == 0 and "Traceback" not in result.stderr
     assert "skipped " in result.stderr and "trace_\\xff_2" in result.stderr
+
+
+def test_a_bytearray_too_big_to_allocate_costs_one_line_and_no_system_error(
+    tmp_path: Path,
+) -> None:
+    # A 15-character str, popped: its text is where CPython's failed allocation for the
+    # BYTEARRAY8 then reads an uninitialized ob_exports (see read._unpickle_quietly).
+    folder = tmp_path / "dumps"
+    popped = b"X" + (15).to_bytes(4, "little") + b"A" * 15 + b"0"
+    huge = b"\x96" + (1 << 48).to_bytes(8, "little")  # BYTEARRAY8 of 256 TiB
+    write(folder / "trace_0", b"\x80\x02" + popped + huge + b".")
+    write(folder / "trace_1", pickled(dump()))
+    report = tmp_path / "report.json"
+    result = run_cli([str(folder), "--prefix", "trace_", "-o", str(report)])
+    assert result.status == 1, result.stderr
+    assert "SystemError" not in result.stderr
+    assert [line for line in result.stderr.splitlines() if "trace_0" in line] == [
+        f"skipped {folder / 'trace_0'}: pickle needs more memory than the parse budget allows"
+    ]
+    assert json.loads(report.read_text())["inputs"]["ranks"] == [1]
 
 
 def _frtrace_processes(tag: str) -> list[int]:
