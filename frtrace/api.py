@@ -23,7 +23,8 @@ from frtrace.dumps.discover import Discovery, DumpFile, discover, rank_from_name
 from frtrace.dumps.store import is_url
 from frtrace.engine import load_found, locate
 from frtrace.errors import FrtraceError
-from frtrace.tables.load import Progress, load_discovered
+from frtrace.tables.load import load_discovered
+from frtrace.tables.parse import Progress
 from frtrace.tables.trace import Trace
 
 PathLike = str | os.PathLike[str]

@@ -172,7 +172,7 @@ def test_client_never_reads_dump_bytes(
     still load the job, from a folder and from S3."""
     from frtrace.dumps import read, store
     from frtrace.engine import plan
-    from frtrace.tables import load
+    from frtrace.tables import parse
 
     def refuse(*_args: Any, **_kw: Any) -> Any:
         raise AssertionError("the client read a dump")
@@ -184,9 +184,9 @@ def test_client_never_reads_dump_bytes(
         (store, "fetch"),
         (plan, "fetch"),
         (plan, "iter_isolated"),
-        (load, "read_bytes"),
-        (load, "decode_inflated"),
-        (load, "iter_parsed"),
+        (parse, "read_bytes"),
+        (parse, "decode_inflated"),
+        (parse, "iter_isolated"),
     ):
         monkeypatch.setattr(module, name, refuse)
     with pytest.raises(AssertionError, match="the client read a dump"):

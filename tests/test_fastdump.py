@@ -23,7 +23,7 @@ from frtrace.dumps.limits import Budgets, budgets
 from frtrace.dumps.read import decode, inflate
 from frtrace.errors import DumpError
 from frtrace.synth import Fault, JobSpec, Layout, simulate
-from frtrace.tables import columns, load
+from frtrace.tables import columns, parse
 from frtrace.tables.columns import RankColumns, columnize, columnize_fast, fast_path_available
 
 pytestmark = pytest.mark.skipif(
@@ -292,11 +292,11 @@ def test_parse_workers_take_the_fast_path_for_pickles(
     def python_path(*args: Any, **kwargs: Any) -> RankColumns:
         raise AssertionError("the Python path ran")
 
-    monkeypatch.setattr(load, "columnize", python_path)
+    monkeypatch.setattr(parse, "columnize", python_path)
     zipped = tmp_path / "trace_0.gz"
     zipped.write_bytes(gzip.compress(PICKLES[0].read_bytes()))
     for path, was_compressed in ((PICKLES[0], False), (zipped, True)):
-        _, _, cols, fmt, compressed, reason = load.parse_file((str(path), 0))
+        _, _, cols, fmt, compressed, reason = parse.parse_file((str(path), 0))
         assert cols is not None and isinstance(expected, RankColumns) and not reason
         assert (fmt, compressed) == ("pickle", was_compressed)
         assert_same(cols, expected)
@@ -306,10 +306,10 @@ def test_without_the_extension_the_python_path_reads_everything(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     path = FIXTURES / "tutorial" / "trace_0"
-    expected = load.parse_file((str(path), 0))[2]
+    expected = parse.parse_file((str(path), 0))[2]
     monkeypatch.setattr(columns, "_fastdump", None)
     assert columnize_fast(path.read_bytes(), 0) is None
-    got = load.parse_file((str(path), 0))[2]
+    got = parse.parse_file((str(path), 0))[2]
     assert got is not None and expected is not None
     assert_same(expected, got)
 

@@ -177,6 +177,43 @@ def test_sigterm_and_sigint_stop_the_workers_too(
     assert _frtrace_processes(tag) == []
 
 
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_stop_signal_ends_the_run_even_where_python_would_swallow_the_exception(
+    sig: signal.Signals, status: int
+) -> None:
+    """What a weakref callback raises, CPython only reports; importlib runs one as each
+    import ends. A signal turned into an exception there would be lost, the run would go on,
+    and the import lock it left held would hang the next fork (seen in CI)."""
+    code = (
+        "import time, weakref\n"
+        "from frtrace.entry import stop_on_signals\n"
+        "stop_on_signals()\n"
+        "class Box: pass\n"
+        "def callback(_ref):\n"
+        "    print('ready', flush=True)\n"
+        "    time.sleep(30)\n"
+        "box = Box()\n"
+        "ref = weakref.ref(box, callback)\n"
+        "del box\n"
+        "print('went on', flush=True)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == status
+    assert "went on" not in out and "Traceback" not in err
+
+
 def test_a_closed_pipe_exits_141_quietly(tmp_path: Path) -> None:
     folder = tmp_path / "dumps"
     entries = [nccl_entry(i, i + 1) for i in range(2000)]
@@ -206,7 +243,7 @@ def test_an_internal_error_exits_3_with_a_hint(monkeypatch: pytest.MonkeyPatch) 
     def broken(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr(frtrace.tables.load, "load_discovered", broken)
+    monkeypatch.setattr(frtrace.tables.load, "assemble_parsed", broken)
     result = CliRunner().invoke(cli, [str(REPO / "fixtures" / "tutorial")])
     assert result.exit_code == 3
     assert result.stderr.strip().splitlines()[-1] == (

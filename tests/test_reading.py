@@ -116,7 +116,7 @@ def test_corrupted_dumps_are_skipped_or_analyzed_but_never_raise(
     from conftest import FIXTURES
 
     from frtrace.analysis.engine import analyze
-    from frtrace.tables.load import parse_file
+    from frtrace.tables.parse import parse_file
 
     original = (FIXTURES / fixture).read_bytes()
     peer = FIXTURES / fixture.replace("trace_0", "trace_1")

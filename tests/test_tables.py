@@ -10,7 +10,8 @@ import pytest
 from conftest import FIXTURES, nccl_dump, nccl_entry, write_pickle
 
 from frtrace.dumps.discover import discover
-from frtrace.tables.load import ParseResult, load_trace
+from frtrace.tables.load import load_trace
+from frtrace.tables.parse import ParseResult
 from frtrace.tables.trace import Trace
 
 OLD_FIELDS = (
@@ -131,12 +132,12 @@ def test_compacting_files_as_they_arrive_gives_the_table_of_merging_them_at_once
     """Results arrive out of order and are compacted into small chunks (a few files each):
     the entries, stacks and groups equal those of merging every file at the end."""
     from frtrace.synth import JobSpec, Layout, simulate, write_job
-    from frtrace.tables import load
+    from frtrace.tables import load, parse
 
     write_job(simulate(JobSpec(Layout(tp=2, dp=2, pp=2), steps=3)), tmp_path)
     found = discover(tmp_path, None)
     items = [(str(f.path), f.rank) for f in found.files]
-    results = [load.parse_file(item) for item in items]
+    results = [parse.parse_file(item) for item in items]
     arrival = [results[i] for i in (1, 0, 3, 2, 5, 7, 4, 6)]  # workers overtaking each other
 
     def assemble(order: list[int] | None) -> Trace:
@@ -152,3 +153,26 @@ def test_compacting_files_as_they_arrive_gives_the_table_of_merging_them_at_once
     assert chunked.stacks == at_once.stacks
     pd.testing.assert_frame_equal(chunked.groups, at_once.groups)
     assert list(chunked.entries["rank"].unique()) == list(range(8))
+
+
+@pytest.mark.parametrize("count", [0, 1, 7, 256, 257, 3000])
+def test_interning_few_values_codes_them_as_interning_many_does(
+    count: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The direct path for a few values and numpy's path for many give the same codes
+    (dense, in first-seen order) and the same distinct values."""
+    import random
+
+    import numpy as np
+
+    from frtrace.tables import columns
+
+    rng = random.Random(count)
+    values = [rng.choice([("a", 1), ("b", 2), None, "c", 3, ("a", 1.0)]) for _ in range(count)]
+    direct = columns.intern(values)
+    monkeypatch.setattr(columns, "SMALL_INTERN", -1)
+    by_numpy = columns.intern(values)
+    assert direct.uniques == by_numpy.uniques
+    assert direct.codes.dtype == by_numpy.codes.dtype == np.int32
+    assert direct.codes.tolist() == by_numpy.codes.tolist()
+    assert [direct.uniques[c] for c in direct.codes] == values

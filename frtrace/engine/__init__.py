@@ -13,14 +13,23 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from frtrace.dumps.discover import Discovery, discover
 from frtrace.dumps.store import StoreDiscovery, discover_store, is_url, local_path
 from frtrace.errors import FrtraceError
-from frtrace.tables import load as _load
-from frtrace.tables.load import NoUsableDumpError, Progress, assemble_trace
-from frtrace.tables.trace import Skipped, Trace
+from frtrace.tables.parse import (
+    Progress,
+    Skipped,
+    select_files,
+    skipped_by,
+    start_parsing,
+    tune_allocator,
+    wanted_items,
+)
+
+if TYPE_CHECKING:
+    from frtrace.tables.trace import Trace
 
 ENGINES = ("local", "dask")
 Found = Discovery | StoreDiscovery
@@ -55,25 +64,12 @@ class Plan:
 def make_plan(found: Found, ranks: Iterable[int] | None = None) -> Plan:
     """The files to parse (only `ranks`' when given); the errors load_discovered gives when
     nothing is left."""
-    if isinstance(found, StoreDiscovery):
-        items = list(found.files)
-        skipped = [Skipped(url, reason) for url, reason in found.skipped]
-        trace_dir, remote, options = found.trace_dir, True, found.storage_options
-    else:
-        items = [(str(f.path), f.rank) for f in found.files]
-        skipped = [Skipped(str(path), reason) for path, reason in found.skipped]
-        trace_dir, remote, options = str(found.trace_dir), False, {}
-    if ranks is not None:
-        wanted = set(ranks)
-        items = [item for item in items if item[1] in wanted]
-    if not items:
-        where = trace_dir + (f" with prefix '{found.prefix}'" if found.prefix else "")
-        if skipped:
-            raise NoUsableDumpError(
-                f"no usable dump in {where} ({len(skipped)} file(s) skipped)", skipped
-            )
-        raise FrtraceError(f"no dump files found in {where}")
-    return Plan(trace_dir, found.prefix, items, skipped, remote, options)
+    if isinstance(found, Discovery):
+        items = select_files(found, ranks)
+        return Plan(str(found.trace_dir), found.prefix, items, skipped_by(found), False, {})
+    skipped = [Skipped(url, reason) for url, reason in found.skipped]
+    items = wanted_items(list(found.files), ranks, found.trace_dir, found.prefix, skipped)
+    return Plan(found.trace_dir, found.prefix, items, skipped, True, found.storage_options)
 
 
 def load_found(
@@ -94,10 +90,15 @@ def load_found(
     if engine not in ENGINES:
         raise FrtraceError(f"unknown engine '{engine}' (known: {', '.join(ENGINES)})")
     if engine == "local" and isinstance(found, Discovery):
-        # looked up at call time, like the command always did (tests replace it)
-        return _load.load_discovered(found, ranks=ranks, jobs=jobs, progress=progress)
+        with start_parsing(select_files(found, ranks), jobs) as parsing:
+            # Imported only now: pandas' half second of import runs while the workers parse.
+            from frtrace.tables import load
+
+            return load.assemble_parsed(found, parsing, progress)
+    from frtrace.tables.load import assemble_trace
+
     work = make_plan(found, ranks)
-    _load.tune_allocator()
+    tune_allocator()
     order = [rank for _path, rank in work.items]  # results are compacted as they come
     if engine == "local":
         from frtrace.engine.local import iter_parsed_store

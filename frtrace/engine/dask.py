@@ -23,7 +23,7 @@ from typing import Any
 from frtrace.dumps.limits import budgets
 from frtrace.engine.plan import Item, parse_partition, partitions
 from frtrace.errors import FrtraceError
-from frtrace.tables.load import ParseResult
+from frtrace.tables.parse import ParseResult
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 TASKS_PER_WORKER = 4  # several tasks per worker even out files of different sizes

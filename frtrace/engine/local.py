@@ -1,6 +1,6 @@
 """The local engine for store URLs: objects fetched by this process, parsed as files are.
 
-Folders take frtrace.tables.load's path unchanged. For a store, this process fetches the
+Folders take frtrace.tables.parse's path unchanged. For a store, this process fetches the
 objects a few at a time (within max_file_bytes each) and parses them in isolated processes,
 exactly as a Dask worker does (plan.parse_partition), so both engines read a store alike.
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 from frtrace.dumps.limits import budgets
 from frtrace.engine.plan import Item, parse_partition
-from frtrace.tables.load import ParseResult
+from frtrace.tables.parse import ParseResult
 
 BATCH = 16  # objects spooled at a time: bounds the temporary disk to 16 dumps
 

@@ -13,15 +13,14 @@ follows their size, as for a folder.
 from __future__ import annotations
 
 import multiprocessing
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from frtrace.dumps.limits import Budgets, set_budgets
 from frtrace.dumps.store import fetch
 from frtrace.errors import DumpError
-from frtrace.tables.load import ParseResult, parse_file
-from frtrace.tables.workers import iter_isolated
+from frtrace.tables.parse import ParseResult, lost, parse_file
+from frtrace.tables.workers import iter_isolated, scratch_dir
 
 Item = tuple[str, int]  # path or URL, rank
 
@@ -39,11 +38,6 @@ def partitions(items: list[Item], count: int) -> list[list[Item]]:
     return [p for p in out if p]
 
 
-def _lost(item: Item, reason: str) -> ParseResult:
-    path, rank = item
-    return rank, path, None, "", False, reason
-
-
 def _allow_children() -> None:
     """Dask starts its worker processes as daemons, and multiprocessing refuses to let a daemon
     start children. The isolated parse children are joined before the task returns and die
@@ -56,21 +50,21 @@ def _allow_children() -> None:
 def parse_partition(
     items: list[Item], remote: bool, storage_options: dict[str, Any], limits: Budgets
 ) -> list[ParseResult]:
-    """Parse result per item, in the order given (see frtrace.tables.load.ParseResult)."""
+    """Parse result per item, in the order given (see frtrace.tables.parse.ParseResult)."""
     set_budgets(limits)
     _allow_children()
     if not remote:
-        done = {r[1]: r for r in iter_isolated(items, 1, parse_file, _lost, limits)}
+        done = {r[1]: r for r in iter_isolated(items, 1, parse_file, lost, limits)}
         return [done[path] for path, _rank in items]
     results: dict[str, ParseResult] = {}
-    with tempfile.TemporaryDirectory(prefix="frtrace-") as tmp:
+    with scratch_dir() as tmp:
         local: list[Item] = []
         url_of: dict[str, str] = {}
         for k, (url, rank) in enumerate(items):
             try:
                 data = fetch(url, storage_options, limits)
             except DumpError as exc:
-                results[url] = _lost((url, rank), str(exc))
+                results[url] = lost((url, rank), str(exc))
                 continue
             path = str(Path(tmp) / f"{k}")
             with open(path, "wb") as f:
@@ -78,6 +72,6 @@ def parse_partition(
             del data
             local.append((path, rank))
             url_of[path] = url
-        for rank, path, *rest in iter_isolated(local, 1, parse_file, _lost, limits):
+        for rank, path, *rest in iter_isolated(local, 1, parse_file, lost, limits):
             results[url_of[path]] = (rank, url_of[path], *rest)
     return [results[url] for url, _rank in items]

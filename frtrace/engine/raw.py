@@ -22,7 +22,8 @@ import pandas as pd
 
 from frtrace.errors import FrtraceError
 from frtrace.tables.columns import Frame, RankColumns
-from frtrace.tables.load import NoUsableDumpError, ParseResult, trace_messages
+from frtrace.tables.load import trace_messages
+from frtrace.tables.parse import NoUsableDumpError, ParseResult
 from frtrace.tables.repair import add_global_peers, infer_memberships
 from frtrace.tables.trace import Skipped, Trace, files_frame, merge_columns
 

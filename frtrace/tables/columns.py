@@ -103,13 +103,21 @@ class RankColumns:
         self.stacks = Interned(empty, [])
 
 
+SMALL_INTERN = 256
+
+
 def intern(values: list[Any]) -> Interned:
     """Factorize hashable values into int32 codes and the distinct values in first-seen order.
 
     `map(dict.setdefault, ...)` runs in C: each value maps to the index of its first
-    occurrence, and np.unique turns those indices into dense codes.
+    occurrence, and np.unique turns those indices into dense codes. A few values (a file's
+    distinct call sites, split into fields) are coded directly: np.unique's fixed cost, a
+    dozen times per file, would exceed the work.
     """
     table: dict[Any, int] = {}
+    if len(values) <= SMALL_INTERN:
+        dense = [table.setdefault(v, len(table)) for v in values]
+        return Interned(np.array(dense, dtype=np.int32), list(table))
     first = np.fromiter(
         map(table.setdefault, values, range(len(values))), dtype=np.int64, count=len(values)
     )

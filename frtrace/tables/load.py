@@ -1,151 +1,41 @@
 """Load a job's dumps: discover files, parse them in parallel, build the shared tables.
 
 Parsing is the expensive part (Python's unpickler builds millions of small objects), so files
-are parsed in worker processes that turn entries into columns before sending anything back.
+are parsed in worker processes that turn entries into columns before sending anything back
+(frtrace/tables/parse.py, which needs no pandas; the workers start before pandas is imported).
 Workers are used even for one file: they bound what a hostile file can cost (see workers.py).
 One broken dump is skipped with its reason; the others are still analyzed.
 """
 
 from __future__ import annotations
 
-import gc
-import os
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from functools import lru_cache
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from frtrace.dumps.discover import Discovery, DumpFile, discover
-from frtrace.dumps.limits import budgets
-from frtrace.dumps.read import decode_inflated, inflate, is_pickle, read_bytes
-from frtrace.errors import DumpError, FrtraceError
-from frtrace.tables.columns import RankColumns, columnize, columnize_fast
+from frtrace.dumps.discover import Discovery, discover
+from frtrace.tables.columns import RankColumns
+from frtrace.tables.parse import (
+    NoUsableDumpError,
+    ParseResult,
+    Parsing,
+    Progress,
+    Skipped,
+    return_freed_memory,
+    select_files,
+    skipped_by,
+    start_parsing,
+)
 from frtrace.tables.repair import (
     Memberships,
     add_global_peers,
     infer_memberships,
     pg_status_frame,
 )
-from frtrace.tables.trace import Chunk, Skipped, Trace, compact, files_frame, merge_chunks
-from frtrace.tables.workers import iter_isolated
+from frtrace.tables.trace import Chunk, Trace, compact, files_frame, merge_chunks
 
-Progress = Callable[[int, int, int], None]  # files done, files total, entries so far
-ParseResult = tuple[int, str, RankColumns | None, str, bool, str]
-
-# Below this much data, starting workers costs more than it saves.
-PARALLEL_MIN_BYTES = 16 * 1024 * 1024
-PARALLEL_MIN_FILES = 8
-
-
-class NoUsableDumpError(FrtraceError):
-    """Every candidate file was skipped; the reasons travel with the error."""
-
-    def __init__(self, message: str, skipped: list[Skipped]) -> None:
-        super().__init__(message)
-        self.skipped = skipped
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Dumps are acyclic trees of small objects: while they are built and walked, the cyclic
-    collector would only rescan millions of live containers, so pause it."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-MMAP_THRESHOLD = 1 << 20
-
-
-@lru_cache(maxsize=1)
-def _glibc() -> Any:
-    """glibc's allocator controls, or None where the C library is not glibc."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt, libc.malloc_trim  # noqa: B018 (both must exist)
-        return libc
-    except (OSError, AttributeError):
-        return None
-
-
-def tune_allocator() -> None:
-    """Have glibc serve every block of 1 MiB or more by mmap, so freeing it returns it to the
-    OS at once.
-
-    By default glibc raises its mmap threshold (up to 32 MiB) each time a large block is
-    freed, after which the chunk and column arrays of the merge and the analysis' temporaries
-    come from a heap that keeps freed memory resident: at 8k ranks, gigabytes of peak RSS.
-    """
-    libc = _glibc()
-    if libc is not None:
-        libc.mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
-
-
-def return_freed_memory() -> None:
-    """Give freed memory inside glibc's heap back to the OS (malloc_trim): thousands of
-    per-file blocks of a few hundred KB are freed once compacted, below the mmap threshold."""
-    libc = _glibc()
-    if libc is not None:
-        libc.malloc_trim(0)
-
-
-def parse_file(item: tuple[str, int]) -> ParseResult:
-    """Read and columnize one file: (rank, path, columns or None, format, compressed, reason)."""
-    with gc_paused():
-        return _parse(item)
-
-
-def _parse(item: tuple[str, int]) -> ParseResult:
-    path, rank = item
-    try:
-        limits = budgets()
-        blob, compressed = inflate(read_bytes(Path(path), limits), limits)
-        if is_pickle(blob):  # the C parser first; it declines anything unusual
-            cols = columnize_fast(blob, rank, limits)
-            if cols is not None:
-                return rank, path, cols, "pickle", compressed, ""
-        raw = decode_inflated(blob, compressed)
-        return rank, path, columnize(raw.data, rank, limits), raw.fmt, raw.compressed, ""
-    except DumpError as exc:
-        return rank, path, None, "", False, str(exc)
-    except RecursionError:
-        return rank, path, None, "", False, "nested too deeply to be a dump"
-    except MemoryError:
-        return rank, path, None, "", False, "needs more memory than the parse budget allows"
-
-
-def _lost(item: tuple[str, int], reason: str) -> ParseResult:
-    path, rank = item
-    return rank, path, None, "", False, reason
-
-
-def default_jobs(files: list[DumpFile]) -> int:
-    """Workers to use: all cores for a big job, none for a few small files."""
-    if len(files) < PARALLEL_MIN_FILES:
-        return 1
-    total = 0
-    for f in files:
-        try:
-            total += f.path.stat().st_size
-        except OSError:
-            continue
-    if total < PARALLEL_MIN_BYTES:
-        return 1
-    return max(1, min(os.cpu_count() or 1, len(files)))
-
-
-def iter_parsed(items: list[tuple[str, int]], jobs: int) -> Iterator[ParseResult]:
-    """Parse files in `jobs` isolated worker processes, yielding as they finish."""
-    yield from iter_isolated(items, jobs, parse_file, _lost, budgets())
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def load_discovered(
@@ -156,30 +46,20 @@ def load_discovered(
     progress: Progress | None = None,
 ) -> Trace:
     """Build the Trace from discovered files; `ranks` limits which files are read at all."""
-    files = found.files
-    if ranks is not None:
-        wanted = set(ranks)
-        files = [f for f in files if f.rank in wanted]
-    skipped = [Skipped(str(path), reason) for path, reason in found.skipped]
-    if not files:
-        where = f"{found.trace_dir}" + (f" with prefix '{found.prefix}'" if found.prefix else "")
-        if skipped:
-            raise NoUsableDumpError(
-                f"no usable dump in {where} ({len(skipped)} file(s) skipped)", skipped
-            )
-        raise FrtraceError(f"no dump files found in {where}")
-    tune_allocator()
-    n_jobs = default_jobs(files) if jobs is None else max(1, min(jobs, 4 * (os.cpu_count() or 1)))
-    items = [(str(f.path), f.rank) for f in files]
-    parsed = iter_parsed(items, n_jobs)
+    with start_parsing(select_files(found, ranks), jobs) as parsing:
+        return assemble_parsed(found, parsing, progress)
+
+
+def assemble_parsed(found: Discovery, parsing: Parsing, progress: Progress | None) -> Trace:
+    """The Trace of a folder's files that `parsing` is parsing (see start_parsing)."""
     return assemble_trace(
         str(found.trace_dir),
         found.prefix,
-        parsed,
-        len(items),
-        skipped,
+        parsing,
+        len(parsing.items),
+        skipped_by(found),
         progress,
-        order=[rank for _path, rank in items],
+        order=parsing.order,
     )
 
 

@@ -11,20 +11,13 @@ import numpy as np
 import pandas as pd
 
 from frtrace.tables.columns import CATEGORY_COLUMNS, Frame, Interned, RankColumns
+from frtrace.tables.parse import Skipped as Skipped  # beside the parsing, which has no pandas
 
 P2P_OPS = frozenset({"send", "recv"})
 # Counters that fit 32 bits in any real job; halving them matters at millions of rows.
 NARROW_INTS = ("pg_id", "collective_seq_id", "p2p_seq_id", "op_id")
 _P2P_NAME = re.compile(r"^(send|recv)\s+([0-9]{1,9})\s*(->|<-)\s*([0-9]{1,9})$")
 _MAX_NUMEL = (1 << 62) - 1  # element counts are clamped here, so int64 sums cannot overflow
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A file that was not used, and why (one line, for stderr and JSON)."""
-
-    file: str
-    reason: str
 
 
 @dataclass

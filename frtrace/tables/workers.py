@@ -17,10 +17,12 @@ import io
 import multiprocessing
 import os
 import pickle
+import shutil
 import signal
+import tempfile
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -31,6 +33,31 @@ Item = tuple[str, int]  # path, rank
 STALL_FACTOR = 10.0  # wall seconds allowed per CPU second of a file's parse budget
 Parse = Callable[[Item], Any]
 Failed = Callable[[Item, str], Any]  # builds the result for a file whose worker was lost
+
+# What abort() cleans up: this process's live workers and spool folders.
+_LIVE_WORKERS: set[int] = set()
+_SCRATCH: set[str] = set()
+
+
+def abort() -> None:
+    """Kill this process's parse workers and remove its spool folders, for a process about to
+    end at once (os._exit on SIGTERM or Ctrl-C) rather than unwind: nothing may wait here."""
+    for pid in list(_LIVE_WORKERS):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    for path in list(_SCRATCH):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def scratch_dir() -> Iterator[str]:
+    """A private temporary folder, removed on the way out and by abort()."""
+    with tempfile.TemporaryDirectory(prefix="frtrace-") as path:
+        _SCRATCH.add(path)
+        try:
+            yield path
+        finally:
+            _SCRATCH.discard(path)
 
 
 def _pool_context() -> Any:
@@ -86,7 +113,7 @@ def _size(path: str) -> int:
         return 0
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
     try:
         import ctypes
 
@@ -94,13 +121,19 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    # The parent may have died (killed, or ended by a signal) before the line above: nothing
+    # would signal this process then, and its copy of the parent's pipe end keeps it waiting.
+    if os.getppid() != parent:
+        os._exit(0)
 
 
-def _worker(conn: Connection, others: list[Connection], parse: Parse, limits: Budgets) -> None:
+def _worker(
+    conn: Connection, others: list[Connection], parse: Parse, limits: Budgets, parent: int
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    _die_with_parent()
+    _die_with_parent(parent)
     for other in others:  # the parent's ends of other workers' pipes: not ours to hold
         other.close()
     try:
@@ -182,10 +215,19 @@ def _describe_exit(code: int | None) -> str:
 
 
 def iter_isolated(
-    items: list[Item], jobs: int, parse: Parse, failed: Failed, limits: Budgets
-) -> Iterator[Any]:
+    items: list[Item],
+    jobs: int,
+    parse: Parse,
+    failed: Failed,
+    limits: Budgets,
+    stop: int | None = None,
+) -> Generator[Any, None, None]:
     """parse(item) for every item in up to `jobs` worker processes, yielding as they finish;
-    an item whose worker dies or overruns its time yields failed(item, reason) instead."""
+    an item whose worker dies or overruns its time yields failed(item, reason) instead.
+
+    `stop`: a file descriptor that, once readable, ends the iteration (and the workers) even
+    while it waits for a result: how another thread stops it.
+    """
     ctx = _pool_context()
     todo: deque[Item] = deque(items)
     workers: list[_Worker] = []
@@ -193,8 +235,11 @@ def iter_isolated(
     def start() -> _Worker:
         parent_end, child_end = ctx.Pipe()
         others = [w.conn for w in workers]
-        process = ctx.Process(target=_worker, args=(child_end, others, parse, limits), daemon=True)
+        process = ctx.Process(
+            target=_worker, args=(child_end, others, parse, limits, os.getpid()), daemon=True
+        )
         process.start()
+        _LIVE_WORKERS.add(process.pid)
         child_end.close()
         worker = _Worker(process, parent_end)
         workers.append(worker)
@@ -218,6 +263,7 @@ def iter_isolated(
         if worker.process.is_alive():
             worker.process.kill()
         worker.process.join()
+        _LIVE_WORKERS.discard(worker.process.pid)
 
     try:
         for _ in range(max(1, min(jobs, len(items)))):
@@ -226,7 +272,10 @@ def iter_isolated(
             busy = [w for w in workers if w.item is not None]
             deadline = min(w.started + w.allowed for w in busy)
             timeout = max(0.0, deadline - time.monotonic())
-            ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout))
+            waited: list[Any] = [w.conn for w in busy] + [w.process.sentinel for w in busy]
+            ready = set(wait(waited if stop is None else [*waited, stop], timeout))
+            if stop is not None and stop in ready:
+                return
             for worker in busy:
                 item = worker.item
                 assert item is not None
@@ -259,6 +308,8 @@ def iter_isolated(
                         assign(start())
     finally:
         for worker in list(workers):
+            if worker.item is not None:  # stopped early: its file's result is not wanted
+                worker.process.kill()
             with contextlib.suppress(OSError, ValueError):
                 worker.conn.send(None)
             worker.conn.close()
@@ -267,3 +318,4 @@ def iter_isolated(
             if worker.process.is_alive():
                 worker.process.kill()
                 worker.process.join()
+            _LIVE_WORKERS.discard(worker.process.pid)

@@ -1,0 +1,42 @@
+"""The `frtrace` command's entry point: the signal handlers go in before anything heavy is
+imported (click, numpy, the parse workers), so that an early Ctrl-C or SIGTERM ends the run
+like a later one: quietly, with status 128 + the signal."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+
+def main() -> None:
+    """Console-script entry point (see frtrace.cli.main)."""
+    stop_on_signals()
+    from frtrace.cli import main as cli_main
+
+    cli_main()
+
+
+def stop_on_signals() -> None:
+    """SIGTERM and Ctrl-C end the run at once: workers killed, status 128 + the signal.
+
+    Not by raising into whatever runs then: an exception raised inside an import's weakref
+    callback is swallowed by CPython and leaves the import lock held, so the run would go on
+    and the next fork would wait forever. With the Dask engine loaded they still unwind, so
+    that Dask closes its clients and clusters. A SIGINT that the shell made ignored stays so.
+    """
+    signal.signal(signal.SIGTERM, _stop)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _stop)
+
+
+def _stop(signum: int, _frame: object) -> None:
+    if "distributed" in sys.modules:
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        sys.exit(128 + signum)
+    # Not imported (or only partly, as the signal came): no workers to stop.
+    abort = getattr(sys.modules.get("frtrace.tables.workers"), "abort", None)
+    if abort is not None:
+        abort()
+    os._exit(128 + signum)
