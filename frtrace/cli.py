@@ -288,9 +288,9 @@ def cli(**options: Any) -> None:
 
 def _explain(exc: FrtraceError) -> str:
     """The one line for an error the user can fix; mixed jobs get the evidence worded."""
-    from frtrace.analysis.consistency import MixedJobsError
-
-    if isinstance(exc, MixedJobsError):
+    # Only an analysis raises MixedJobsError: a mistyped folder must not wait for pandas.
+    consistency = sys.modules.get("frtrace.analysis.consistency")
+    if consistency is not None and isinstance(exc, consistency.MixedJobsError):
         from frtrace.report.wording import mixed_jobs
 
         return mixed_jobs(exc.conflicts, exc.split)

@@ -158,3 +158,16 @@ def test_a_worker_whose_parent_is_gone_before_it_starts_leaves_by_itself() -> No
             worker.join()
         ours.close()
         theirs.close()
+
+
+def test_a_mistyped_folder_is_reported_without_importing_pandas(tmp_path: Path) -> None:
+    """A user error is answered at once, not after the analysis' half second of imports."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "frtrace", str(tmp_path / "no_such_dir")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert "frtrace: error:" in proc.stderr
+    imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()]
+    assert "pandas" not in imported
