@@ -39,4 +39,10 @@ def _stop(signum: int, _frame: object) -> None:
     abort = getattr(sys.modules.get("frtrace.tables.workers"), "abort", None)
     if abort is not None:
         abort()
+    if signum == signal.SIGINT:  # on a terminal: the prompt below the ^C and any progress line
+        try:
+            if os.isatty(2):
+                os.write(2, b"\n")
+        except OSError:
+            pass
     os._exit(128 + signum)
