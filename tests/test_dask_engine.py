@@ -506,3 +506,36 @@ def test_read_dump_bytes_same_as_file(tmp_path: Path) -> None:
         read_dump_bytes(b"\x80" * 100, "x", Budgets(max_file_bytes=10))
     with pytest.raises(DumpError, match="refused"):
         read_dump_bytes(pickle.dumps(shutil.rmtree), "x")
+
+
+def test_sigterm_while_reading_a_store_leaves_no_spool_folder(
+    s3: dict[str, Any], tmp_path: Path
+) -> None:
+    """The local engine spools a store's objects to a private folder; a stop signal ends the
+    run at once (os._exit), and the folder must go with it."""
+    import signal
+    import time
+
+    from hostile_cases import dict_with_key, laughs_tuple
+
+    for rank in range(4):  # each burns its CPU budget: the run is mid-parse when stopped
+        s3["fs"].pipe(f"dumps/slow/trace_{rank}", dict_with_key(laughs_tuple(60)))
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    env = {**os.environ, "FSSPEC_S3_ENDPOINT_URL": s3["endpoint"], "TMPDIR": str(spool)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "frtrace", "s3://dumps/slow/"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
+    deadline = time.monotonic() + 60
+    while not list(spool.glob("frtrace-*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(spool.glob("frtrace-*")), "the run never spooled"
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, err
+    assert list(spool.iterdir()) == []

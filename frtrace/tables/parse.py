@@ -26,7 +26,7 @@ from frtrace.dumps.limits import budgets
 from frtrace.dumps.read import decode_inflated, inflate, is_pickle, read_bytes
 from frtrace.errors import DumpError, FrtraceError
 from frtrace.tables.columns import RankColumns, columnize, columnize_fast
-from frtrace.tables.workers import abort, iter_isolated
+from frtrace.tables.workers import iter_isolated, kill_workers
 
 if TYPE_CHECKING:
     from frtrace.dumps.discover import Discovery
@@ -272,7 +272,7 @@ class Parsing:
         if self._thread.is_alive():
             # Stuck: a fork waits for the import lock that an import interrupted at the wrong
             # bytecode left held. Its workers go now; the thread, a daemon, may keep the pipe.
-            abort()
+            kill_workers()
             return
         os.close(self._wake_read)
         os.close(self._wake_write)

@@ -39,12 +39,17 @@ _LIVE_WORKERS: set[int] = set()
 _SCRATCH: set[str] = set()
 
 
-def abort() -> None:
-    """Kill this process's parse workers and remove its spool folders, for a process about to
-    end at once (os._exit on SIGTERM or Ctrl-C) rather than unwind: nothing may wait here."""
+def kill_workers() -> None:
+    """SIGKILL this process's parse workers, without waiting for them."""
     for pid in list(_LIVE_WORKERS):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+
+
+def abort() -> None:
+    """Kill this process's parse workers and remove its spool folders, for a process about to
+    end at once (os._exit on SIGTERM or Ctrl-C) rather than unwind: nothing may wait here."""
+    kill_workers()
     for path in list(_SCRATCH):
         shutil.rmtree(path, ignore_errors=True)
 
