@@ -357,13 +357,13 @@ def run(options: dict[str, Any]) -> int:
     loaded = time.monotonic()
     if options["verbose"]:
         click.echo(
-            f"note: loaded {len(trace.files)} dump(s), {len(trace.entries):,} entries in "
+            f"note: loaded {len(trace.file_table)} dump(s), {len(trace.table):,} entries in "
             f"{loaded - started:.2f}s",
             err=True,
         )
         for note in trace.notes:
             click.echo(f"note: {safe(note)}", err=True)
-    names = matching_groups(trace.groups, pg_filters)
+    names = matching_groups(trace.group_table, pg_filters)
     entries = select_entries(trace.entries, ranks, names)
     style = MarkedStyle(use_color())
     if options["raw"]:

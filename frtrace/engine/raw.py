@@ -18,18 +18,17 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
-import pandas as pd
 
 from frtrace.errors import FrtraceError
 from frtrace.tables.columns import Frame, RankColumns
 from frtrace.tables.load import trace_messages
 from frtrace.tables.parse import NoUsableDumpError, ParseResult
-from frtrace.tables.repair import add_global_peers, infer_memberships
-from frtrace.tables.trace import Skipped, Trace, files_frame, merge_columns
+from frtrace.tables.repair import GATHER_OPS, SCATTER_OPS, add_global_peers, infer_memberships
+from frtrace.tables.table import Table, first_rows, runs
+from frtrace.tables.trace import Skipped, Trace, file_table, merge_columns
 
-_GATHER = ("all_gather", "_allgather_base", "all_gather_into_tensor")
-_SCATTER = ("reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor")
-_KEPT = ["rank", "pg_name", "pg_desc", "op", "input_numel", "output_numel"]
+_LABELLED = ("pg_name", "pg_desc", "op")
+_KEPT = ["rank", *_LABELLED, "input_numel", "output_numel"]
 
 
 @dataclass
@@ -43,7 +42,7 @@ class FileSummary:
     reason: str
     meta: RankColumns | None  # columns released: rank, pg_config, notes, versions, n
     stacks: list[tuple[Frame, ...]]
-    rows: pd.DataFrame | None  # the rows membership inference reads
+    rows: Table | None  # the rows membership inference reads, labels decoded (object arrays)
 
 
 @dataclass
@@ -55,7 +54,7 @@ class RawResult:
     skipped: list[Skipped]
     warnings: list[str]
     notes: list[str]
-    groups: pd.DataFrame
+    groups: Table
 
 
 def _fresh(part: RankColumns) -> RankColumns:
@@ -63,22 +62,36 @@ def _fresh(part: RankColumns) -> RankColumns:
     return dataclasses.replace(part, ints=dict(part.ints), cats=dict(part.cats))
 
 
-def _membership_rows(entries: pd.DataFrame) -> pd.DataFrame:
+def _membership_rows(entries: Table) -> Table:
     """The rows of one rank that infer_memberships reads: first row of each (group, desc), and
     per group the gather / scatter row whose size ratio is the largest (it takes the max)."""
-    keep = ~entries[["pg_name", "pg_desc"]].duplicated().to_numpy()
-    for ops, num, den in ((_GATHER, "output_numel", "input_numel"), (_SCATTER, "input_numel",
-                                                                    "output_numel")):  # fmt: skip
-        mask = (entries["op"].isin(ops) & (entries[den] > 0)).to_numpy()
-        if not mask.any():
+    keep = np.zeros(len(entries), dtype=bool)
+    keep[first_rows(entries["pg_name"], entries["pg_desc"])] = True
+    for ops, num, den in (
+        (GATHER_OPS, "output_numel", "input_numel"),
+        (SCATTER_OPS, "input_numel", "output_numel"),
+    ):
+        idx = np.flatnonzero(entries.is_label("op", ops.__contains__) & (entries[den] > 0))
+        if not len(idx):
             continue
-        idx = np.flatnonzero(mask)
-        ratio = entries[num].to_numpy()[idx] // entries[den].to_numpy()[idx]
-        pg = entries["pg_name"].cat.codes.to_numpy()[idx]
-        best = pd.DataFrame({"pg": pg, "ratio": ratio, "i": idx}).sort_values("ratio")
-        keep[best.groupby("pg")["i"].last().to_numpy()] = True
-    rows = entries.loc[keep, _KEPT]
-    return rows.astype({"pg_name": object, "pg_desc": object, "op": object})
+        ratio = entries[num][idx] // entries[den][idx]
+        order, _starts = runs(entries["pg_name"][idx], ratio)
+        pg_sorted = entries["pg_name"][idx][order]
+        last = np.r_[pg_sorted[1:] != pg_sorted[:-1], True]  # the largest ratio of each group
+        keep[idx[order[last]]] = True
+    rows = entries.take(keep)
+    return Table({k: rows.decode(k) if k in _LABELLED else rows[k] for k in _KEPT})
+
+
+def _encoded(tables: list[Table]) -> Table:
+    """Membership rows of many files as one table, labelled columns encoded again."""
+    cols = {k: np.concatenate([t[k] for t in tables]) for k in _KEPT}
+    labels: dict[str, list[object]] = {}
+    for k in _LABELLED:
+        codes: dict[object, int] = {}
+        cols[k] = np.array([codes.setdefault(v, len(codes)) for v in cols[k]], dtype=np.int32)
+        labels[k] = list(codes)
+    return Table(cols, labels)
 
 
 def summarize(results: list[ParseResult]) -> list[FileSummary]:
@@ -99,7 +112,7 @@ def summarize(results: list[ParseResult]) -> list[FileSummary]:
 
 def write_partition(
     results: list[ParseResult],
-    groups: pd.DataFrame,
+    groups: Table,
     stack_ids: dict[tuple[Frame, ...], int],
     names: set[str] | None,
     with_frames: bool,
@@ -107,18 +120,21 @@ def write_partition(
     storage_options: dict[str, Any],
 ) -> int:
     """Stage 2: this partition's entries, as `frtrace -j` gives them, into one Parquet file."""
+    import pandas as pd
+
     from frtrace.report.parquet import write_records
     from frtrace.report.raw import entry_records
 
     parts = [_fresh(cols) for _r, _p, cols, *_rest in results if cols is not None]
     if parts:
-        entries, stacks = merge_columns(parts)
-        add_global_peers(entries, groups)
+        table, stacks = merge_columns(parts)
+        add_global_peers(table, groups)
         to_global = np.array([stack_ids[s] for s in stacks] or [-1], dtype=np.int32)
-        local = entries["stack_id"].to_numpy()
-        entries["stack_id"] = np.where(local >= 0, to_global[np.maximum(local, 0)], -1)
+        local = table["stack_id"]
+        table["stack_id"] = np.where(local >= 0, to_global[np.maximum(local, 0)], -1)
         if names is not None:
-            entries = entries.loc[entries["pg_name"].isin(names)]
+            table = table.take(table.is_label("pg_name", names.__contains__))
+        entries = table.to_pandas()
     else:
         entries, stacks = pd.DataFrame(), []
     frames = {stack_ids[s]: s for s in stacks}
@@ -136,7 +152,7 @@ class _Stacks:
 
 def assemble(
     trace_dir: str, summaries: list[FileSummary], skipped: list[Skipped]
-) -> tuple[pd.DataFrame, dict[tuple[Frame, ...], int], list[str], list[str]]:
+) -> tuple[Table, dict[tuple[Frame, ...], int], list[str], list[str]]:
     """Groups, job-wide stack ids, warnings and notes from the summaries (in rank order)."""
     ok = [s for s in summaries if s.meta is not None]  # in parse order, as the Trace sees them
     by_rank = sorted(ok, key=lambda s: s.rank)
@@ -146,13 +162,13 @@ def assemble(
             f"no usable dump in {trace_dir} ({len(skipped)} file(s) skipped)", skipped
         )
     metas = [cast(RankColumns, s.meta) for s in ok]
-    rows = pd.concat([s.rows for s in by_rank if s.rows is not None], ignore_index=True)
+    rows = _encoded([s.rows for s in by_rank if s.rows is not None])
     members = infer_memberships(rows, metas, [m.rank for m in metas])
     stack_ids: dict[tuple[Frame, ...], int] = {(): -1}
     for s in by_rank:  # numbered as merge_columns numbers them: by rank, first seen first
         for frames in s.stacks:
             stack_ids.setdefault(frames, len(stack_ids) - 1)
-    files = files_frame(
+    files = file_table(
         [
             {
                 "path": s.path,

@@ -24,7 +24,7 @@ def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
         "findings": findings,
         "inputs": {
             "trace_dir": trace.trace_dir,
-            "files": len(trace.files),
+            "files": len(trace.file_table),
             "ranks": trace.ranks,
             "missing_dumps": trace.missing_dumps,
             "skipped": [{"file": s.file, "reason": s.reason} for s in trace.skipped],
@@ -37,7 +37,7 @@ def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
                 "ranks": [int(r) for r in g.ranks],
                 "membership": str(g.source),
             }
-            for g in trace.groups.itertuples(index=False)
+            for g in trace.group_table.rows()
         ],
         "notes": [note_text(n) for n in analysis.notes],
         "stragglers": _stragglers(analysis),

@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from frtrace.analysis.engine import Analysis
@@ -377,14 +378,14 @@ def _role(analysis: Analysis, f: Finding) -> str:
 
 def _header(analysis: Analysis, width: int) -> list[str]:
     trace = analysis.ctx.trace
-    e = trace.entries
-    backends = ", ".join(sorted(str(b) for b in e["backend"].unique())) or "-"
-    formats = ", ".join(f"{k} {v}" for k, v in trace.files.groupby("format").size().items())
+    e = trace.table
+    backends = ", ".join(sorted(str(e.label("backend", b)) for b in np.unique(e["backend"])))
+    formats = ", ".join(f"{k} {v}" for k, v in trace.formats)
     text = (
-        f"frtrace: {len(trace.files)} dump(s) from {trace.trace_dir}"
+        f"frtrace: {len(trace.file_table)} dump(s) from {trace.trace_dir}"
         + (f" (prefix '{trace.prefix}')" if trace.prefix else "")
         + f": ranks {ranks_text(trace.ranks)}, {len(e):,} entries, format "
-        f"{', '.join(trace.versions) or '-'}, {backends}, {formats}"
+        f"{', '.join(trace.versions) or '-'}, {backends or '-'}, {formats}"
     )
     lines = wrap(text, width, "", "  ")
     if trace.missing_dumps:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from frtrace.dumps.discover import Discovery, discover
 from frtrace.tables.columns import RankColumns
@@ -30,12 +29,10 @@ from frtrace.tables.repair import (
     Memberships,
     add_global_peers,
     infer_memberships,
-    pg_status_frame,
+    pg_status_table,
 )
-from frtrace.tables.trace import Chunk, Trace, compact, files_frame, merge_chunks
-
-if TYPE_CHECKING:
-    import pandas as pd
+from frtrace.tables.table import Table
+from frtrace.tables.trace import Chunk, Trace, compact, file_table, merge_chunks
 
 
 def load_discovered(
@@ -163,17 +160,17 @@ def assemble_trace(
     return_freed_memory()
     members = infer_memberships(entries, parts, [p.rank for p in parts])
     add_global_peers(entries, members.groups)
-    status = pg_status_frame(parts, entries)
-    files_df = files_frame(file_rows)
-    warnings, notes = trace_messages(parts, files_df, members)
+    status = pg_status_table(parts, entries)
+    files = file_table(file_rows)
+    warnings, notes = trace_messages(parts, files, members)
     return Trace(
         trace_dir=trace_dir,
         prefix=prefix,
-        entries=entries,
-        groups=members.groups,
-        pg_status=status,
+        table=entries,
+        group_table=members.groups,
+        status_table=status,
         stacks=stacks,
-        files=files_df,
+        file_table=files,
         skipped=skipped,
         notes=notes,
         warnings=warnings,
@@ -182,15 +179,17 @@ def assemble_trace(
 
 
 def trace_messages(
-    parts: list[RankColumns], files_df: pd.DataFrame, members: Memberships
+    parts: list[RankColumns], files: Table, members: Memberships
 ) -> tuple[list[str], list[str]]:
     """Warnings (memberships, mixed versions) and notes (-v) about the job, from per-file
     metadata only: the engines that never hold every entry say the same."""
     warnings = list(members.warnings)
     versions = sorted({p.version for p in parts})
     if len(versions) > 1:
-        by_version = files_df.groupby("version")["rank"].apply(lambda r: sorted(r)[:8])
-        detail = "; ".join(f"{v}: ranks {list(r)}" for v, r in by_version.items())
+        by_version: dict[str, list[int]] = {}
+        for version, rank in zip(files["version"], files["rank"], strict=True):
+            by_version.setdefault(str(version), []).append(int(rank))
+        detail = "; ".join(f"{v}: ranks {sorted(by_version[v])[:8]}" for v in sorted(by_version))
         warnings.append(f"dumps mix format versions ({detail})")
     notes = list(members.notes)
     for part in parts:

@@ -13,49 +13,67 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from frtrace.dumps.limits import budgets
 from frtrace.tables.check import unpack_ranks
 from frtrace.tables.columns import RankColumns
+from frtrace.tables.table import Table, first_rows, group_max
 
 DEFAULT_PG = "0"
 DEFAULT_DESC = "default_pg"
 
 
+GROUP_COLUMNS: dict[str, Any] = {
+    "pg_name": object,
+    "pg_desc": object,
+    "ranks": object,
+    "size": np.int64,
+    "source": object,
+}
+STATUS_COLUMNS: dict[str, Any] = {
+    "rank": np.int64,
+    "pg_id": np.int64,
+    "pg_name": object,
+    "last_enqueued": np.int64,
+    "last_started": np.int64,
+    "last_completed": np.int64,
+}
+
+
 @dataclass
 class Memberships:
-    groups: pd.DataFrame
+    groups: Table  # GROUP_COLUMNS, one row per group
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     # pg_name -> the different member lists dumps give it (dumps of more than one job?)
     conflicts: dict[str, list[list[int]]] = field(default_factory=dict)
 
 
-def _size_hints(entries: pd.DataFrame) -> dict[str, int]:
+GATHER_OPS = frozenset({"all_gather", "_allgather_base", "all_gather_into_tensor"})
+SCATTER_OPS = frozenset({"reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor"})
+
+
+def _size_hints(entries: Table) -> dict[str, int]:
     """Group sizes implied by all_gather / reduce_scatter numel ratios (output/input)."""
-    gather = entries["op"].isin(["all_gather", "_allgather_base", "all_gather_into_tensor"])
-    scatter = entries["op"].isin(
-        ["reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor"]
-    )
     hints: dict[str, int] = {}
-    for mask, num, den in (
-        (gather, "output_numel", "input_numel"),
-        (scatter, "input_numel", "output_numel"),
+    for ops, num, den in (
+        (GATHER_OPS, "output_numel", "input_numel"),
+        (SCATTER_OPS, "input_numel", "output_numel"),
     ):
-        rows = entries.loc[mask & (entries[den] > 0), ["pg_name", num, den]]
-        if rows.empty:
+        rows = np.flatnonzero(entries.is_label("op", ops.__contains__) & (entries[den] > 0))
+        if not len(rows):
             continue
-        ratio = (rows[num] // rows[den]).astype(np.int64)
-        best = ratio.groupby(rows["pg_name"].astype(object)).max()
-        for name, size in best.items():
+        ratio = (entries[num][rows] // entries[den][rows]).astype(np.int64)
+        best = group_max(entries["pg_name"][rows], ratio)
+        for code, size in best.items():
+            name = str(entries.label("pg_name", code))
             if int(size) <= budgets().max_rank + 1:  # a claimed size is not a reason to allocate
-                hints[str(name)] = max(hints.get(str(name), 0), int(size))
+                hints[name] = max(hints.get(name, 0), int(size))
     return hints
 
 
 def infer_memberships(
-    entries: pd.DataFrame, parts: list[RankColumns], dumped_ranks: list[int]
+    entries: Table, parts: list[RankColumns], dumped_ranks: list[int]
 ) -> Memberships:
     """One row per group: name, desc, sorted global member ranks, and where they came from."""
     notes: list[str] = []
@@ -93,12 +111,15 @@ def infer_memberships(
     observed: dict[str, list[int]] = {}
     desc_seen: dict[str, str] = {}
     if len(entries):
-        pairs = entries[["pg_name", "rank"]].drop_duplicates()
-        for name, rank_series in pairs.groupby(pairs["pg_name"].astype(object))["rank"]:
-            observed[str(name)] = sorted(int(r) for r in rank_series)
-        descs = entries[["pg_name", "pg_desc"]].drop_duplicates()
-        for name, desc in zip(descs["pg_name"], descs["pg_desc"], strict=True):
-            desc_seen.setdefault(str(name), str(desc))
+        pg, ranks = entries["pg_name"], entries["rank"]
+        for i in first_rows(pg, ranks).tolist():
+            observed.setdefault(str(entries.label("pg_name", pg[i])), []).append(int(ranks[i]))
+        # first seen first: the desc of a group's earliest row
+        for i in sorted(first_rows(pg, entries["pg_desc"]).tolist()):
+            desc_seen.setdefault(
+                str(entries.label("pg_name", pg[i])),
+                str(entries.label("pg_desc", entries["pg_desc"][i])),
+            )
     hints = _size_hints(entries) if len(entries) else {}
 
     known_ranks = set(dumped_ranks)
@@ -162,8 +183,7 @@ def infer_memberships(
                 "source": source,
             }
         )
-    groups = pd.DataFrame(rows, columns=["pg_name", "pg_desc", "ranks", "size", "source"])
-    return Memberships(groups, notes, warnings, conflicts)
+    return Memberships(Table.from_records(rows, GROUP_COLUMNS), notes, warnings, conflicts)
 
 
 def _pg_sort_key(name: str) -> tuple[int, int, str]:
@@ -171,13 +191,13 @@ def _pg_sort_key(name: str) -> tuple[int, int, str]:
     return (0, int(name), "") if numeric else (1, 0, name)
 
 
-def add_global_peers(entries: pd.DataFrame, groups: pd.DataFrame) -> None:
+def add_global_peers(entries: Table, groups: Table) -> None:
     """Translate p2p group-local src/dst into global ranks, vectorized over all groups."""
     n = len(entries)
     global_src = np.full(n, -1, dtype=np.int32)
     global_dst = np.full(n, -1, dtype=np.int32)
     if n and len(groups):
-        cats = entries["pg_name"].cat.categories
+        cats = entries.labels["pg_name"]
         members_by_name = dict(zip(groups["pg_name"], groups["ranks"], strict=True))
         flat: list[int] = []
         offsets = np.zeros(len(cats), dtype=np.int64)
@@ -187,23 +207,23 @@ def add_global_peers(entries: pd.DataFrame, groups: pd.DataFrame) -> None:
             offsets[i], sizes[i] = len(flat), len(members)
             flat.extend(members)
         flat_arr = np.array(flat or [-1], dtype=np.int32)
-        codes = entries["pg_name"].cat.codes.to_numpy()
+        codes = entries["pg_name"]
         for local_col, out in (("src", global_src), ("dst", global_dst)):
-            local = entries[local_col].to_numpy()
+            local = entries[local_col]
             ok = (local >= 0) & (local < sizes[codes])
             out[ok] = flat_arr[offsets[codes[ok]] + local[ok]]
     entries["global_src"] = global_src
     entries["global_dst"] = global_dst
 
 
-def pg_status_frame(parts: list[RankColumns], entries: pd.DataFrame) -> pd.DataFrame:
+def pg_status_table(parts: list[RankColumns], entries: Table) -> Table:
     """Per-rank pg_status rows, with the pg_id (per process) resolved to the group name."""
     names: dict[tuple[int, int], str] = {}
     if len(entries):
-        ids = entries[["rank", "pg_id", "pg_name"]].drop_duplicates(["rank", "pg_id"])
+        rank, ids, pg = entries["rank"], entries["pg_id"], entries["pg_name"]
         names = {
-            (int(r), int(i)): str(n)
-            for r, i, n in zip(ids["rank"], ids["pg_id"], ids["pg_name"], strict=True)
+            (int(rank[i]), int(ids[i])): str(entries.label("pg_name", pg[i]))
+            for i in first_rows(rank, ids).tolist()
         }
     rows = []
     for part in parts:
@@ -224,8 +244,7 @@ def pg_status_frame(parts: list[RankColumns], entries: pd.DataFrame) -> pd.DataF
                     "last_completed": _as_int(status.get("last_completed_collective")),
                 }
             )
-    columns = ["rank", "pg_id", "pg_name", "last_enqueued", "last_started", "last_completed"]
-    return pd.DataFrame(rows, columns=columns)
+    return Table.from_records(rows, STATUS_COLUMNS)
 
 
 def _as_int(value: Any) -> int:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any
+from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from frtrace.tables.columns import CATEGORY_COLUMNS, Frame, Interned, RankColumns
 from frtrace.tables.parse import Skipped as Skipped  # beside the parsing, which has no pandas
+from frtrace.tables.table import Table
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 P2P_OPS = frozenset({"send", "recv"})
 # Counters that fit 32 bits in any real job; halving them matters at millions of rows.
@@ -22,42 +26,67 @@ _MAX_NUMEL = (1 << 62) - 1  # element counts are clamped here, so int64 sums can
 
 @dataclass
 class Trace:
-    """All ranks' dumps as shared, interned tables.
+    """All ranks' dumps as shared, interned tables (numpy columns, see tables/table.py).
 
-    entries:   one row per entry (see ENTRY_COLUMNS in the README), categorical strings.
-    groups:    pg_name, pg_desc, ranks (sorted global ranks), size, source of membership.
-    pg_status: rank, pg_id, pg_name, last_enqueued/started/completed collective seq ids.
-    stacks:    stack_id -> frames (name, filename, line), innermost first; each stored once.
-    files:     path, rank, format, compressed, version, comm_lib_version, entries.
+    table:        one row per entry (see ENTRY_COLUMNS in the README), strings as codes.
+    group_table:  pg_name, pg_desc, ranks (sorted global ranks), size, source of membership.
+    status_table: rank, pg_id, pg_name, last_enqueued/started/completed collective seq ids.
+    stacks:       stack_id -> frames (name, filename, line), innermost first; each stored once.
+    file_table:   path, rank, format, compressed, version, comm_lib_version, entries.
+
+    `entries`, `groups`, `pg_status` and `files` are the same tables as pandas DataFrames,
+    built on first use (the analysis never needs pandas).
     """
 
     trace_dir: str
     prefix: str
-    entries: pd.DataFrame
-    groups: pd.DataFrame
-    pg_status: pd.DataFrame
+    table: Table
+    group_table: Table
+    status_table: Table
     stacks: list[tuple[Frame, ...]]
-    files: pd.DataFrame
+    file_table: Table
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     membership_conflicts: dict[str, list[list[int]]] = field(default_factory=dict)
 
+    @cached_property
+    def entries(self) -> pd.DataFrame:
+        """Every entry as a DataFrame, strings as categoricals (for notebooks and raw output)."""
+        return self.table.to_pandas()
+
+    @cached_property
+    def groups(self) -> pd.DataFrame:
+        return self.group_table.to_pandas()
+
+    @cached_property
+    def pg_status(self) -> pd.DataFrame:
+        return self.status_table.to_pandas()
+
+    @cached_property
+    def files(self) -> pd.DataFrame:
+        return self.file_table.to_pandas()
+
     @property
     def ranks(self) -> list[int]:
         """Ranks that left a usable dump."""
-        return sorted(int(r) for r in self.files["rank"])
+        return sorted(int(r) for r in self.file_table["rank"])
+
+    @property
+    def formats(self) -> list[tuple[str, int]]:
+        """(format, number of files) by format, e.g. [("json", 2), ("pickle", 62)]."""
+        return sorted(Counter(str(f) for f in self.file_table["format"]).items())
 
     @property
     def versions(self) -> list[str]:
-        return sorted({str(v) for v in self.files["version"]})
+        return sorted({str(v) for v in self.file_table["version"]})
 
     @property
     def missing_dumps(self) -> list[int]:
         """Members of some group that left no usable dump."""
         have = set(self.ranks)
         members: set[int] = set()
-        for ranks in self.groups["ranks"]:
+        for ranks in self.group_table["ranks"]:
             members.update(ranks)
         return sorted(members - have)
 
@@ -180,13 +209,13 @@ def _concat(arrays: list[np.ndarray], dtype: Any) -> np.ndarray:
     return np.concatenate(arrays) if arrays else np.empty(0, dtype)
 
 
-def merge_columns(parts: list[RankColumns]) -> tuple[pd.DataFrame, list[tuple[Frame, ...]]]:
-    """One entries frame for the job, ordered by rank then position in the dump."""
+def merge_columns(parts: list[RankColumns]) -> tuple[Table, list[tuple[Frame, ...]]]:
+    """One entries table for the job, ordered by rank then position in the dump."""
     return merge_chunks([compact(parts)])
 
 
-def merge_chunks(chunks: list[Chunk]) -> tuple[pd.DataFrame, list[tuple[Frame, ...]]]:
-    """One entries frame from chunks of consecutive ranks (given in rank order).
+def merge_chunks(chunks: list[Chunk]) -> tuple[Table, list[tuple[Frame, ...]]]:
+    """One entries table from chunks of consecutive ranks (given in rank order).
 
     Each column is concatenated and then dropped from the chunks, so at most one column
     exists twice at a time.
@@ -194,6 +223,7 @@ def merge_chunks(chunks: list[Chunk]) -> tuple[pd.DataFrame, list[tuple[Frame, .
     lengths = [len(c.rank) for c in chunks]
     total = sum(lengths)
     chunk_of_row = _rows_of(lengths)
+    labels: dict[str, list[Any]] = {}
     cols: dict[str, Any] = {
         "rank": _concat([c.rank for c in chunks], np.int32),
         "pos": _concat([c.pos for c in chunks], np.int32),
@@ -203,10 +233,7 @@ def merge_chunks(chunks: list[Chunk]) -> tuple[pd.DataFrame, list[tuple[Frame, .
     for name in list(chunks[0].ints) if chunks else ():
         cols[name] = np.concatenate([c.ints.pop(name) for c in chunks])
     for name in CATEGORY_COLUMNS:
-        codes, values = _merge_codes([c.cats.pop(name) for c in chunks], chunk_of_row)
-        cols[name] = pd.Categorical.from_codes(
-            codes, categories=pd.Index(values, dtype=object), validate=False
-        )
+        cols[name], labels[name] = _merge_codes([c.cats.pop(name) for c in chunks], chunk_of_row)
     cols["duration_ms"] = _concat([c.duration_ms for c in chunks], np.float64)
     cols["retired"] = _concat([c.retired for c in chunks], bool)
     cols["coalesced"] = _concat([c.coalesced for c in chunks], bool)
@@ -225,11 +252,10 @@ def merge_chunks(chunks: list[Chunk]) -> tuple[pd.DataFrame, list[tuple[Frame, .
         c.stacks = Interned(np.empty(0, np.int32), [])
 
     # Derive backend, op and group-local p2p peers once per distinct profiling name.
-    names: pd.Categorical = cols["profiling_name"]
-    parsed = [parse_profiling_name(str(n)) for n in names.categories]
-    codes = names.codes
-    cols["backend"] = _derived_category(codes, [p[0] for p in parsed])
-    cols["op"] = _derived_category(codes, [p[1] for p in parsed])
+    parsed = [parse_profiling_name(str(n)) for n in labels["profiling_name"]]
+    codes = cols["profiling_name"]
+    cols["backend"], labels["backend"] = _derived_category(codes, [p[0] for p in parsed])
+    cols["op"], labels["op"] = _derived_category(codes, [p[1] for p in parsed])
     src = np.array([p[2] for p in parsed] or [0], dtype=np.int32)
     dst = np.array([p[3] for p in parsed] or [0], dtype=np.int32)
     cols["src"] = src[codes] if total else np.empty(0, np.int32)
@@ -237,9 +263,9 @@ def merge_chunks(chunks: list[Chunk]) -> tuple[pd.DataFrame, list[tuple[Frame, .
     p2p_name = np.array([p[1] in P2P_OPS for p in parsed] or [False])
     cols["is_p2p"] = is_p2p | (p2p_name[codes] if total else np.empty(0, bool))
     for side in ("input", "output"):
-        sizes: pd.Categorical = cols[f"{side}_sizes"]
-        per_cat = np.array([numel(str(k)) for k in sizes.categories] or [0], dtype=np.int64)
-        cols[f"{side}_numel"] = per_cat[sizes.codes] if total else np.empty(0, np.int64)
+        key = f"{side}_sizes"
+        per_cat = np.array([numel(str(k)) for k in labels[key]] or [0], dtype=np.int64)
+        cols[f"{side}_numel"] = per_cat[cols[key]] if total else np.empty(0, np.int64)
     order = [
         "rank", "pos", "record_id", "pg_id", "pg_name", "pg_desc", "collective_seq_id",
         "p2p_seq_id", "op_id", "backend", "op", "profiling_name", "is_p2p", "coalesced", "src",
@@ -254,36 +280,28 @@ def merge_chunks(chunks: list[Chunk]) -> tuple[pd.DataFrame, list[tuple[Frame, .
     if total and not (rank[1:] >= rank[:-1]).all():  # chunks out of rank order: never from
         order_rows = np.argsort(rank, kind="stable")  # the loaders, but keep the invariant
         cols = {name: values[order_rows] for name, values in cols.items()}
-    # copy=False: the columns are fresh arrays; consolidating them into 2-D blocks would copy
-    # the whole table once more (a second, transient copy of gigabytes at 8k ranks).
-    return pd.DataFrame({name: cols[name] for name in order}, copy=False), stacks
+    return Table({name: cols[name] for name in order}, labels), stacks
 
 
-def _derived_category(codes: np.ndarray, values: list[str]) -> pd.Categorical:
-    """A categorical whose value is a function of another categorical's value."""
+def _derived_category(codes: np.ndarray, values: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Codes and labels of a category whose value is a function of another one's value."""
     uniques: dict[str, int] = {}
     mapping = np.array([uniques.setdefault(v, len(uniques)) for v in values] or [0], np.int32)
-    new_codes = mapping[codes] if len(codes) else codes
-    return pd.Categorical.from_codes(
-        new_codes, categories=pd.Index(list(uniques), dtype=object), validate=False
-    )
+    new_codes = mapping[codes] if len(codes) else codes.astype(np.int32)
+    return new_codes, list(uniques)
 
 
-def empty_files_frame() -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "path": pd.Series(dtype=object),
-            "rank": pd.Series(dtype=np.int64),
-            "format": pd.Series(dtype=object),
-            "compressed": pd.Series(dtype=bool),
-            "version": pd.Series(dtype=object),
-            "comm_lib_version": pd.Series(dtype=object),
-            "entries": pd.Series(dtype=np.int64),
-        }
-    )
+FILE_COLUMNS: dict[str, Any] = {
+    "path": object,
+    "rank": np.int64,
+    "format": object,
+    "compressed": bool,
+    "version": object,
+    "comm_lib_version": object,
+    "entries": np.int64,
+}
 
 
-def files_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    if not rows:
-        return empty_files_frame()
-    return pd.DataFrame(rows).sort_values("rank", kind="stable").reset_index(drop=True)
+def file_table(rows: list[dict[str, Any]]) -> Table:
+    """One row per usable dump, by rank."""
+    return Table.from_records(sorted(rows, key=lambda r: r["rank"]), FILE_COLUMNS)

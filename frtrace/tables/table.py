@@ -1,0 +1,176 @@
+"""Named numpy columns: the tables frtrace analyzes, without pandas.
+
+Importing pandas costs a quarter of a second, more than a two-file job's whole analysis, so
+the tables the analysis reads are plain numpy columns. A categorical column holds int32 codes
+into a list of labels (interned strings: groups, ops, shapes), so comparing ranks stays
+integer work. `to_pandas()` gives the same table as a pandas DataFrame (categoricals for the
+labelled columns) for notebooks, raw output and the Python API.
+
+Grouping is sorting: `runs` orders rows by their keys and says where each run of equal keys
+starts; per-group reductions are numpy's `reduceat` over those runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class Table:
+    """Columns of equal length by name; `labels[name]` decodes a categorical column's codes."""
+
+    __slots__ = ("cols", "labels")
+
+    def __init__(
+        self, cols: dict[str, np.ndarray], labels: dict[str, list[Any]] | None = None
+    ) -> None:
+        self.cols = cols
+        self.labels = labels if labels is not None else {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.cols[name]
+
+    def __setitem__(self, name: str, values: np.ndarray) -> None:
+        self.cols[name] = values
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.cols
+
+    def __len__(self) -> int:
+        for values in self.cols.values():
+            return len(values)
+        return 0
+
+    def __repr__(self) -> str:
+        return f"Table({len(self)} rows: {', '.join(self.cols)})"
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.cols)
+
+    def take(self, rows: np.ndarray | slice) -> Table:
+        """The rows a mask, an index array or a slice selects (labels are shared)."""
+        return Table({k: v[rows] for k, v in self.cols.items()}, self.labels)
+
+    def select(self, names: Sequence[str]) -> Table:
+        """Only these columns (the arrays are shared, not copied)."""
+        labels = {k: self.labels[k] for k in names if k in self.labels}
+        return Table({k: self.cols[k] for k in names}, labels)
+
+    def label(self, name: str, code: int) -> Any:
+        return self.labels[name][int(code)]
+
+    def code(self, name: str, value: Any) -> int:
+        """The code of a label in a categorical column; -1 when no row has it."""
+        try:
+            return self.labels[name].index(value)
+        except ValueError:
+            return -1
+
+    def decode(self, name: str) -> np.ndarray:
+        """A categorical column as an object array of its labels (for small tables)."""
+        values = np.empty(len(self.labels[name]), dtype=object)
+        values[:] = self.labels[name]
+        return values[self.cols[name]] if len(self.cols[name]) else values[:0]
+
+    def is_label(self, name: str, predicate: Any) -> np.ndarray:
+        """Mask of rows whose label satisfies `predicate` (evaluated once per label)."""
+        per_label = np.array([bool(predicate(v)) for v in self.labels[name]] or [False])
+        codes = self.cols[name]
+        return per_label[codes] if len(codes) else np.zeros(0, dtype=bool)
+
+    def rows(self) -> Iterator[Any]:
+        """Each row as a named tuple, labels decoded (for small tables: groups, files)."""
+        row = NamedTuple("Row", [(k, Any) for k in self.cols])  # type: ignore[misc]
+        decoded = [self.decode(k) if k in self.labels else self.cols[k] for k in self.cols]
+        for values in zip(*decoded, strict=True):
+            yield row(*(v.item() if isinstance(v, np.generic) else v for v in values))
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The same table as a DataFrame, labelled columns as categoricals (no copies)."""
+        import pandas as pd
+
+        data: dict[str, Any] = {}
+        for name, values in self.cols.items():
+            if name in self.labels:
+                data[name] = pd.Categorical.from_codes(
+                    values, categories=pd.Index(self.labels[name], dtype=object), validate=False
+                )
+            else:
+                data[name] = values
+        return pd.DataFrame(data, copy=False)
+
+    @classmethod
+    def from_records(cls, records: list[dict[str, Any]], dtypes: dict[str, Any]) -> Table:
+        """A small table from dicts; `dtypes` names every column (object for strings, lists)."""
+        cols: dict[str, np.ndarray] = {}
+        for name, dtype in dtypes.items():
+            if dtype is object:
+                values = np.empty(len(records), dtype=object)
+                values[:] = [r[name] for r in records]
+            else:
+                values = np.array([r[name] for r in records], dtype=dtype)
+            cols[name] = values
+        return cls(cols)
+
+
+def runs(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ordered by `keys` (first key first, stable) and where each run of equal keys
+    starts in that order: a group-by without hashing."""
+    if not len(keys) or not len(keys[0]):
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty
+    order = np.lexsort(keys[::-1])
+    new = np.zeros(len(order), dtype=bool)
+    new[0] = True
+    for k in keys:
+        sorted_k = k[order]
+        new[1:] |= sorted_k[1:] != sorted_k[:-1]
+    return order, np.flatnonzero(new)
+
+
+def first_rows(*keys: np.ndarray) -> np.ndarray:
+    """Index of the first row (lowest index) of each distinct key combination, in key order."""
+    order, starts = runs(*keys)
+    return order[starts]
+
+
+def group_max(key: np.ndarray, values: np.ndarray) -> dict[int, Any]:
+    """The largest value per distinct key, as {key: value}."""
+    order, starts = runs(key)
+    if not len(order):
+        return {}
+    top = np.maximum.reduceat(values[order], starts)
+    return dict(zip(key[order[starts]].tolist(), top.tolist(), strict=True))
+
+
+def group_min(key: np.ndarray, values: np.ndarray) -> dict[int, Any]:
+    """The smallest value per distinct key, as {key: value}."""
+    order, starts = runs(key)
+    if not len(order):
+        return {}
+    low = np.minimum.reduceat(values[order], starts)
+    return dict(zip(key[order[starts]].tolist(), low.tolist(), strict=True))
+
+
+def cumcount(key: np.ndarray, reverse: bool = False) -> np.ndarray:
+    """Each row's number among the rows with its key, in row order (from the end: `reverse`)."""
+    n = len(key)
+    if not n:
+        return np.empty(0, dtype=np.int64)
+    order = np.argsort(key, kind="stable")
+    if reverse:
+        order = order[::-1]
+        # reversed stable order keeps equal keys in descending row order, keys descending
+    sorted_key = key[order]
+    new = np.r_[True, sorted_key[1:] != sorted_key[:-1]]
+    starts = np.flatnonzero(new)
+    nth = np.arange(n) - starts[np.cumsum(new) - 1]
+    out = np.empty(n, dtype=np.int64)
+    out[order] = nth
+    return out
