@@ -364,11 +364,11 @@ def run(options: dict[str, Any]) -> int:
         for note in trace.notes:
             click.echo(f"note: {safe(note)}", err=True)
     names = matching_groups(trace.group_table, pg_filters)
-    entries = select_entries(trace.entries, ranks, names)
     style = MarkedStyle(use_color())
     if options["raw"]:
         from frtrace.report.raw import entries_table, write_entries_json
 
+        entries = select_entries(trace.entries, ranks, names)
         if (options["fmt"] or "json") == "json":
             write_entries_json(trace, entries, sys.stdout, with_frames=options["stacks"])
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import subprocess
 import sys
@@ -169,5 +170,26 @@ def test_a_mistyped_folder_is_reported_without_importing_pandas(tmp_path: Path) 
     )
     assert proc.returncode == 2
     assert "frtrace: error:" in proc.stderr
+    imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()]
+    assert "pandas" not in imported
+
+
+@pytest.mark.parametrize(
+    "args", [[], ["-v"], ["--format", "json"]], ids=["text", "verbose", "json"]
+)
+def test_the_analysis_and_its_reports_never_import_pandas(args: list[str]) -> None:
+    """pandas' quarter second of imports is more than a small job's whole analysis: the
+    analysis reads numpy tables, and only notebooks, raw output and --html build DataFrames."""
+    fixture = str(FIXTURES / "cascade_4rank")
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "frtrace", fixture, *args],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    if args == ["--format", "json"]:
+        assert json.loads(proc.stdout)["root_cause"]["culprit_ranks"] == [3]
+    else:
+        assert "culprit rank 3" in proc.stdout.splitlines()[-1]
     imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()]
     assert "pandas" not in imported

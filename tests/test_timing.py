@@ -158,6 +158,6 @@ def test_per_rank_lag_statistics_equal_pandas_group_by(seed: int) -> None:
     expected = by.agg(median=("lag", "median"), last=("last", "mean"), n=("lag", "size"))
     expected["p95"] = by["lag"].quantile(0.95)
     got = _per_rank(rank, lag, last)
-    assert got.index.tolist() == expected.index.tolist()
+    assert got["rank"].tolist() == expected.index.tolist()
     for column in ("median", "last", "n", "p95"):
         assert got[column].tolist() == expected[column].tolist(), column

@@ -12,11 +12,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from frtrace.analysis.context import Context, judged
 from frtrace.analysis.findings import Finding
 from frtrace.analysis.ops import SIGNATURE
+from frtrace.tables.table import Table, head_per, most_common, runs, split
 
 GATHER_OPS = frozenset({"all_gather", "_allgather_base", "all_gather_into_tensor", "allgather"})
 SCATTER_OPS = frozenset({"reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor"})
@@ -32,22 +32,28 @@ _KIND_BY_COLUMN = {
 @dataclass
 class CollectiveResult:
     findings: list[Finding] = field(default_factory=list)
-    # (pg, seq) keys some expected member has not issued, in the judged window
-    incomplete: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # (pg, seq) keys some expected member has not issued, in the judged window, by key
+    incomplete: Table = field(
+        default_factory=lambda: _keys(np.empty(0, np.int64), np.empty(0, np.int64))
+    )
+
+
+def _keys(pg: np.ndarray, seq: np.ndarray) -> Table:
+    return Table({"pg": pg, "seq": seq})
 
 
 def analyze_collectives(ctx: Context) -> CollectiveResult:
     coll = ctx.view.coll
-    if coll.empty:
-        return CollectiveResult(incomplete=pd.DataFrame({"pg": [], "seq": []}))
-    coll = coll.loc[judged(coll, ctx)]
+    if not len(coll):
+        return CollectiveResult()
+    coll = coll.take(judged(coll, ctx))
     incomplete = _incomplete_keys(ctx, coll)
     findings = _missing_findings(ctx, coll, incomplete)
     findings += _mismatch_findings(ctx, coll)
     findings += _numel_findings(ctx, coll)
     if ctx.view.states_tracked:
         findings += _state_findings(ctx, coll)
-    return CollectiveResult(_cap(findings, ctx.mismatch_cap), incomplete[["pg", "seq"]])
+    return CollectiveResult(_cap(findings, ctx.mismatch_cap), incomplete.select(["pg", "seq"]))
 
 
 def _cap(findings: list[Finding], cap: int) -> list[Finding]:
@@ -64,19 +70,32 @@ def _expected_counts(ctx: Context) -> np.ndarray:
     return np.array([len(ctx.expected(pg)) for pg in range(len(ctx.pg_names))] or [0])
 
 
-def _incomplete_keys(ctx: Context, coll: pd.DataFrame) -> pd.DataFrame:
-    """(pg, seq) issued by some expected members but not all."""
-    stats = coll.groupby(["pg", "seq"], sort=True).agg(
-        n=("rank", "size"), min_state=("state", "min")
+def _key_stats(coll: Table) -> Table:
+    """Per (pg, seq), by key: how many ranks issued it and their lowest and highest state."""
+    order, starts = runs(coll["pg"], coll["seq"])
+    first = order[starts]
+    state = coll["state"][order]
+    return Table(
+        {
+            "pg": coll["pg"][first],
+            "seq": coll["seq"][first],
+            "n": np.diff(np.r_[starts, len(order)]),
+            "lo": np.minimum.reduceat(state, starts) if len(starts) else state[:0],
+            "hi": np.maximum.reduceat(state, starts) if len(starts) else state[:0],
+        }
     )
-    stats = stats.reset_index()
-    expected = _expected_counts(ctx)[stats["pg"].to_numpy()]
-    short = stats["n"].to_numpy() < expected
+
+
+def _incomplete_keys(ctx: Context, coll: Table) -> Table:
+    """(pg, seq) issued by some expected members but not all."""
+    stats = _key_stats(coll)
+    expected = _expected_counts(ctx)[stats["pg"]]
+    short = stats["n"] < expected
     if ctx.view.states_tracked:
         # Completed on those that have it means every member took part: the others simply
         # dumped before recording it (dump-time skew), which is not a fault.
-        short &= stats["min_state"].to_numpy() < 2
-    return stats.loc[short].reset_index(drop=True)
+        short &= stats["lo"] < 2
+    return stats.take(short)
 
 
 def _key(pg: np.ndarray, seq: np.ndarray) -> np.ndarray:
@@ -84,18 +103,18 @@ def _key(pg: np.ndarray, seq: np.ndarray) -> np.ndarray:
     return pg.astype(np.int64) * (1 << 32) + (seq.astype(np.int64) & 0xFFFFFFFF)
 
 
-def _present(coll: pd.DataFrame, keys: pd.DataFrame) -> dict[tuple[int, int], pd.DataFrame]:
-    """The rows of each wanted (pg, seq): one isin over the job, then a small group-by."""
-    wanted = _key(keys["pg"].to_numpy(), keys["seq"].to_numpy())
-    rows = coll.loc[np.isin(_key(coll["pg"].to_numpy(), coll["seq"].to_numpy()), wanted)]
-    return {(int(k[0]), int(k[1])): g for k, g in rows.groupby(["pg", "seq"], sort=True)}
+def _present(coll: Table, keys: Table) -> dict[tuple[int, int], Table]:
+    """The rows of each wanted (pg, seq), by key: one isin over the job, then a small sort."""
+    wanted = _key(keys["pg"], keys["seq"])
+    rows = coll.take(np.isin(_key(coll["pg"], coll["seq"]), wanted))
+    return {(k[0], k[1]): g for k, g in split(rows, "pg", "seq")}
 
 
-def _missing_findings(ctx: Context, coll: pd.DataFrame, incomplete: pd.DataFrame) -> list[Finding]:
-    if incomplete.empty:
+def _missing_findings(ctx: Context, coll: Table, incomplete: Table) -> list[Finding]:
+    if not len(incomplete):
         return []
     # Per group only the first few keys matter: a missing set is reported where it starts.
-    head = incomplete.groupby("pg", sort=False).head(ctx.mismatch_cap * 4)
+    head = incomplete.take(head_per(incomplete["pg"], ctx.mismatch_cap * 4))
     present = _present(coll, head)
     findings: list[Finding] = []
     previous: dict[int, tuple[frozenset[int], Finding]] = {}
@@ -117,7 +136,7 @@ def _missing_findings(ctx: Context, coll: pd.DataFrame, incomplete: pd.DataFrame
 
 
 def missing_finding(
-    ctx: Context, pg: int, seq: int, rows: pd.DataFrame, have: list[int], missing: list[int]
+    ctx: Context, pg: int, seq: int, rows: Table, have: list[int], missing: list[int]
 ) -> Finding:
     """Who is to blame when some members issued (pg, seq) and others did not."""
     op = _majority_label(ctx, rows, "op")
@@ -154,10 +173,10 @@ def missing_finding(
 def stopped_early(ctx: Context, pg: int, seq: int, waiting: int, idle: int) -> bool:
     """The idle rank's own history says the op the other waits in comes next: it stopped."""
     mine = ctx.rank_ops(waiting)
-    at = mine.loc[(mine["pg"] == pg) & (mine["seq"] == seq)]
+    at = np.flatnonzero((mine["pg"] == pg) & (mine["seq"] == seq))
     if not len(at):
         return False
-    return ctx.next_is_usual(idle, ctx.steps(waiting)[int(at["pos"].iloc[0])])
+    return ctx.next_is_usual(idle, ctx.steps(waiting)[int(mine["pos"][at[0]])])
 
 
 def extra_call(ctx: Context, pg: int, ranks: list[int]) -> tuple[int, int, int] | None:
@@ -170,11 +189,12 @@ def extra_call(ctx: Context, pg: int, ranks: list[int]) -> tuple[int, int, int] 
     seqs = {}
     for rank in ranks:
         mine = ctx.rank_ops(rank)
-        rows = mine.loc[mine["pg"] == pg].sort_values("seq")
-        rows = rows.loc[rows["seq"] >= ctx.judged_lo.get(pg, 0)]
-        site = rows["stack_id"].to_numpy()
+        rows = mine.take(mine["pg"] == pg)
+        rows = rows.take(np.argsort(rows["seq"], kind="stable"))
+        rows = rows.take(rows["seq"] >= ctx.judged_lo.get(pg, 0))
+        site = rows["stack_id"].astype(np.int64)
         if (site < 0).all():  # no stacks (JSON dumps): the op signature stands in
-            site = rows["op"].to_numpy() * 1_000_003 + rows["input_sizes"].to_numpy()
+            site = rows["op"].astype(np.int64) * 1_000_003 + rows["input_sizes"]
         seqs[rank] = (site.tolist(), rows["seq"].tolist())
     a, b = ranks
     hits = []
@@ -190,47 +210,49 @@ def extra_call(ctx: Context, pg: int, ranks: list[int]) -> tuple[int, int, int] 
     return hits[0] if len(hits) == 1 else None
 
 
-def _majority_label(ctx: Context, rows: pd.DataFrame, column: str) -> str:
-    code = int(rows[column].mode().iloc[0])
-    return ctx.view.label(column, code)
+def _majority_label(ctx: Context, rows: Table, column: str) -> str:
+    return ctx.view.label(column, most_common(rows[column]))
 
 
-def _signature_ids(ctx: Context, coll: pd.DataFrame) -> np.ndarray:
+def _signature_ids(ctx: Context, coll: Table) -> np.ndarray:
     """One integer per distinct (op, sizes, dtypes): mixed radix over the label tables."""
     sig = np.zeros(len(coll), dtype=np.int64)
     scale = 1
     for col in SIGNATURE:
         width = len(ctx.view.labels[col]) or 1
-        if scale * width >= 1 << 62:  # too many distinct values to pack: let pandas number them
-            return coll.groupby(list(SIGNATURE), sort=False).ngroup().to_numpy()
-        sig += coll[col].to_numpy().astype(np.int64) * scale
+        if scale * width >= 1 << 62:  # too many distinct values to pack: number the rows
+            stacked = np.stack([coll[c].astype(np.int64) for c in SIGNATURE], axis=1)
+            return np.unique(stacked, axis=0, return_inverse=True)[1].reshape(-1)
+        sig += coll[col].astype(np.int64) * scale
         scale *= width
     return sig
 
 
-def _mismatch_findings(ctx: Context, coll: pd.DataFrame) -> list[Finding]:
+def _mismatch_findings(ctx: Context, coll: Table) -> list[Finding]:
     sig = _signature_ids(ctx, coll)
-    key = _key(coll["pg"].to_numpy(), coll["seq"].to_numpy())
-    distinct = pd.DataFrame({"key": key, "sig": sig}).drop_duplicates()
-    counts = distinct["key"].value_counts()
-    split = counts.index[counts.to_numpy() > 1].to_numpy()
-    bad = pd.DataFrame({"pg": split >> 32, "seq": split & 0xFFFFFFFF}).sort_values(["pg", "seq"])
-    if bad.empty:
+    key = _key(coll["pg"], coll["seq"])
+    pairs = np.unique(np.stack([key, sig.astype(np.int64)], axis=1), axis=0)
+    keys, counts = np.unique(pairs[:, 0], return_counts=True)  # distinct signatures per key
+    torn = keys[counts > 1]  # sorted: by group, then seq
+    if not len(torn):
         return []
-    bad = bad.groupby("pg", sort=False).head(ctx.mismatch_cap)
+    bad = _keys(torn >> 32, torn & 0xFFFFFFFF)
+    bad = bad.take(head_per(bad["pg"], ctx.mismatch_cap))
     findings = []
     for (pg, seq), rows in _present(coll, bad).items():
         findings.append(mismatch_finding(ctx, pg, seq, rows))
     return findings
 
 
-def mismatch_finding(ctx: Context, pg: int, seq: int, rows: pd.DataFrame) -> Finding:
+def mismatch_finding(ctx: Context, pg: int, seq: int, rows: Table) -> Finding:
     """Members disagree on what (pg, seq) is: blame the ranks that differ from the majority."""
-    column = next(c for c in SIGNATURE if rows[c].nunique() > 1)
+    column = next(c for c in SIGNATURE if len(np.unique(rows[c])) > 1)
     kind = _KIND_BY_COLUMN[column]
     signature = {
-        int(r.rank): tuple(int(getattr(r, c)) for c in SIGNATURE)
-        for r in rows.itertuples(index=False)
+        int(rank): tuple(sig)
+        for rank, *sig in zip(
+            rows["rank"].tolist(), *(rows[c].tolist() for c in SIGNATURE), strict=True
+        )
     }
     sides: dict[tuple[int, ...], list[int]] = {}
     for rank, sig in signature.items():
@@ -276,7 +298,7 @@ def _describe(ctx: Context, sig: tuple[int, ...]) -> str:
     return f"{op} in {isz} {idt} out {osz} {odt}".replace("  ", " ")
 
 
-def history_changed(ctx: Context, pg: int, seq: int, rows: pd.DataFrame) -> list[int]:
+def history_changed(ctx: Context, pg: int, seq: int, rows: Table) -> list[int]:
     """Ranks whose op at this call site differs from what they issued there before.
 
     Without stacks (JSON dumps) the call site is unknown: a rank changed when what it issued
@@ -284,30 +306,29 @@ def history_changed(ctx: Context, pg: int, seq: int, rows: pd.DataFrame) -> list
     did (a repeating training step shows each call many times).
     """
     changed = []
-    if (rows["stack_id"].to_numpy() < 0).any():
-        for r in rows.itertuples(index=False):
-            mine = ctx.rank_ops(int(r.rank))
-            before = mine.loc[(mine["pg"] == pg) & (mine["seq"] < seq)]
-            if before.empty:
-                return []
-            seen = set(before[list(SIGNATURE)].itertuples(index=False, name=None))
-            if tuple(int(getattr(r, c)) for c in SIGNATURE) not in seen:
-                changed.append(int(r.rank))
-        return changed
-    for r in rows.itertuples(index=False):
-        mine = ctx.rank_ops(int(r.rank))
-        before = mine.loc[
-            (mine["pg"] == pg) & (mine["seq"] < seq) & (mine["stack_id"] == r.stack_id)
-        ]
-        if before.empty:
+    no_stacks = bool((rows["stack_id"] < 0).any())
+    for i in range(len(rows)):
+        rank = int(rows["rank"][i])
+        sig = tuple(int(rows[c][i]) for c in SIGNATURE)
+        mine = ctx.rank_ops(rank)
+        earlier = (mine["pg"] == pg) & (mine["seq"] < seq)
+        if not no_stacks:
+            earlier &= mine["stack_id"] == rows["stack_id"][i]
+        before = mine.take(earlier)
+        if not len(before):
             return []
-        last = before.loc[before["seq"].idxmax()]
-        if any(int(last[c]) != int(getattr(r, c)) for c in SIGNATURE):
-            changed.append(int(r.rank))
+        if no_stacks:
+            seen = set(zip(*(before[c].tolist() for c in SIGNATURE), strict=True))
+            if sig not in seen:
+                changed.append(rank)
+            continue
+        last = int(np.argmax(before["seq"]))
+        if any(int(before[c][last]) != v for c, v in zip(SIGNATURE, sig, strict=True)):
+            changed.append(rank)
     return changed
 
 
-def _numel_findings(ctx: Context, coll: pd.DataFrame) -> list[Finding]:
+def _numel_findings(ctx: Context, coll: Table) -> list[Finding]:
     """all_gather / reduce_scatter whose numel does not fit the group size."""
     op_labels = ctx.view.labels["op"]
     gather = np.array([lbl in GATHER_OPS for lbl in op_labels] or [False])
@@ -319,10 +340,10 @@ def _numel_findings(ctx: Context, coll: pd.DataFrame) -> list[Finding]:
         ]
         or [0]
     )
-    ops = coll["op"].to_numpy()
-    single = coll["parts"].to_numpy() == 1
-    size = sizes[coll["pg"].to_numpy()]
-    inn, out = coll["input_numel"].to_numpy(), coll["output_numel"].to_numpy()
+    ops = coll["op"]
+    single = coll["parts"] == 1
+    size = sizes[coll["pg"]]
+    inn, out = coll["input_numel"], coll["output_numel"]
     bad = (
         single
         & (size > 0)
@@ -331,10 +352,8 @@ def _numel_findings(ctx: Context, coll: pd.DataFrame) -> list[Finding]:
     if not bad.any():
         return []
     findings = []
-    flagged = coll.loc[bad]
-    for (pg, seq), rows in flagged.groupby(["pg", "seq"], sort=True):
-        pg, seq = int(pg), int(seq)
-        everyone = coll.loc[(coll["pg"] == pg) & (coll["seq"] == seq)]
+    for (pg, seq), rows in split(coll.take(bad), "pg", "seq"):
+        everyone = coll.take((coll["pg"] == pg) & (coll["seq"] == seq))
         culprits = sorted(int(r) for r in rows["rank"])
         if len(culprits) == len(everyone):
             continue  # all agree: trust them over our idea of the group size
@@ -350,8 +369,8 @@ def _numel_findings(ctx: Context, coll: pd.DataFrame) -> list[Finding]:
                 facts={
                     "column": "numel",
                     "group_size": int(sizes[pg]),
-                    "input_numel": int(rows["input_numel"].iloc[0]),
-                    "output_numel": int(rows["output_numel"].iloc[0]),
+                    "input_numel": int(rows["input_numel"][0]),
+                    "output_numel": int(rows["output_numel"][0]),
                 },
             )
         )
@@ -360,22 +379,18 @@ def _numel_findings(ctx: Context, coll: pd.DataFrame) -> list[Finding]:
     return findings
 
 
-def _state_findings(ctx: Context, coll: pd.DataFrame) -> list[Finding]:
+def _state_findings(ctx: Context, coll: Table) -> list[Finding]:
     """Every member issued it; some never started it while the others run it."""
-    stats = (
-        coll.groupby(["pg", "seq"])
-        .agg(n=("rank", "size"), lo=("state", "min"), hi=("state", "max"))
-        .reset_index()
-    )
-    expected = _expected_counts(ctx)[stats["pg"].to_numpy()]
-    hit = stats.loc[(stats["n"] >= expected) & (stats["lo"] == 0) & (stats["hi"] == 1)]
-    if hit.empty:
+    stats = _key_stats(coll)
+    expected = _expected_counts(ctx)[stats["pg"]]
+    hit = stats.take((stats["n"] >= expected) & (stats["lo"] == 0) & (stats["hi"] == 1))
+    if not len(hit):
         return []
-    hit = hit.groupby("pg", sort=False).head(ctx.mismatch_cap)
+    hit = hit.take(head_per(hit["pg"], ctx.mismatch_cap))
     findings = []
     for (pg, seq), rows in _present(coll, hit).items():
-        stuck = sorted(int(r) for r in rows.loc[rows["state"] == 0, "rank"])
-        running = sorted(int(r) for r in rows.loc[rows["state"] == 1, "rank"])
+        stuck = sorted(int(r) for r in rows["rank"][rows["state"] == 0])
+        running = sorted(int(r) for r in rows["rank"][rows["state"] == 1])
         op = _majority_label(ctx, rows, "op")
         findings.append(state_finding(ctx, pg, stuck, running, op, collective_seq_id=seq))
     return findings

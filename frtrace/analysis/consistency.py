@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from frtrace.errors import FrtraceError
+from frtrace.tables.table import group_max
 from frtrace.tables.trace import Trace
 
 MIN_GAP_NS = 30 * 60 * 1_000_000_000  # at least 30 minutes between two jobs' last records
@@ -46,24 +46,25 @@ class MixedJobsError(FrtraceError):
 def time_split(trace: Trace) -> TimeSplit | None:
     """The largest gap between ranks' last recorded times, when it is longer than any
     timeout the dumps carry allows (and at least `MIN_GAP_NS`)."""
-    e = trace.entries
-    if e.empty:
+    e = trace.table
+    if not len(e):
         return None
-    created = e["time_created_ns"].to_numpy()
+    created = e["time_created_ns"]
     ok = created > 0
     if not ok.any():
         return None
-    last = pd.Series(created[ok]).groupby(e["rank"].to_numpy()[ok]).max()
+    last = group_max(e["rank"][ok], created[ok])
     if len(last) < 2:
         return None
-    order = np.argsort(last.to_numpy(), kind="stable")
-    times = last.to_numpy()[order]
+    by_rank = np.array(list(last.values()), dtype=np.int64)
+    order = np.argsort(by_rank, kind="stable")
+    times = by_rank[order]
     gaps = np.diff(times)
     k = int(np.argmax(gaps))
     timeout_ns = int(e["timeout_ms"].max()) * 1_000_000
     if gaps[k] <= max(MIN_GAP_NS, 2 * timeout_ns):
         return None
-    ranks = last.index.to_numpy()[order]
+    ranks = np.array(list(last), dtype=np.int64)[order]
     return TimeSplit(
         sorted(int(r) for r in ranks[: k + 1]),
         sorted(int(r) for r in ranks[k + 1 :]),

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from frtrace.analysis.findings import Finding, Place, WaitNode
 from frtrace.analysis.ops import (
@@ -17,6 +16,7 @@ from frtrace.analysis.ops import (
     closer_mask,
     raw_state_codes,
 )
+from frtrace.tables.table import Table, group_max, group_min
 from frtrace.tables.trace import Trace
 
 
@@ -45,11 +45,11 @@ class Context:
 
     def row(self, rank: int, pos: int) -> int:
         """Index into the entries table of a rank's entry at `pos` in its dump."""
-        return _rank_slice(self.trace.entries["rank"].to_numpy(), rank).start + int(pos)
+        return _rank_slice(self.trace.table["rank"], rank).start + int(pos)
 
     def timeout_ms(self, rank: int, pos: int) -> int:
         """The timeout its process group gave the rank's entry at `pos` (0 when unset)."""
-        return int(self.trace.entries["timeout_ms"].iat[self.row(rank, pos)])
+        return int(self.trace.table["timeout_ms"][self.row(rank, pos)])
 
     def dump_time(self, rank: int) -> int:
         """When the rank dumped, as far as its times tell: its latest time, or the job's median
@@ -62,9 +62,7 @@ class Context:
         A rank with nothing running at its dump shows no dump time of its own: the job's
         median dump time stands in (ranks dump within seconds of each other).
         """
-        e = self.trace.entries
-        i = self.row(rank, pos)
-        created = int(e["time_created_ns"].iat[i])
+        created = int(self.trace.table["time_created_ns"][self.row(rank, pos)])
         latest = self.dump_time(rank)
         if not self.timing or created <= 0 or latest <= created:
             return None
@@ -127,29 +125,33 @@ class Context:
             return Place(self.name(node.pg), self.desc(node.pg), node.seq)
         return Place(self.name(node.pg), self.desc(node.pg), None, True, node.src, node.dst)
 
-    def rank_ops(self, rank: int) -> pd.DataFrame:
-        """One rank's collective ops (a small frame): history questions never scan the job."""
-        return self.view.coll.iloc[_rank_slice(self.view.coll["rank"].to_numpy(), rank)]
+    def rank_rows(self, rank: int) -> slice:
+        """The rank's rows in the entries table (sorted by rank): a binary search."""
+        return _rank_slice(self.trace.table["rank"], rank)
+
+    def rank_ops(self, rank: int) -> Table:
+        """One rank's collective ops (a small table): history questions never scan the job."""
+        return self.view.coll.take(_rank_slice(self.view.coll["rank"], rank))
 
     def steps(self, rank: int) -> list[tuple[int, int]]:
         """The rank's calls as (group code, call site) in recorded order; the op stands in for
         the call site when the dump has no stacks (JSON)."""
         cache = self.__dict__.setdefault("_steps", {})
         if rank not in cache:
-            e = self.trace.entries
-            rows = _rank_slice(e["rank"].to_numpy(), rank)
-            site = e["stack_id"].to_numpy()[rows].astype(np.int64)
-            op = e["op"].cat.codes.to_numpy()[rows].astype(np.int64)
+            e = self.trace.table
+            rows = _rank_slice(e["rank"], rank)
+            site = e["stack_id"][rows].astype(np.int64)
+            op = e["op"][rows].astype(np.int64)
             site = np.where(site >= 0, site, -1 - op)
-            pg = e["pg_name"].cat.codes.to_numpy()[rows]
+            pg = e["pg_name"][rows]
             cache[rank] = list(zip(pg.tolist(), site.tolist(), strict=True))
         return cache[rank]
 
     def has_history(self, rank: int) -> bool:
         """The rank's dump holds completed work, so its call sites show what it usually does
         (an `onlyActive` dump keeps only unfinished work and frozen coalesced parts)."""
-        rows = _rank_slice(self.trace.entries["rank"].to_numpy(), rank)
-        own = raw_state_codes(self.trace.entries.iloc[rows])
+        rows = _rank_slice(self.trace.table["rank"], rank)
+        own = raw_state_codes(self.trace.table.take(rows))
         return bool((own == 2).any()) or not self.view.states_tracked
 
     def next_is_usual(self, rank: int, step: tuple[int, int] | None) -> bool:
@@ -176,46 +178,46 @@ def _rank_slice(ranks: np.ndarray, rank: int) -> slice:
 
 def build_context(trace: Trace, mismatch_cap: int = 10) -> Context:
     """Op view plus the judged window of each group (ring buffers lose old entries)."""
-    pg_names = [str(c) for c in trace.entries["pg_name"].cat.categories]
+    e = trace.table
+    groups = trace.group_table
+    pg_names = [str(c) for c in e.labels["pg_name"]]
     members = {
         str(n): [int(r) for r in rs]
-        for n, rs in zip(trace.groups["pg_name"], trace.groups["ranks"], strict=True)
+        for n, rs in zip(groups["pg_name"], groups["ranks"], strict=True)
     }
     # gloo counts a timed-out collective as completed in pg_status: only trust it elsewhere.
-    gloo = "gloo" in set(trace.entries["backend"].astype(str).unique())
+    gloo = bool(e.is_label("backend", lambda b: str(b) == "gloo").any())
     status = {} if gloo else _status_by_group(trace, pg_names, members)
-    states = block_states(trace.entries, status)
-    view = build_op_view(trace.entries, states)
+    states = block_states(e, status)
+    view = build_op_view(e, states)
     reliable = {
-        str(n): s == "pg_config"
-        for n, s in zip(trace.groups["pg_name"], trace.groups["source"], strict=True)
+        str(n): s == "pg_config" for n, s in zip(groups["pg_name"], groups["source"], strict=True)
     }
-    pg_desc = {
-        str(n): str(d)
-        for n, d in zip(trace.groups["pg_name"], trace.groups["pg_desc"], strict=True)
-    }
+    pg_desc = {str(n): str(d) for n, d in zip(groups["pg_name"], groups["pg_desc"], strict=True)}
     # A rank whose oldest kept entry is not its first ever recorded one has lost history.
-    first_record = trace.entries.groupby("rank")["record_id"].min()
+    first_record = group_min(e["rank"], e["record_id"])
     wrapped = {int(r): bool(v > 0) for r, v in first_record.items()}
     coll = view.coll
-    lo_hi = coll.groupby(["pg", "rank"], sort=False)["seq"].min()
     judged_lo: dict[int, int] = {}
-    for (pg, rank), lo in lo_hi.items():
-        if wrapped.get(int(rank), False):
-            judged_lo[int(pg)] = max(judged_lo.get(int(pg), 0), int(lo))
+    lost_history = np.isin(coll["rank"], [r for r, w in wrapped.items() if w])
+    # per group: the highest of its wrapped members' lowest seqs
+    for (pg, _rank), lo in _min_by_pair(
+        coll["pg"][lost_history], coll["rank"][lost_history], coll["seq"][lost_history]
+    ).items():
+        judged_lo[pg] = max(judged_lo.get(pg, 0), lo)
     # A wrapped buffer that starts inside a coalescing block lost some of its parts: that
     # block is no evidence, so the group is judged from the next collective on.
-    e = trace.entries
-    in_block = e["coalesced"].to_numpy() | closer_mask(e)
-    cut = (e["pos"].to_numpy() == 0) & in_block & ~e["is_p2p"].to_numpy()
+    in_block = e["coalesced"] | closer_mask(e)
+    cut = (e["pos"] == 0) & in_block & ~e["is_p2p"]
     for i in np.flatnonzero(cut).tolist():
-        if wrapped.get(int(e["rank"].iat[i]), False):
-            pg = int(e["pg_name"].cat.codes[i])
-            judged_lo[pg] = max(judged_lo.get(pg, 0), int(e["collective_seq_id"].iat[i]) + 1)
-    dumped = set(int(r) for r in trace.files["rank"])
+        if wrapped.get(int(e["rank"][i]), False):
+            pg = int(e["pg_name"][i])
+            judged_lo[pg] = max(judged_lo.get(pg, 0), int(e["collective_seq_id"][i]) + 1)
+    dumped = set(int(r) for r in trace.file_table["rank"])
     unknown: dict[int, set[int]] = {}
-    held = coll[["pg", "rank"]].drop_duplicates()
-    holders = held.groupby("pg")["rank"].agg(lambda r: set(int(x) for x in r))
+    holders: dict[int, set[int]] = {}
+    for pg, rank in _distinct_pairs(coll["pg"], coll["rank"]):
+        holders.setdefault(pg, set()).add(rank)
     for pg in range(len(pg_names)):
         have = holders.get(pg, set())
         lost = {
@@ -228,17 +230,11 @@ def build_context(trace: Trace, mismatch_cap: int = 10) -> Context:
         }
         if lost:
             unknown[pg] = lost
-    e = trace.entries
     latest = np.maximum(
-        e["time_created_ns"].to_numpy(),
-        np.maximum(e["time_started_ns"].to_numpy(), e["time_completed_ns"].to_numpy()),
+        e["time_created_ns"], np.maximum(e["time_started_ns"], e["time_completed_ns"])
     )
-    dump_ns = (
-        {int(r): int(v) for r, v in pd.Series(latest).groupby(e["rank"].to_numpy()).max().items()}
-        if len(e)
-        else {}
-    )
-    timing = bool((states == 1).any() or np.isfinite(e["duration_ms"].to_numpy()).any())
+    dump_ns = {int(r): int(v) for r, v in group_max(e["rank"], latest).items()}
+    timing = bool((states == 1).any() or np.isfinite(e["duration_ms"]).any())
     return Context(
         job_dump_ns=int(np.median(list(dump_ns.values()))) if dump_ns else 0,
         dump_ns=dump_ns,
@@ -267,18 +263,18 @@ def _status_by_group(
     group of a pg_id, the names other ranks give that pg_id narrow it down: the one whose
     members include the rank (SPMD jobs create their groups in the same order everywhere).
     """
-    st = trace.pg_status
-    if st.empty:
+    st = trace.status_table
+    if not len(st):
         return {}
-    e = trace.entries
-    p2p_groups = set(e.loc[e["is_p2p"].to_numpy(), "pg_name"].astype(str).unique())
+    e = trace.table
+    p2p_groups = {pg_names[c] for c in np.unique(e["pg_name"][e["is_p2p"]]).tolist()}
     code = {name: i for i, name in enumerate(pg_names)}
     by_id: dict[int, set[str]] = {}
     for pg_id, name in zip(st["pg_id"], st["pg_name"], strict=True):
         if name:
             by_id.setdefault(int(pg_id), set()).add(str(name))
     out: dict[int, dict[int, tuple[int, int, int]]] = {}
-    for row in st.itertuples(index=False):
+    for row in st.rows():
         rank, name = int(row.rank), str(row.pg_name)
         if not name:
             fits = [n for n in by_id.get(int(row.pg_id), ()) if rank in members.get(n, ())]
@@ -293,9 +289,25 @@ def _status_by_group(
     return out
 
 
-def judged(coll: pd.DataFrame, ctx: Context) -> np.ndarray:
+def judged(coll: Table, ctx: Context) -> np.ndarray:
     """Mask of ops inside their group's judged window."""
     lo = np.zeros(len(ctx.pg_names) or 1, dtype=np.int64)
     for pg, value in ctx.judged_lo.items():
         lo[pg] = value
-    return coll["seq"].to_numpy() >= lo[coll["pg"].to_numpy()]
+    return coll["seq"] >= lo[coll["pg"]]
+
+
+def _distinct_pairs(a: np.ndarray, b: np.ndarray) -> list[tuple[int, int]]:
+    """The distinct (a, b) pairs, sorted."""
+    if not len(a):
+        return []
+    pairs = np.unique(np.stack([a.astype(np.int64), b.astype(np.int64)], axis=1), axis=0)
+    return [(int(x), int(y)) for x, y in pairs.tolist()]
+
+
+def _min_by_pair(a: np.ndarray, b: np.ndarray, values: np.ndarray) -> dict[tuple[int, int], int]:
+    """The smallest value per distinct (a, b) pair."""
+    if not len(a):
+        return {}
+    key = a.astype(np.int64) << 32 | (b.astype(np.int64) & 0xFFFFFFFF)
+    return {(k >> 32, k & 0xFFFFFFFF): int(v) for k, v in group_min(key, values).items()}

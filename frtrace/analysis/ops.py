@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
+
+from frtrace.tables.table import Table, group_max
 
 STATE_CODES = {"scheduled": 0, "started": 1, "completed": 2}
 SIGNATURE = ("op", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes")
@@ -46,56 +47,56 @@ def is_closer_name(op: str) -> bool:
 class OpView:
     """Collective ops (one row per rank, group, seq) and the labels of their signature codes."""
 
-    coll: pd.DataFrame
+    coll: Table  # rank, pg, seq, pos, record_id, state, stack_id, times, numels, SIGNATURE codes
     labels: dict[str, list[str]]
     states_tracked: bool
 
     def label(self, column: str, code: int) -> str:
         return self.labels[column][int(code)]
 
+    def last_seqs(self, completed: bool = False) -> dict[tuple[int, int], int]:
+        """{(group code, rank): its highest collective seq} over the ops it issued (only
+        those it completed: `completed`)."""
+        c = self.coll
+        rows = c["state"] == 2 if completed else slice(None)
+        key = c["pg"][rows].astype(np.int64) << 32 | c["rank"][rows].astype(np.int64)
+        top = group_max(key, c["seq"][rows])
+        return {(k >> 32, k & 0xFFFFFFFF): int(v) for k, v in top.items()}
 
-def op_is(entries: pd.DataFrame, name: str) -> np.ndarray:
-    """Mask of entries whose op is `name`, from the categorical codes (no string column)."""
-    cats = entries["op"].cat.categories
-    codes = entries["op"].cat.codes.to_numpy()
-    return codes == cats.get_loc(name) if name in cats else np.zeros(len(codes), dtype=bool)
+
+def op_is(entries: Table, name: str) -> np.ndarray:
+    """Mask of entries whose op is `name`, from the codes (no string column)."""
+    code = entries.code("op", name)
+    return entries["op"] == code if code >= 0 else np.zeros(len(entries), dtype=bool)
 
 
-def raw_state_codes(entries: pd.DataFrame) -> np.ndarray:
+def raw_state_codes(entries: Table) -> np.ndarray:
     """Each entry's own recorded state as 0/1/2."""
-    cats = entries["state"].cat.categories
-    table = np.array([STATE_CODES.get(str(c), 0) for c in cats] or [0], dtype=np.int8)
-    codes = entries["state"].cat.codes.to_numpy()
+    table = np.array(
+        [STATE_CODES.get(str(c), 0) for c in entries.labels["state"]] or [0], dtype=np.int8
+    )
+    codes = entries["state"]
     return table[codes] if len(codes) else np.empty(0, np.int8)
 
 
-def closer_mask(entries: pd.DataFrame) -> np.ndarray:
+def closer_mask(entries: Table) -> np.ndarray:
     """Entries that close a coalescing block: a closer's name and no tensors of its own."""
-    ops = entries["op"].cat.categories
-    by_name = np.array([is_closer_name(str(o)) for o in ops] or [False])
-    empty = entries["input_sizes"].cat.categories
-    no_sizes = np.array([str(c) in ("[]", "") for c in empty] or [False])
-    op_codes = entries["op"].cat.codes.to_numpy()
-    size_codes = entries["input_sizes"].cat.codes.to_numpy()
-    if not len(op_codes):
-        return np.zeros(0, dtype=bool)
-    return by_name[op_codes] & no_sizes[size_codes]
+    by_name = entries.is_label("op", lambda o: is_closer_name(str(o)))
+    return by_name & entries.is_label("input_sizes", lambda c: str(c) in ("[]", ""))
 
 
-def block_ids(entries: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def block_ids(entries: Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows in coalescing blocks, sorted by block then position, and where each block starts.
 
     Collective blocks are the parts sharing (rank, group, collective_seq_id); p2p batches are
     the p2p entries sharing (rank, group, p2p_seq_id) with a closer among them.
     """
-    is_p2p = entries["is_p2p"].to_numpy()
-    coll_part = entries["coalesced"].to_numpy() & ~is_p2p
+    is_p2p = entries["is_p2p"]
+    coll_part = entries["coalesced"] & ~is_p2p
     # Native widths (int32 ranks and seqs, small codes): lexsort and == need no int64 copies.
-    rank = entries["rank"].to_numpy()
-    pg = entries["pg_name"].cat.codes.to_numpy()
-    seq = np.where(
-        is_p2p, entries["p2p_seq_id"].to_numpy(), entries["collective_seq_id"].to_numpy()
-    )
+    rank = entries["rank"]
+    pg = entries["pg_name"]
+    seq = np.where(is_p2p, entries["p2p_seq_id"], entries["collective_seq_id"])
     member = coll_part.copy()
     p2p_rows = np.flatnonzero(is_p2p)
     if len(p2p_rows):
@@ -109,7 +110,7 @@ def block_ids(entries: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray
     rows = np.flatnonzero(member)
     if not len(rows):
         return rows, rows, rows
-    pos = entries["pos"].to_numpy()[rows]
+    pos = entries["pos"][rows]
     flag = is_p2p[rows]
     order = np.lexsort((pos, seq[rows], flag, pg[rows], rank[rows]))
     rows = rows[order]
@@ -129,7 +130,7 @@ def _same_as_previous(*cols: np.ndarray) -> np.ndarray:
 
 
 def block_states(
-    entries: pd.DataFrame, status: dict[int, dict[int, tuple[int, int, int]]] | None = None
+    entries: Table, status: dict[int, dict[int, tuple[int, int, int]]] | None = None
 ) -> np.ndarray:
     """States with every part of a coalescing block given its closer's state.
 
@@ -146,13 +147,13 @@ def block_states(
     last = rows[ends]
     closed = closer_mask(entries)[last]
     lowest = np.minimum.reduceat(state[rows], starts)
-    ranks = entries["rank"].to_numpy()
+    ranks = entries["rank"]
     rank_end = np.searchsorted(ranks, ranks[last], side="right") - 1
     followed = rank_end > last
     block_state = np.where(closed, state[last], np.where(followed, 2, lowest))
     if status:
-        seq = entries["collective_seq_id"].to_numpy()
-        pg = entries["pg_name"].cat.codes.to_numpy()
+        seq = entries["collective_seq_id"]
+        pg = entries["pg_name"]
         for b in np.flatnonzero(~closed & ~followed).tolist():
             got = status.get(int(pg[last[b]]), {}).get(int(ranks[last[b]]))
             if got is not None:
@@ -162,7 +163,7 @@ def block_states(
     return state
 
 
-def build_op_view(entries: pd.DataFrame, state: np.ndarray) -> OpView:
+def build_op_view(entries: Table, state: np.ndarray) -> OpView:
     """Fold coalesced entries and encode each op's signature as integer codes.
 
     Each coalesced group collapses onto its first part's row, so rows stay ordered by rank and
@@ -170,30 +171,30 @@ def build_op_view(entries: pd.DataFrame, state: np.ndarray) -> OpView:
     `block_states(entries)`.
     """
     states_tracked = bool((state > 0).any())
-    mask = ~entries["is_p2p"].to_numpy()
+    mask = ~entries["is_p2p"]
     cols: dict[str, np.ndarray] = {
-        "rank": entries["rank"].to_numpy()[mask],
-        "pg": entries["pg_name"].cat.codes.to_numpy()[mask],
-        "seq": entries["collective_seq_id"].to_numpy()[mask],
-        "pos": entries["pos"].to_numpy()[mask],
-        "record_id": entries["record_id"].to_numpy()[mask],
+        "rank": entries["rank"][mask],
+        "pg": entries["pg_name"][mask],
+        "seq": entries["collective_seq_id"][mask],
+        "pos": entries["pos"][mask],
+        "record_id": entries["record_id"][mask],
         "state": state[mask],
-        "stack_id": entries["stack_id"].to_numpy()[mask],
-        "time_created_ns": entries["time_created_ns"].to_numpy()[mask],
-        "duration_ms": entries["duration_ms"].to_numpy()[mask].astype(np.float64),
-        "input_numel": entries["input_numel"].to_numpy()[mask],
-        "output_numel": entries["output_numel"].to_numpy()[mask],
+        "stack_id": entries["stack_id"][mask],
+        "time_created_ns": entries["time_created_ns"][mask],
+        "duration_ms": entries["duration_ms"][mask].astype(np.float64),
+        "input_numel": entries["input_numel"][mask],
+        "output_numel": entries["output_numel"][mask],
     }
     labels: dict[str, list[str]] = {}
     for col in SIGNATURE:
-        cols[col] = entries[col].cat.codes.to_numpy()[mask].astype(np.int32)
-        labels[col] = [str(c) for c in entries[col].cat.categories]
+        cols[col] = entries[col][mask].astype(np.int32)
+        labels[col] = [str(c) for c in entries.labels[col]]
     _mask_rank_dependent(cols, labels)
     cols["parts"] = np.ones(len(cols["rank"]), dtype=np.int32)
-    dup = entries["coalesced"].to_numpy()[mask]
+    dup = entries["coalesced"][mask]
     if dup.any():
         cols = _fold(cols, dup, labels)
-    return OpView(pd.DataFrame(cols, copy=False), labels, states_tracked)  # fresh arrays: no copy
+    return OpView(Table(cols, labels), labels, states_tracked)
 
 
 def _mask_rank_dependent(cols: dict[str, np.ndarray], labels: dict[str, list[str]]) -> None:

@@ -9,133 +9,137 @@ send matches the j-th incomplete recv, and completed ones match counting back fr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from frtrace.analysis.context import Context
 from frtrace.analysis.findings import Finding
 from frtrace.analysis.ops import op_is
+from frtrace.tables.table import Table, cumcount
 
 _COMPARED = ("input_sizes", "input_dtypes")
+_KEY = ("pg", "src", "dst", "slot_kind", "slot")
+SEND, RECV = 1, 0  # codes of the `side` column
 
 
 @dataclass
 class P2PResult:
     findings: list[Finding] = field(default_factory=list)
-    ops: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per send/recv with slot
-    unpaired: pd.DataFrame = field(default_factory=pd.DataFrame)  # incomplete, no partner
+    ops: Table = field(default_factory=lambda: Table({}))  # one row per send/recv with slot
 
 
-def channel_ops(ctx: Context) -> pd.DataFrame:
+def channel_ops(ctx: Context) -> Table:
     """Every send/recv with its channel and its slot (pairing index) on that channel."""
-    e = ctx.trace.entries
+    e = ctx.trace.table
     is_send, is_recv = op_is(e, "send"), op_is(e, "recv")
-    mask = e["is_p2p"].to_numpy() & (is_send | is_recv)
+    mask = e["is_p2p"] & (is_send | is_recv)
     if not mask.any():
-        return pd.DataFrame()
+        return Table({})
     send = is_send[mask]
-    rows = pd.DataFrame(
-        {
-            "rank": e["rank"].to_numpy()[mask],
-            "pos": e["pos"].to_numpy()[mask],
-            "pg": e["pg_name"].cat.codes.to_numpy()[mask],
-            # categories, not strings: millions of rows, and these columns are join keys
-            "side": pd.Categorical.from_codes(send.astype(np.int8), categories=["recv", "send"]),
-            "src": e["global_src"].to_numpy()[mask],
-            "dst": e["global_dst"].to_numpy()[mask],
-            "p2p_seq_id": e["p2p_seq_id"].to_numpy()[mask],
-            "state": ctx.states[mask],
-            "stack_id": e["stack_id"].to_numpy()[mask],
-            "input_sizes": e["input_sizes"].cat.codes.to_numpy()[mask],
-            "input_dtypes": e["input_dtypes"].cat.codes.to_numpy()[mask],
-        }
-    )  # already ordered by rank and position, like the entries
-    rows.loc[send, "src"] = rows.loc[send, "rank"]
-    rows.loc[~send, "dst"] = rows.loc[~send, "rank"]
+    rank = e["rank"][mask]
+    src, dst = e["global_src"][mask], e["global_dst"][mask]
+    cols = {
+        "rank": rank,
+        "pos": e["pos"][mask],
+        "pg": e["pg_name"][mask],
+        "side": send.astype(np.int8),  # labels recv, send: these columns are join keys
+        "src": np.where(send, rank, src),
+        "dst": np.where(send, dst, rank),
+        "p2p_seq_id": e["p2p_seq_id"][mask],
+        "state": ctx.states[mask],
+        "stack_id": e["stack_id"][mask],
+        "input_sizes": e["input_sizes"][mask],
+        "input_dtypes": e["input_dtypes"][mask],
+    }  # already ordered by rank and position, like the entries
     # One integer per (group, src, dst, side): channel ends group on a single key.
-    width = int(max(rows["src"].max(), rows["dst"].max())) + 2
+    width = int(max(cols["src"].max(), cols["dst"].max())) + 2
     channel = (
-        (rows["pg"].to_numpy().astype(np.int64) * width + rows["src"].to_numpy() + 1) * width
-        + rows["dst"].to_numpy()
-        + 1
+        (cols["pg"].astype(np.int64) * width + cols["src"] + 1) * width + cols["dst"] + 1
     ) * 2 + send
     if ctx.view.states_tracked:
-        done = rows["state"].to_numpy() == 2
-        rows["slot_kind"] = pd.Categorical.from_codes(
-            np.where(done, 0, 1).astype(np.int8), categories=["c", "i"]
-        )
-        slot = np.empty(len(rows), dtype=np.int64)
-        slot[~done] = pd.Series(channel[~done]).groupby(channel[~done]).cumcount().to_numpy()
-        slot[done] = (
-            pd.Series(channel[done]).groupby(channel[done]).cumcount(ascending=False).to_numpy()
-        )
-        rows["slot"] = slot
+        done = cols["state"] == 2
+        kinds = ["c", "i"]
+        cols["slot_kind"] = np.where(done, 0, 1).astype(np.int8)
+        slot = np.empty(len(rank), dtype=np.int64)
+        slot[~done] = cumcount(channel[~done])
+        slot[done] = cumcount(channel[done], reverse=True)
     else:
-        rows["slot_kind"] = pd.Categorical.from_codes(
-            np.zeros(len(rows), dtype=np.int8), categories=["a"]
-        )
-        rows["slot"] = pd.Series(channel).groupby(channel).cumcount().to_numpy()
-    return rows
+        kinds = ["a"]
+        cols["slot_kind"] = np.zeros(len(rank), dtype=np.int8)
+        slot = cumcount(channel)
+    cols["slot"] = slot
+    return Table(cols, {"side": ["recv", "send"], "slot_kind": kinds})
+
+
+def _pairs(sends: Table, recvs: Table) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of `sends` and `recvs` that share a channel slot, in slot order (each slot holds
+    at most one op per side)."""
+    both = np.concatenate(
+        [np.stack([t[k].astype(np.int64) for k in _KEY], axis=1) for t in (sends, recvs)]
+    )
+    _, slot_id = np.unique(both, axis=0, return_inverse=True)
+    slot_id = slot_id.reshape(-1)
+    _, i_send, i_recv = np.intersect1d(
+        slot_id[: len(sends)], slot_id[len(sends) :], assume_unique=True, return_indices=True
+    )
+    return i_send, i_recv
 
 
 def analyze_p2p(ctx: Context) -> P2PResult:
     ops = channel_ops(ctx)
-    if ops.empty:
-        return P2PResult(ops=ops, unpaired=ops)
-    on = ["pg", "src", "dst", "slot_kind", "slot"]
-    sends = ops.loc[ops["side"] == "send"]
-    recvs = ops.loc[ops["side"] == "recv"]
-    pairs = sends.merge(recvs, on=on, how="outer", suffixes=("_s", "_r"), indicator=True)
-    both = pairs.loc[pairs["_merge"] == "both"]
-    differ = np.zeros(len(both), dtype=bool)
+    if not len(ops):
+        return P2PResult(ops=ops)
+    sends = ops.take(ops["side"] == SEND)
+    recvs = ops.take(ops["side"] == RECV)
+    if not len(sends) or not len(recvs):
+        return P2PResult(ops=ops)
+    i_send, i_recv = _pairs(sends, recvs)
+    differ = np.zeros(len(i_send), dtype=bool)
     for col in _COMPARED:
-        differ |= both[f"{col}_s"].to_numpy() != both[f"{col}_r"].to_numpy()
+        differ |= sends[col][i_send] != recvs[col][i_recv]
     findings = []
-    for row in both.loc[differ].head(ctx.mismatch_cap * 4).itertuples(index=False):
-        findings.append(_pair_finding(ctx, ops, row))
+    for k in np.flatnonzero(differ)[: ctx.mismatch_cap * 4].tolist():
+        findings.append(_pair_finding(ctx, ops, sends, int(i_send[k]), recvs, int(i_recv[k])))
         if len(findings) >= ctx.mismatch_cap:
             break
-    lonely = pairs.loc[(pairs["_merge"] != "both") & (pairs["slot_kind"] != "c")]
-    return P2PResult(findings=findings, ops=ops, unpaired=lonely)
+    return P2PResult(findings=findings, ops=ops)
 
 
-def _label(ctx: Context, column: str, code: float) -> str:
-    cats = ctx.trace.entries[column].cat.categories
-    return str(cats[int(code)]) if code == code and int(code) >= 0 else "-"
+def _label(ctx: Context, column: str, code: int) -> str:
+    return str(ctx.trace.table.label(column, code)) if int(code) >= 0 else "-"
 
 
-def _changed(ops: pd.DataFrame, rank: int, pos: int, src: int, dst: int, side: str) -> bool | None:
+def _changed(ops: Table, rank: int, pos: int, src: int, dst: int, side: int) -> bool | None:
     """Did this rank's op differ from its previous op on the same channel and call site?"""
-    mine = ops.loc[
+    mine = ops.take(
         (ops["rank"] == rank) & (ops["src"] == src) & (ops["dst"] == dst) & (ops["side"] == side)
-    ]
-    current = mine.loc[mine["pos"] == pos]
-    if current.empty:
+    )
+    current = np.flatnonzero(mine["pos"] == pos)
+    if not len(current):
         return None
-    cur = current.iloc[0]
-    before = mine.loc[(mine["pos"] < pos) & (mine["stack_id"] == cur["stack_id"])]
-    if before.empty:
+    cur = int(current[0])
+    before = np.flatnonzero((mine["pos"] < pos) & (mine["stack_id"] == mine["stack_id"][cur]))
+    if not len(before):
         return None
-    last = before.iloc[-1]
-    return any(int(last[c]) != int(cur[c]) for c in _COMPARED)
+    last = int(before[-1])
+    return any(int(mine[c][last]) != int(mine[c][cur]) for c in _COMPARED)
 
 
-def _pair_finding(ctx: Context, ops: pd.DataFrame, row: Any) -> Finding:
-    pg = int(row.pg)
-    src, dst = int(row.src), int(row.dst)
-    seq = int(row.p2p_seq_id_s)
+def _pair_finding(ctx: Context, ops: Table, sends: Table, i: int, recvs: Table, j: int) -> Finding:
+    """A send and the recv it pairs with disagree on the tensor: who changed?"""
+    pg = int(sends["pg"][i])
+    src, dst = int(sends["src"][i]), int(sends["dst"][i])
+    seq = int(sends["p2p_seq_id"][i])
     send_desc = (
-        f"{_label(ctx, 'input_sizes', row.input_sizes_s)} "
-        f"{_label(ctx, 'input_dtypes', row.input_dtypes_s)}"
+        f"{_label(ctx, 'input_sizes', sends['input_sizes'][i])} "
+        f"{_label(ctx, 'input_dtypes', sends['input_dtypes'][i])}"
     )
     recv_desc = (
-        f"{_label(ctx, 'input_sizes', row.input_sizes_r)} "
-        f"{_label(ctx, 'input_dtypes', row.input_dtypes_r)}"
+        f"{_label(ctx, 'input_sizes', recvs['input_sizes'][j])} "
+        f"{_label(ctx, 'input_dtypes', recvs['input_dtypes'][j])}"
     )
-    s_changed = _changed(ops, src, int(row.pos_s), src, dst, "send")
-    r_changed = _changed(ops, dst, int(row.pos_r), src, dst, "recv")
+    s_changed = _changed(ops, src, int(sends["pos"][i]), src, dst, SEND)
+    r_changed = _changed(ops, dst, int(recvs["pos"][j]), src, dst, RECV)
     if s_changed and r_changed is False:
         culprits, reason = [src], "sender_changed"
     elif r_changed and s_changed is False:
@@ -158,6 +162,6 @@ def _pair_finding(ctx: Context, ops: pd.DataFrame, row: Any) -> Finding:
             "send": send_desc,
             "recv": recv_desc,
             "send_p2p_seq_id": seq,
-            "recv_p2p_seq_id": int(row.p2p_seq_id_r),
+            "recv_p2p_seq_id": int(recvs["p2p_seq_id"][j]),
         },
     )

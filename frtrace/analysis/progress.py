@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-import pandas as pd
-
 from frtrace.analysis.ops import raw_state_codes
+from frtrace.tables.table import group_max
 from frtrace.tables.trace import Trace
 
 
@@ -46,10 +44,10 @@ class Progress:
         return not self.advanced and bool(self.stopped)
 
 
-def _last_record(trace: Trace) -> pd.Series:
-    """Each rank's newest record id (-1 without entries)."""
-    e = trace.entries
-    return pd.Series(e["record_id"].to_numpy()).groupby(e["rank"].to_numpy()).max()
+def _last_record(trace: Trace) -> dict[int, int]:
+    """Each rank's newest record id (ranks without entries are absent)."""
+    e = trace.table
+    return group_max(e["rank"], e["record_id"])
 
 
 def compare(before: Trace, after: Trace) -> Progress:
@@ -78,18 +76,18 @@ def compare(before: Trace, after: Trace) -> Progress:
 
 
 def _last_completed(trace: Trace) -> dict[str, int]:
-    e = trace.entries
-    done = (raw_state_codes(e) == 2) & ~e["is_p2p"].to_numpy()
+    e = trace.table
+    done = (raw_state_codes(e) == 2) & ~e["is_p2p"]
     if not done.any():
         return {}
-    seq = pd.Series(e["collective_seq_id"].to_numpy()[done])
-    names = np.asarray(e["pg_name"].astype(str).to_numpy())[done]
-    return {str(k): int(v) for k, v in seq.groupby(names).max().items()}
+    top = group_max(e["pg_name"][done], e["collective_seq_id"][done])
+    return {str(e.label("pg_name", k)): int(v) for k, v in top.items()}
 
 
 def _groups(before: Trace, after: Trace) -> list[GroupProgress]:
     old, new = _last_completed(before), _last_completed(after)
-    desc = dict(zip(after.groups["pg_name"], after.groups["pg_desc"], strict=True))
+    groups = after.group_table
+    desc = dict(zip(groups["pg_name"], groups["pg_desc"], strict=True))
     return [
         GroupProgress(name, str(desc.get(name, "")), old.get(name, -1), new.get(name, -1))
         for name in sorted(set(old) | set(new), key=lambda n: (len(n), n))

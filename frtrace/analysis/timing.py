@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from frtrace.analysis.context import Context
 from frtrace.analysis.findings import Finding
@@ -44,33 +43,26 @@ def classify(ctx: Context, finding: Finding, blocked: dict[int, Any]) -> None:
     ):
         return  # an extra call or an undecidable split is a desync, not a rank stuck aside
     finding.facts["stall"] = stall
-    e = ctx.trace.entries
+    e = ctx.trace.table
     rank = finding.culprit_ranks[0] if finding.culprit_ranks else None
     if rank is None or rank not in ctx.dumped:
         return
-    rows = _rows(e, rank)
+    rows = ctx.rank_rows(rank)
     if rows.stop == rows.start:
         return
     latest = ctx.dump_time(rank)
     last = rows.stop - 1
-    created = int(e["time_created_ns"].iat[last])
+    created = int(e["time_created_ns"][last])
     if stall == "cpu_side" and latest and created:
         # How long ago its last call was made: the time it has spent outside collectives.
         finding.facts["idle_ms"] = round((latest - created) / 1e6, 1) if ctx.timing else None
-        finding.facts["last_op"] = str(e["profiling_name"].iat[last])
+        finding.facts["last_op"] = str(e.label("profiling_name", e["profiling_name"][last]))
     b = blocked.get(rank)
     if b is not None and finding.facts.get("in_flight_ms") is None:
         age = ctx.in_flight_ms(rank, b.pos)
         finding.facts["in_flight_ms"] = None if age is None else round(age, 1)
-    timeout = int(e["timeout_ms"].iat[last])
+    timeout = int(e["timeout_ms"][last])
     finding.facts.setdefault("timeout_ms", timeout or None)
-
-
-def _rows(e: pd.DataFrame, rank: int) -> slice:
-    ranks = e["rank"].to_numpy()
-    return slice(
-        int(np.searchsorted(ranks, rank, "left")), int(np.searchsorted(ranks, rank, "right"))
-    )
 
 
 @dataclass(frozen=True)
@@ -98,12 +90,12 @@ class StragglerReport:
 def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> StragglerReport:
     """Ranks whose median arrival lag is at least `threshold_ms`, slowest first."""
     coll = ctx.view.coll
-    finished = coll["state"].to_numpy() == 2
+    finished = coll["state"] == 2
     if not finished.any():
         return StragglerReport("none", 0, [], threshold_ms)
 
     def done(column: str) -> np.ndarray:  # only the columns needed, not a copy of the view
-        return coll[column].to_numpy()[finished]
+        return coll[column][finished]
 
     key = done("pg").astype(np.int64) * (1 << 32) + (done("seq").astype(np.int64) & 0xFFFFFFFF)
     dur = done("duration_ms")
@@ -143,27 +135,30 @@ def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> Straggl
     per_rank = _per_rank(rank, lag, last)
     # A straggler is the last to arrive most of the time; ranks that merely inherit its delay
     # through other groups are not.
-    slow = per_rank.loc[(per_rank["median"] >= threshold_ms) & (per_rank["last"] >= 0.5)]
-    slow = slow.sort_values("median", ascending=False)
+    slow = np.flatnonzero((per_rank["median"] >= threshold_ms) & (per_rank["last"] >= 0.5))
+    slow = slow[np.argsort(-per_rank["median"][slow], kind="stable")]
     out = []
-    for rank_, row in slow.head(top).iterrows():
+    for i in slow[:top].tolist():
+        rank_ = per_rank["rank"][i]
         mine = rank == rank_
-        by_pg = pd.Series(lag[mine]).groupby(pg[mine]).median().sort_values(ascending=False)
+        groups, lags = pg[mine], lag[mine]
+        by_pg = [(float(np.median(lags[groups == g])), int(g)) for g in np.unique(groups)]
+        by_pg.sort(key=lambda m_g: -m_g[0])  # stable: ties stay in group order
         out.append(
             Straggler(
                 rank=int(rank_),
-                median_lag_ms=round(float(row["median"]), 2),
-                p95_lag_ms=round(float(row["p95"]), 2),
-                last_share=round(float(row["last"]), 3),
-                collectives=int(row["n"]),
-                groups=[ctx.name(int(pg)) for pg in by_pg.index[:3]],
+                median_lag_ms=round(float(per_rank["median"][i]), 2),
+                p95_lag_ms=round(float(per_rank["p95"][i]), 2),
+                last_share=round(float(per_rank["last"][i]), 3),
+                collectives=int(per_rank["n"][i]),
+                groups=[ctx.name(g) for _m, g in by_pg[:3]],
             )
         )
     method = "duration" if use_duration else "enqueue"
     return StragglerReport(method, collectives, out, threshold_ms)
 
 
-def _per_rank(rank: np.ndarray, lag: np.ndarray, last: np.ndarray) -> pd.DataFrame:
+def _per_rank(rank: np.ndarray, lag: np.ndarray, last: np.ndarray) -> dict[str, np.ndarray]:
     """Median, 95th percentile (linear, as np.percentile and pandas' quantile), share of
     arrivals last, and count of each rank's lags: one sort of the lags by rank, then index
     arithmetic per rank. pandas' group-by median and quantile did the same with several
@@ -189,7 +184,4 @@ def _per_rank(rank: np.ndarray, lag: np.ndarray, last: np.ndarray) -> pd.DataFra
     hi = sorted_lag[starts + np.minimum(below + 1, n - 1)]
     p95 = lo + (hi - lo) * frac
     share = np.bincount(np.searchsorted(ranks, rank), weights=last, minlength=len(ranks)) / n
-    return pd.DataFrame(
-        {"median": median, "last": share, "n": n, "p95": p95},
-        index=pd.Index(ranks, name="rank"),
-    )
+    return {"rank": ranks, "median": median, "last": share, "n": n, "p95": p95}

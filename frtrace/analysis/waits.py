@@ -54,33 +54,32 @@ class WaitResult:
 
 def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dict[int, Blocked]:
     """Each rank's first incomplete operation, or nothing when it is not waiting."""
-    e = ctx.trace.entries
+    e = ctx.trace.table
     out: dict[int, Blocked] = {}
     if ctx.view.states_tracked:
         state = ctx.states
-        op_names = e["op"].cat.categories
-        op_codes = e["op"].cat.codes.to_numpy()
-        p2p_mask = e["is_p2p"].to_numpy()
+        op_names = e.labels["op"]
+        p2p_mask = e["is_p2p"]
         usable = (state < 2) & (~p2p_mask | op_is(e, "send") | op_is(e, "recv"))
         idx = np.flatnonzero(usable)
         if not len(idx):
             return out
-        ranks = e["rank"].to_numpy()[idx]
+        ranks = e["rank"][idx]
         _, first = np.unique(ranks, return_index=True)
         slots = {}
-        if not p2p.ops.empty:
-            pend = p2p.ops.loc[p2p.ops["slot_kind"] == "i"]
+        if len(p2p.ops):
+            pend = p2p.ops.take(p2p.ops["slot_kind"] == p2p.ops.code("slot_kind", "i"))
             slots = {
                 (int(r), int(p)): int(s)
                 for r, p, s in zip(pend["rank"], pend["pos"], pend["slot"], strict=True)
             }
         pick = idx[first]
         cols = {
-            c: e[c].to_numpy()[pick]
+            c: e[c][pick]
             for c in ("rank", "pos", "global_src", "global_dst", "collective_seq_id", "p2p_seq_id")
         }
-        pgs = e["pg_name"].cat.codes.to_numpy()[pick]
-        ops = [str(op_names[c]) for c in op_codes[pick]]
+        pgs = e["pg_name"][pick]
+        ops = [str(op_names[c]) for c in e["op"][pick].tolist()]
         for k, i in enumerate(pick.tolist()):
             rank, pos, pg = int(cols["rank"][k]), int(cols["pos"][k]), int(pgs[k])
             if p2p_mask[i]:
@@ -93,18 +92,25 @@ def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dic
             out[rank] = Blocked(node, int(state[i]), ops[k], int(cols["p2p_seq_id"][k]), pos)
         return out
     keys = coll.incomplete
-    if keys.empty:
+    if not len(keys):
         return out
-    rows = ctx.view.coll.merge(keys, on=["pg", "seq"]).sort_values(["rank", "pos"])
-    for r in rows.drop_duplicates("rank").itertuples(index=False):
-        out[int(r.rank)] = Blocked(
-            WaitNode("c", int(r.pg), int(r.seq), -1, -1),
-            int(r.state),
-            ctx.view.label("op", r.op),
+    view = ctx.view.coll  # ordered by rank and position: a rank's first such row is its lowest
+    wanted = np.isin(_key(view["pg"], view["seq"]), _key(keys["pg"], keys["seq"]))
+    rows = np.flatnonzero(wanted)
+    _, first = np.unique(view["rank"][rows], return_index=True)
+    for i in rows[first].tolist():
+        out[int(view["rank"][i])] = Blocked(
+            WaitNode("c", int(view["pg"][i]), int(view["seq"][i]), -1, -1),
+            int(view["state"][i]),
+            ctx.view.label("op", view["op"][i]),
             -1,
-            int(r.pos),
+            int(view["pos"][i]),
         )
     return out
+
+
+def _key(pg: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    return pg.astype(np.int64) * (1 << 32) + (seq.astype(np.int64) & 0xFFFFFFFF)
 
 
 def _members(ctx: Context, node: Node) -> list[int]:
@@ -185,8 +191,7 @@ def _first_missed(
     work, `onlyActive`), the op its peers reached first (by their enqueue times) is the one
     it stopped before.
     """
-    e = ctx.trace.entries
-    created = e["time_created_ns"].to_numpy()
+    created = ctx.trace.table["time_created_ns"]
 
     def first_reached(node: Node) -> int:
         times = [int(created[ctx.row(w, blocked[w].pos)]) for w in waiters.get(node, ())]
@@ -220,22 +225,21 @@ def _first_missed(
 def _would_be_step(ctx: Context, rank: int, node: Node) -> tuple[int, int] | None:
     """The (group, call site) of the op `rank` would issue at this node: a peer's call at
     a collective, its own last call on the channel for p2p."""
-    e = ctx.trace.entries
     if node.kind == "c":
         coll = ctx.view.coll
-        rows = coll.loc[(coll["pg"] == node.pg) & (coll["seq"] == node.seq)]
-        if not len(rows):
+        at = np.flatnonzero((coll["pg"] == node.pg) & (coll["seq"] == node.seq))
+        if not len(at):
             return None
-        return ctx.steps(int(rows["rank"].iloc[0]))[int(rows["pos"].iloc[0])]
+        return ctx.steps(int(coll["rank"][at[0]]))[int(coll["pos"][at[0]])]
     peer_op = "recv" if node.dst == rank else "send"
-    mine = e.loc[
-        (e["rank"] == rank)
-        & e["is_p2p"]
-        & (e["op"] == peer_op)
+    e = ctx.trace.table.take(ctx.rank_rows(rank))
+    mine = np.flatnonzero(
+        e["is_p2p"]
+        & op_is(e, peer_op)
         & (e["global_src"] == node.src)
         & (e["global_dst"] == node.dst)
-    ]
-    return ctx.steps(rank)[int(mine["pos"].iloc[-1])] if len(mine) else None
+    )
+    return ctx.steps(rank)[int(e["pos"][mine[-1]])] if len(mine) else None
 
 
 def _upstream(nodes: list[Node], reverse: dict[Node, set[Node]]) -> set[Node]:
@@ -342,10 +346,10 @@ def _cycle_culprits(
 def _order(ctx: Context, rank: int, x: Node, y: Node) -> str | None:
     """'xy' or 'yx': which of two collectives the rank issued first (None if neither)."""
     mine = ctx.rank_ops(rank)
-    px = mine.loc[(mine["pg"] == x[1]) & (mine["seq"] == x[2]), "pos"]
-    py = mine.loc[(mine["pg"] == y[1]) & (mine["seq"] == y[2]), "pos"]
+    px = mine["pos"][(mine["pg"] == x[1]) & (mine["seq"] == x[2])]
+    py = mine["pos"][(mine["pg"] == y[1]) & (mine["seq"] == y[2])]
     if len(px) and len(py):
-        return "xy" if px.iloc[0] < py.iloc[0] else "yx"
+        return "xy" if px[0] < py[0] else "yx"
     if len(px):
         return "xy"
     if len(py):
@@ -403,7 +407,8 @@ def _root_finding(
             facts={"no_dump": root.ranks, **_node_facts(node)},
         )
     if root.kind == "idle" and kind == "c":
-        rows = ctx.view.coll.loc[(ctx.view.coll["pg"] == pg) & (ctx.view.coll["seq"] == seq)]
+        coll = ctx.view.coll
+        rows = coll.take((coll["pg"] == pg) & (coll["seq"] == seq))
         have = sorted(int(r) for r in rows["rank"])
         finding = missing_finding(ctx, pg, seq, rows, have, root.ranks)
         if finding.culprit_ranks == root.ranks:
@@ -492,8 +497,8 @@ def stuck_finding(
 
 def _next_p2p_seq(ctx: Context, rank: int, pg: int) -> int | None:
     """The p2p_seq_id a rank would give its next p2p op in a group."""
-    e = ctx.trace.entries
-    mine = e.loc[(e["rank"] == rank) & (e["pg_name"] == ctx.name(pg)), "p2p_seq_id"]
+    e = ctx.trace.table.take(ctx.rank_rows(rank))
+    mine = e["p2p_seq_id"][e["pg_name"] == pg]
     return int(mine.max()) + 1 if len(mine) else None
 
 

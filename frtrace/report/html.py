@@ -49,12 +49,9 @@ def status_table(analysis: Analysis) -> pd.DataFrame:
     (-1: none), blocked_seq the seq it waits at there (-1: not waiting there).
     """
     ctx = analysis.ctx
-    coll = ctx.view.coll
     code = {name: i for i, name in enumerate(ctx.pg_names)}
-    issued = coll.groupby(["pg", "rank"])["seq"].max()
-    done = coll.loc[coll["state"] == 2].groupby(["pg", "rank"])["seq"].max()
-    issued_d = {(int(p), int(r)): int(s) for (p, r), s in issued.items()}
-    done_d = {(int(p), int(r)): int(s) for (p, r), s in done.items()}
+    issued_d = ctx.view.last_seqs()
+    done_d = ctx.view.last_seqs(completed=True)
     blocked_at: dict[int, int] = {}  # pg code -> lowest collective seq some member waits at
     for stop in analysis.blocked.values():
         if stop.node[0] == "c":

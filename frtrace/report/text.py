@@ -15,7 +15,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from frtrace.analysis.engine import Analysis
 from frtrace.analysis.findings import Finding, Place
@@ -244,27 +243,23 @@ def merged_chain(hops: list[str]) -> list[str]:
 # --- stacks ------------------------------------------------------------------------------
 
 
-def _entry_for(analysis: Analysis, rank: int, f: Finding) -> pd.Series | None:
-    """The rank's entry at the finding's collective, else its last entry."""
-    e = analysis.ctx.trace.entries
-    mine = e.loc[e["rank"] == rank]
-    if mine.empty:
+def _entry_for(analysis: Analysis, rank: int, f: Finding) -> dict[str, Any] | None:
+    """The rank's entry at the finding's collective, else its last entry (labels decoded)."""
+    mine = analysis.ctx.trace.table.take(analysis.ctx.rank_rows(rank))
+    if not len(mine):
         return None
+    in_group = mine["pg_name"] == mine.code("pg_name", f.pg_name)
     if f.collective_seq_id is not None:
-        at = mine.loc[
-            (mine["pg_name"] == f.pg_name)
-            & (mine["collective_seq_id"] == f.collective_seq_id)
-            & ~mine["is_p2p"]
-        ]
-        if not at.empty:
-            return at.iloc[0]
+        at = np.flatnonzero(
+            in_group & (mine["collective_seq_id"] == f.collective_seq_id) & ~mine["is_p2p"]
+        )
+        if len(at):
+            return mine.record(int(at[0]))
     if f.p2p_seq_id is not None:
-        at = mine.loc[
-            (mine["pg_name"] == f.pg_name) & (mine["p2p_seq_id"] == f.p2p_seq_id) & mine["is_p2p"]
-        ]
-        if not at.empty:
-            return at.iloc[0]
-    return mine.iloc[-1]
+        at = np.flatnonzero(in_group & (mine["p2p_seq_id"] == f.p2p_seq_id) & mine["is_p2p"])
+        if len(at):
+            return mine.record(int(at[0]))
+    return mine.record(len(mine) - 1)
 
 
 def stack_of(analysis: Analysis, rank: int, f: Finding) -> dict[str, Any] | None:
@@ -552,11 +547,11 @@ def _by_value(values: dict[int, int]) -> str:
     return "; ".join(parts[:4]) + (f"; ... {len(parts) - 4} more" if len(parts) > 4 else "")
 
 
-def _per_pg(series: pd.Series) -> dict[int, dict[int, int]]:
-    """A (pg, rank) -> seq series as {pg: {rank: seq}}, in one pass."""
+def _per_pg(seqs: dict[tuple[int, int], int]) -> dict[int, dict[int, int]]:
+    """{(pg, rank): seq} as {pg: {rank: seq}}, in one pass."""
     out: dict[int, dict[int, int]] = defaultdict(dict)
-    for (pg, rank), seq in zip(series.index.tolist(), series.tolist(), strict=True):
-        out[int(pg)][int(rank)] = int(seq)
+    for (pg, rank), seq in seqs.items():
+        out[pg][rank] = seq
     return out
 
 
@@ -564,10 +559,8 @@ def group_table(analysis: Analysis) -> str:
     """Every group (for -v): members, last seq issued and completed, who waits there; the
     groups where ranks wait come first, most waiting ranks first."""
     ctx = analysis.ctx
-    coll = ctx.view.coll
-    issued = coll.groupby(["pg", "rank"])["seq"].max()
-    done = coll.loc[coll["state"] == 2].groupby(["pg", "rank"])["seq"].max()
-    issued_by_pg, done_by_pg = _per_pg(issued), _per_pg(done)
+    issued_by_pg = _per_pg(ctx.view.last_seqs())
+    done_by_pg = _per_pg(ctx.view.last_seqs(completed=True))
     waiting: dict[str, list[int]] = defaultdict(list)
     for rank, b in analysis.blocked.items():
         waiting[ctx.name(b.node[1])].append(rank)
@@ -604,7 +597,7 @@ def verdict(analysis: Analysis, exit_status: int | None = None) -> str:
 
     It is never wrapped, so `tail -1` always has all of it."""
     code = (0 if analysis.ok else 1) if exit_status is None else exit_status
-    n = len(analysis.ctx.trace.files)
+    n = len(analysis.ctx.trace.file_table)
     f = analysis.root_cause
     stopped = analysis.stopped
     if f is None and stopped:
@@ -630,10 +623,7 @@ def render_text(
     style = style or Style(False)
     width = max(MIN_WIDTH, width or terminal_width())
     trace = analysis.ctx.trace
-    if verbose:
-        lines = [loaded_summary(trace, trace.entries, style, groups=False)]
-    else:
-        lines = _header(analysis, width)
+    lines = [loaded_summary(trace, style)] if verbose else _header(analysis, width)
     if not analysis.ok:
         sel = analysis.selection
         if sel is not None and sel.root_cause_outside:

@@ -84,12 +84,19 @@ class Table:
         codes = self.cols[name]
         return per_label[codes] if len(codes) else np.zeros(0, dtype=bool)
 
+    def record(self, i: int) -> dict[str, Any]:
+        """Row `i` as a dict of Python values, labels decoded."""
+        return {
+            k: self.labels[k][int(v[i])] if k in self.labels else _python(v[i])
+            for k, v in self.cols.items()
+        }
+
     def rows(self) -> Iterator[Any]:
         """Each row as a named tuple, labels decoded (for small tables: groups, files)."""
         row = NamedTuple("Row", [(k, Any) for k in self.cols])  # type: ignore[misc]
         decoded = [self.decode(k) if k in self.labels else self.cols[k] for k in self.cols]
         for values in zip(*decoded, strict=True):
-            yield row(*(v.item() if isinstance(v, np.generic) else v for v in values))
+            yield row(*(_python(v) for v in values))
 
     def to_pandas(self) -> pd.DataFrame:
         """The same table as a DataFrame, labelled columns as categoricals (no copies)."""
@@ -117,6 +124,10 @@ class Table:
                 values = np.array([r[name] for r in records], dtype=dtype)
             cols[name] = values
         return cls(cols)
+
+
+def _python(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def runs(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -174,3 +185,23 @@ def cumcount(key: np.ndarray, reverse: bool = False) -> np.ndarray:
     out = np.empty(n, dtype=np.int64)
     out[order] = nth
     return out
+
+
+def split(table: Table, *names: str) -> Iterator[tuple[tuple[int, ...], Table]]:
+    """The table's rows per distinct value of `names`, by value; rows keep their order."""
+    order, starts = runs(*(table[n] for n in names))
+    ends = np.r_[starts[1:], len(order)]
+    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+        rows = order[a:b]
+        yield tuple(int(table[n][rows[0]]) for n in names), table.take(rows)
+
+
+def head_per(key: np.ndarray, k: int) -> np.ndarray:
+    """Mask of the first `k` rows of each key, in row order (a group-by head)."""
+    return cumcount(key) < k
+
+
+def most_common(values: np.ndarray) -> int:
+    """The most frequent value; the smallest among equally frequent ones."""
+    distinct, counts = np.unique(values, return_counts=True)
+    return int(distinct[np.argmax(counts)])
