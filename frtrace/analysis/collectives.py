@@ -72,7 +72,7 @@ def _expected_counts(ctx: Context) -> np.ndarray:
 
 def _key_stats(coll: Table) -> Table:
     """Per (pg, seq), by key: how many ranks issued it and their lowest and highest state."""
-    order, starts = runs(coll["pg"], coll["seq"])
+    order, starts = runs(_key(coll["pg"], coll["seq"]))
     first = order[starts]
     state = coll["state"][order]
     return Table(
@@ -231,9 +231,10 @@ def _signature_ids(ctx: Context, coll: Table) -> np.ndarray:
 def _mismatch_findings(ctx: Context, coll: Table) -> list[Finding]:
     sig = _signature_ids(ctx, coll)
     key = _key(coll["pg"], coll["seq"])
-    pairs = np.unique(np.stack([key, sig.astype(np.int64)], axis=1), axis=0)
-    keys, counts = np.unique(pairs[:, 0], return_counts=True)  # distinct signatures per key
-    torn = keys[counts > 1]  # sorted: by group, then seq
+    order, starts = runs(key)
+    sig = sig[order]  # a key whose members differ has two signatures: its min is not its max
+    split_here = np.minimum.reduceat(sig, starts) != np.maximum.reduceat(sig, starts)
+    torn = key[order[starts[split_here]]]  # sorted: by group, then seq
     if not len(torn):
         return []
     bad = _keys(torn >> 32, torn & 0xFFFFFFFF)

@@ -16,7 +16,7 @@ from frtrace.analysis.ops import (
     closer_mask,
     raw_state_codes,
 )
-from frtrace.tables.table import Table, group_max, group_min
+from frtrace.tables.table import Table, first_rows, group_max, group_min, runs
 from frtrace.tables.trace import Trace
 
 
@@ -299,15 +299,17 @@ def judged(coll: Table, ctx: Context) -> np.ndarray:
 
 def _distinct_pairs(a: np.ndarray, b: np.ndarray) -> list[tuple[int, int]]:
     """The distinct (a, b) pairs, sorted."""
-    if not len(a):
-        return []
-    pairs = np.unique(np.stack([a.astype(np.int64), b.astype(np.int64)], axis=1), axis=0)
-    return [(int(x), int(y)) for x, y in pairs.tolist()]
+    first = first_rows(a, b)
+    return list(zip(a[first].tolist(), b[first].tolist(), strict=True))
 
 
 def _min_by_pair(a: np.ndarray, b: np.ndarray, values: np.ndarray) -> dict[tuple[int, int], int]:
     """The smallest value per distinct (a, b) pair."""
-    if not len(a):
+    order, starts = runs(a, b)
+    if not len(order):
         return {}
-    key = a.astype(np.int64) << 32 | (b.astype(np.int64) & 0xFFFFFFFF)
-    return {(k >> 32, k & 0xFFFFFFFF): int(v) for k, v in group_min(key, values).items()}
+    low = np.minimum.reduceat(values[order], starts)
+    first = order[starts]
+    return dict(
+        zip(zip(a[first].tolist(), b[first].tolist(), strict=True), low.tolist(), strict=True)
+    )

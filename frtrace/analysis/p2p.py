@@ -15,7 +15,7 @@ import numpy as np
 from frtrace.analysis.context import Context
 from frtrace.analysis.findings import Finding
 from frtrace.analysis.ops import op_is
-from frtrace.tables.table import Table, cumcount
+from frtrace.tables.table import Table, cumcount, pack
 
 _COMPARED = ("input_sizes", "input_dtypes")
 _KEY = ("pg", "src", "dst", "slot_kind", "slot")
@@ -74,11 +74,11 @@ def channel_ops(ctx: Context) -> Table:
 def _pairs(sends: Table, recvs: Table) -> tuple[np.ndarray, np.ndarray]:
     """Rows of `sends` and `recvs` that share a channel slot, in slot order (each slot holds
     at most one op per side)."""
-    both = np.concatenate(
-        [np.stack([t[k].astype(np.int64) for k in _KEY], axis=1) for t in (sends, recvs)]
-    )
-    _, slot_id = np.unique(both, axis=0, return_inverse=True)
-    slot_id = slot_id.reshape(-1)
+    cols = [np.concatenate([sends[k], recvs[k]]) for k in _KEY]
+    slot_id = pack(*cols)
+    if slot_id is None:  # key ranges too wide to pack: number the distinct slots
+        stacked = np.stack([c.astype(np.int64) for c in cols], axis=1)
+        slot_id = np.unique(stacked, axis=0, return_inverse=True)[1].reshape(-1)
     _, i_send, i_recv = np.intersect1d(
         slot_id[: len(sends)], slot_id[len(sends) :], assume_unique=True, return_indices=True
     )

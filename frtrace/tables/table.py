@@ -130,12 +130,35 @@ def _python(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+def pack(*keys: np.ndarray) -> np.ndarray | None:
+    """Integer keys as one int64 per row that sorts as the keys do (first key first), when
+    their ranges fit in 62 bits; else None."""
+    n = len(keys[0])
+    packed = np.zeros(n, dtype=np.int64)
+    scale = 1
+    for k in reversed(keys):
+        lo, hi = (int(k.min()), int(k.max())) if n else (0, 0)
+        width = hi - lo + 1
+        if scale * width >= 1 << 62:
+            return None
+        packed += (k.astype(np.int64) - lo) * scale
+        scale *= width
+    return packed
+
+
 def runs(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows ordered by `keys` (first key first, stable) and where each run of equal keys
-    starts in that order: a group-by without hashing."""
+    starts in that order: a group-by without hashing (one sort of one int64 per row when the
+    keys pack into one)."""
     if not len(keys) or not len(keys[0]):
         empty = np.empty(0, dtype=np.int64)
         return empty, empty
+    packed = pack(*keys) if len(keys) > 1 else keys[0]
+    if packed is not None:
+        order = np.argsort(packed, kind="stable")
+        ordered = packed[order]
+        new = np.r_[True, ordered[1:] != ordered[:-1]]
+        return order, np.flatnonzero(new)
     order = np.lexsort(keys[::-1])
     new = np.zeros(len(order), dtype=bool)
     new[0] = True
