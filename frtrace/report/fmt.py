@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import sys
 from collections.abc import Iterable
 from typing import TextIO
@@ -105,7 +104,7 @@ class MarkedStyle(Style):
 
     def __init__(self, enabled: bool) -> None:
         super().__init__(enabled)
-        self.mark = "\ue000" + secrets.token_hex(8)  # private-use char + per-run secret
+        self.mark = "\ue000" + os.urandom(8).hex()  # private-use char + per-run secret
 
     def _wrap(self, code: str, text: str) -> str:
         return f"{self.mark}{code}m{text}{self.mark}0m" if self.enabled else text
