@@ -171,7 +171,8 @@ def _timelines(analysis: Analysis) -> dict[str, Any]:
     ranks_col = e["rank"].to_numpy()
     per_rank = []
     for rank in _timeline_ranks(analysis):
-        lo, hi = np.searchsorted(ranks_col, rank, "left"), np.searchsorted(ranks_col, rank, "right")
+        key = ranks_col.dtype.type(rank)  # not a cast of the whole column per rank
+        lo, hi = np.searchsorted(ranks_col, key, "left"), np.searchsorted(ranks_col, key, "right")
         rows = slice(max(int(lo), int(hi) - TIMELINE_OPS), int(hi))
         per_rank.append((rank, e.iloc[rows], analysis.ctx.states[rows]))
     times = [
