@@ -34,25 +34,27 @@ class CollectiveResult:
     findings: list[Finding] = field(default_factory=list)
     # (pg, seq) keys some expected member has not issued, in the judged window, by key
     incomplete: Table = field(
-        default_factory=lambda: _keys(np.empty(0, np.int64), np.empty(0, np.int64))
+        default_factory=lambda: Table({"pg": np.empty(0, np.int64), "seq": np.empty(0, np.int64)})
     )
-
-
-def _keys(pg: np.ndarray, seq: np.ndarray) -> Table:
-    return Table({"pg": pg, "seq": seq})
 
 
 def analyze_collectives(ctx: Context) -> CollectiveResult:
     coll = ctx.view.coll
     if not len(coll):
         return CollectiveResult()
-    coll = coll.take(judged(coll, ctx))
-    incomplete = _incomplete_keys(ctx, coll)
+    inside = judged(coll, ctx)
+    if not inside.all():  # a copy of the view only where a wrapped buffer makes one needed
+        coll = coll.take(inside)
+        if not len(coll):
+            return CollectiveResult()
+    del inside
+    stats = _key_stats(ctx, coll)
+    incomplete = _incomplete_keys(ctx, stats)
     findings = _missing_findings(ctx, coll, incomplete)
-    findings += _mismatch_findings(ctx, coll)
+    findings += _mismatch_findings(ctx, coll, stats)
     findings += _numel_findings(ctx, coll)
     if ctx.view.states_tracked:
-        findings += _state_findings(ctx, coll)
+        findings += _state_findings(ctx, coll, stats)
     return CollectiveResult(_cap(findings, ctx.mismatch_cap), incomplete.select(["pg", "seq"]))
 
 
@@ -70,25 +72,30 @@ def _expected_counts(ctx: Context) -> np.ndarray:
     return np.array([len(ctx.expected(pg)) for pg in range(len(ctx.pg_names))] or [0])
 
 
-def _key_stats(coll: Table) -> Table:
-    """Per (pg, seq), by key: how many ranks issued it and their lowest and highest state."""
+def _key_stats(ctx: Context, coll: Table) -> Table:
+    """Per (pg, seq), by key: how many ranks issued it, their lowest and highest state, and
+    whether they disagree on its signature (`torn`): one sort of the job's ops for all three.
+    """
     order, starts = runs(_key(coll["pg"], coll["seq"]))
     first = order[starts]
     state = coll["state"][order]
-    return Table(
-        {
-            "pg": coll["pg"][first],
-            "seq": coll["seq"][first],
-            "n": np.diff(np.r_[starts, len(order)]),
-            "lo": np.minimum.reduceat(state, starts) if len(starts) else state[:0],
-            "hi": np.maximum.reduceat(state, starts) if len(starts) else state[:0],
-        }
-    )
+    stats = {
+        "pg": coll["pg"][first],
+        "seq": coll["seq"][first],
+        "n": np.diff(np.r_[starts, len(order)]),
+        "lo": np.minimum.reduceat(state, starts),
+        "hi": np.maximum.reduceat(state, starts),
+    }
+    del state, first
+    sig = _signature_ids(ctx, coll)[order]
+    del order
+    # Members that differ give a key two signatures: its lowest is not its highest.
+    stats["torn"] = np.minimum.reduceat(sig, starts) != np.maximum.reduceat(sig, starts)
+    return Table(stats)
 
 
-def _incomplete_keys(ctx: Context, coll: Table) -> Table:
+def _incomplete_keys(ctx: Context, stats: Table) -> Table:
     """(pg, seq) issued by some expected members but not all."""
-    stats = _key_stats(coll)
     expected = _expected_counts(ctx)[stats["pg"]]
     short = stats["n"] < expected
     if ctx.view.states_tracked:
@@ -228,16 +235,10 @@ def _signature_ids(ctx: Context, coll: Table) -> np.ndarray:
     return sig
 
 
-def _mismatch_findings(ctx: Context, coll: Table) -> list[Finding]:
-    sig = _signature_ids(ctx, coll)
-    key = _key(coll["pg"], coll["seq"])
-    order, starts = runs(key)
-    sig = sig[order]  # a key whose members differ has two signatures: its min is not its max
-    split_here = np.minimum.reduceat(sig, starts) != np.maximum.reduceat(sig, starts)
-    torn = key[order[starts[split_here]]]  # sorted: by group, then seq
-    if not len(torn):
+def _mismatch_findings(ctx: Context, coll: Table, stats: Table) -> list[Finding]:
+    bad = stats.take(stats["torn"])  # sorted: by group, then seq
+    if not len(bad):
         return []
-    bad = _keys(torn >> 32, torn & 0xFFFFFFFF)
     bad = bad.take(head_per(bad["pg"], ctx.mismatch_cap))
     findings = []
     for (pg, seq), rows in _present(coll, bad).items():
@@ -380,9 +381,8 @@ def _numel_findings(ctx: Context, coll: Table) -> list[Finding]:
     return findings
 
 
-def _state_findings(ctx: Context, coll: Table) -> list[Finding]:
+def _state_findings(ctx: Context, coll: Table, stats: Table) -> list[Finding]:
     """Every member issued it; some never started it while the others run it."""
-    stats = _key_stats(coll)
     expected = _expected_counts(ctx)[stats["pg"]]
     hit = stats.take((stats["n"] >= expected) & (stats["lo"] == 0) & (stats["hi"] == 1))
     if not len(hit):

@@ -91,7 +91,7 @@ def load_found(
         raise FrtraceError(f"unknown engine '{engine}' (known: {', '.join(ENGINES)})")
     if engine == "local" and isinstance(found, Discovery):
         with start_parsing(select_files(found, ranks), jobs) as parsing:
-            # Imported only now: pandas' half second of import runs while the workers parse.
+            # Imported only now: the analysis' imports run while the workers parse.
             from frtrace.tables import load
 
             return load.assemble_parsed(found, parsing, progress)

@@ -2,7 +2,8 @@
 
 Parsing is the expensive part (Python's unpickler builds millions of small objects), so files
 are parsed in worker processes that turn entries into columns before sending anything back
-(frtrace/tables/parse.py, which needs no pandas; the workers start before pandas is imported).
+(frtrace/tables/parse.py; the workers start before the rest is imported). The tables are numpy
+columns (frtrace/tables/table.py): no pandas.
 Workers are used even for one file: they bound what a hostile file can cost (see workers.py).
 One broken dump is skipped with its reason; the others are still analyzed.
 """

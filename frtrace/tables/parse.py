@@ -1,8 +1,7 @@
 """Parse dump files into columns in worker processes; nothing here imports pandas.
 
-A run starts its workers (`start_parsing`) before it imports the analysis: importing pandas
-takes half a second of one core, about what 64 ranks' dumps take to parse on the other, so
-the two overlap instead of adding up. Results are collected by a background thread and
+A run starts its workers (`start_parsing`) before it imports the analysis and merges, so the
+imports overlap the parse instead of adding to it. Results are collected by a background thread and
 handed over in a bounded queue, which keeps the workers' backpressure: a slow consumer
 stops them, it never buffers the whole job.
 """

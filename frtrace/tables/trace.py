@@ -276,11 +276,20 @@ def merge_chunks(chunks: list[Chunk]) -> tuple[Table, list[tuple[Frame, ...]]]:
     ]  # fmt: skip
     for name in NARROW_INTS:
         cols[name] = np.asarray(cols[name]).astype(np.int32, copy=False)
+    for name, values in labels.items():  # a dozen code columns: 1-2 bytes a row, not 4
+        cols[name] = cols[name].astype(code_dtype(len(values)), copy=False)
     rank = cols["rank"]
     if total and not (rank[1:] >= rank[:-1]).all():  # chunks out of rank order: never from
         order_rows = np.argsort(rank, kind="stable")  # the loaders, but keep the invariant
         cols = {name: values[order_rows] for name, values in cols.items()}
     return Table({name: cols[name] for name in order}, labels), stacks
+
+
+def code_dtype(labels: int) -> type[np.signedinteger[Any]]:
+    """The narrowest integer type for codes into this many labels (as pandas keeps them)."""
+    if labels <= np.iinfo(np.int8).max:
+        return np.int8
+    return np.int16 if labels <= np.iinfo(np.int16).max else np.int32
 
 
 def _derived_category(codes: np.ndarray, values: list[str]) -> tuple[np.ndarray, list[str]]:
