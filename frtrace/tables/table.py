@@ -176,20 +176,20 @@ def first_rows(*keys: np.ndarray) -> np.ndarray:
 
 def group_max(key: np.ndarray, values: np.ndarray) -> dict[int, Any]:
     """The largest value per distinct key, as {key: value}."""
-    order, starts = runs(key)
-    if not len(order):
-        return {}
-    top = np.maximum.reduceat(values[order], starts)
-    return dict(zip(key[order[starts]].tolist(), top.tolist(), strict=True))
+    return _per_key(np.maximum, key, values)
 
 
 def group_min(key: np.ndarray, values: np.ndarray) -> dict[int, Any]:
     """The smallest value per distinct key, as {key: value}."""
+    return _per_key(np.minimum, key, values)
+
+
+def _per_key(reduce: np.ufunc, key: np.ndarray, values: np.ndarray) -> dict[int, Any]:
     order, starts = runs(key)
     if not len(order):
         return {}
-    low = np.minimum.reduceat(values[order], starts)
-    return dict(zip(key[order[starts]].tolist(), low.tolist(), strict=True))
+    out = reduce.reduceat(values[order], starts)
+    return dict(zip(key[order[starts]].tolist(), out.tolist(), strict=True))
 
 
 def cumcount(key: np.ndarray, reverse: bool = False) -> np.ndarray:
