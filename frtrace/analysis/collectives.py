@@ -15,7 +15,7 @@ import numpy as np
 
 from frtrace.analysis.context import Context, judged
 from frtrace.analysis.findings import Finding
-from frtrace.analysis.ops import SIGNATURE
+from frtrace.analysis.ops import SIGNATURE, pg_seq_key
 from frtrace.tables.table import Table, head_per, most_common, runs, split
 
 GATHER_OPS = frozenset({"all_gather", "_allgather_base", "all_gather_into_tensor", "allgather"})
@@ -76,7 +76,7 @@ def _key_stats(ctx: Context, coll: Table) -> Table:
     """Per (pg, seq), by key: how many ranks issued it, their lowest and highest state, and
     whether they disagree on its signature (`torn`): one sort of the job's ops for all three.
     """
-    order, starts = runs(_key(coll["pg"], coll["seq"]))
+    order, starts = runs(pg_seq_key(coll["pg"], coll["seq"]))
     first = order[starts]
     state = coll["state"][order]
     stats = {
@@ -105,15 +105,10 @@ def _incomplete_keys(ctx: Context, stats: Table) -> Table:
     return stats.take(short)
 
 
-def _key(pg: np.ndarray, seq: np.ndarray) -> np.ndarray:
-    """(group, seq) as one int64, so lookups are numpy set operations, not joins."""
-    return pg.astype(np.int64) * (1 << 32) + (seq.astype(np.int64) & 0xFFFFFFFF)
-
-
 def _present(coll: Table, keys: Table) -> dict[tuple[int, int], Table]:
     """The rows of each wanted (pg, seq), by key: one isin over the job, then a small sort."""
-    wanted = _key(keys["pg"], keys["seq"])
-    rows = coll.take(np.isin(_key(coll["pg"], coll["seq"]), wanted))
+    wanted = pg_seq_key(keys["pg"], keys["seq"])
+    rows = coll.take(np.isin(pg_seq_key(coll["pg"], coll["seq"]), wanted))
     return {(k[0], k[1]): g for k, g in split(rows, "pg", "seq")}
 
 

@@ -64,6 +64,12 @@ class OpView:
         return {(k >> 32, k & 0xFFFFFFFF): int(v) for k, v in top.items()}
 
 
+def pg_seq_key(pg: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    """(group, seq) as one int64 that sorts by group, then seq: lookups and group-bys over one
+    column, not joins."""
+    return pg.astype(np.int64) * (1 << 32) + (seq.astype(np.int64) & 0xFFFFFFFF)
+
+
 def op_is(entries: Table, name: str) -> np.ndarray:
     """Mask of entries whose op is `name`, from the codes (no string column)."""
     code = entries.code("op", name)

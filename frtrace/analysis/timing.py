@@ -23,6 +23,7 @@ import numpy as np
 
 from frtrace.analysis.context import Context
 from frtrace.analysis.findings import Finding
+from frtrace.analysis.ops import pg_seq_key
 
 STALL_BY_KIND = {
     "missing_ranks": "cpu_side",
@@ -97,7 +98,7 @@ def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> Straggl
     def done(column: str) -> np.ndarray:  # only the columns needed, not a copy of the view
         return coll[column][finished]
 
-    key = done("pg").astype(np.int64) * (1 << 32) + (done("seq").astype(np.int64) & 0xFFFFFFFF)
+    key = pg_seq_key(done("pg"), done("seq"))
     dur = done("duration_ms")
     timed = np.isfinite(dur)
     use_duration = bool(timed.mean() > 0.9) if len(dur) else False

@@ -19,7 +19,7 @@ import numpy as np
 from frtrace.analysis.collectives import CollectiveResult, missing_finding, state_finding
 from frtrace.analysis.context import Context
 from frtrace.analysis.findings import STUCK_AFTER_MS, Finding, Hop, WaitNode
-from frtrace.analysis.ops import op_is
+from frtrace.analysis.ops import op_is, pg_seq_key
 from frtrace.analysis.p2p import P2PResult
 
 Node = WaitNode
@@ -95,7 +95,7 @@ def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dic
     if not len(keys):
         return out
     view = ctx.view.coll  # ordered by rank and position: a rank's first such row is its lowest
-    wanted = np.isin(_key(view["pg"], view["seq"]), _key(keys["pg"], keys["seq"]))
+    wanted = np.isin(pg_seq_key(view["pg"], view["seq"]), pg_seq_key(keys["pg"], keys["seq"]))
     rows = np.flatnonzero(wanted)
     _, first = np.unique(view["rank"][rows], return_index=True)
     for i in rows[first].tolist():
@@ -107,10 +107,6 @@ def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dic
             int(view["pos"][i]),
         )
     return out
-
-
-def _key(pg: np.ndarray, seq: np.ndarray) -> np.ndarray:
-    return pg.astype(np.int64) * (1 << 32) + (seq.astype(np.int64) & 0xFFFFFFFF)
 
 
 def _members(ctx: Context, node: Node) -> list[int]:

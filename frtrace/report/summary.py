@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from frtrace.report.fmt import Style, rank_ranges
 from frtrace.tables.trace import Trace
 
 
 def loaded_summary(trace: Trace, style: Style) -> str:
     """A short, readable account of the inputs (the verbose report's header)."""
-    e = trace.table
-    backends = sorted(str(e.label("backend", b)) for b in np.unique(e["backend"]))
     lines = [
         style.bold(f"frtrace: {len(trace.file_table)} dump(s) from {trace.trace_dir}")
         + (f" (prefix '{trace.prefix}')" if trace.prefix else ""),
         f"  ranks      {rank_ranges(trace.ranks)} ({len(trace.ranks)})",
-        f"  entries    {len(e)}",
+        f"  entries    {len(trace.table)}",
         f"  versions   {', '.join(trace.versions) or '-'}",
-        f"  backends   {', '.join(backends) or '-'}",
+        f"  backends   {', '.join(trace.backends) or '-'}",
         "  formats    " + ", ".join(f"{k} {v}" for k, v in trace.formats),
     ]
     if trace.missing_dumps:

@@ -374,7 +374,7 @@ def _role(analysis: Analysis, f: Finding) -> str:
 def _header(analysis: Analysis, width: int) -> list[str]:
     trace = analysis.ctx.trace
     e = trace.table
-    backends = ", ".join(sorted(str(e.label("backend", b)) for b in np.unique(e["backend"])))
+    backends = ", ".join(trace.backends)
     formats = ", ".join(f"{k} {v}" for k, v in trace.formats)
     text = (
         f"frtrace: {len(trace.file_table)} dump(s) from {trace.trace_dir}"

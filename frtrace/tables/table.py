@@ -1,10 +1,11 @@
 """Named numpy columns: the tables frtrace analyzes, without pandas.
 
 Importing pandas costs a quarter of a second, more than a two-file job's whole analysis, so
-the tables the analysis reads are plain numpy columns. A categorical column holds int32 codes
-into a list of labels (interned strings: groups, ops, shapes), so comparing ranks stays
-integer work. `to_pandas()` gives the same table as a pandas DataFrame (categoricals for the
-labelled columns) for notebooks, raw output and the Python API.
+the tables the analysis reads are plain numpy columns. A categorical column holds integer
+codes (int8 to int32, as few bytes as its labels allow) into a list of labels (interned
+strings: groups, ops, shapes), so comparing ranks stays integer work. `to_pandas()` gives the
+same table as a pandas DataFrame (categoricals for the labelled columns) for notebooks, raw
+output and the Python API.
 
 Grouping is sorting: `runs` orders rows by their keys and says where each run of equal keys
 starts; per-group reductions are numpy's `reduceat` over those runs.
@@ -48,10 +49,6 @@ class Table:
 
     def __repr__(self) -> str:
         return f"Table({len(self)} rows: {', '.join(self.cols)})"
-
-    @property
-    def names(self) -> list[str]:
-        return list(self.cols)
 
     def take(self, rows: np.ndarray | slice) -> Table:
         """The rows a mask, an index array or a slice selects (labels are shared)."""

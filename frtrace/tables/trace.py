@@ -73,6 +73,12 @@ class Trace:
         return sorted(int(r) for r in self.file_table["rank"])
 
     @property
+    def backends(self) -> list[str]:
+        """The backends the entries name (nccl, gloo), sorted."""
+        e = self.table
+        return sorted(str(e.label("backend", b)) for b in np.unique(e["backend"]))
+
+    @property
     def formats(self) -> list[tuple[str, int]]:
         """(format, number of files) by format, e.g. [("json", 2), ("pickle", 62)]."""
         return sorted(Counter(str(f) for f in self.file_table["format"]).items())
