@@ -16,7 +16,7 @@ import numpy as np
 from frtrace.analysis.context import Context, judged
 from frtrace.analysis.findings import Finding
 from frtrace.analysis.ops import SIGNATURE, pg_seq_key
-from frtrace.tables.table import Table, head_per, most_common, runs, split
+from frtrace.tables.table import Table, distinct, head_per, most_common, runs, split
 
 GATHER_OPS = frozenset({"all_gather", "_allgather_base", "all_gather_into_tensor", "allgather"})
 SCATTER_OPS = frozenset({"reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor"})
@@ -243,7 +243,7 @@ def _mismatch_findings(ctx: Context, coll: Table, stats: Table) -> list[Finding]
 
 def mismatch_finding(ctx: Context, pg: int, seq: int, rows: Table) -> Finding:
     """Members disagree on what (pg, seq) is: blame the ranks that differ from the majority."""
-    column = next(c for c in SIGNATURE if len(np.unique(rows[c])) > 1)
+    column = next(c for c in SIGNATURE if len(distinct(rows[c])) > 1)
     kind = _KIND_BY_COLUMN[column]
     signature = {
         int(rank): tuple(sig)

@@ -16,7 +16,7 @@ from frtrace.analysis.ops import (
     closer_mask,
     raw_state_codes,
 )
-from frtrace.tables.table import Table, first_rows, group_max, group_min, runs
+from frtrace.tables.table import Table, distinct, first_rows, group_max, group_min, runs
 from frtrace.tables.trace import Trace
 
 
@@ -271,7 +271,7 @@ def _status_by_group(
     if not len(st):
         return {}
     e = trace.table
-    p2p_groups = {pg_names[c] for c in np.unique(e["pg_name"][e["is_p2p"]]).tolist()}
+    p2p_groups = {pg_names[c] for c in distinct(e["pg_name"][e["is_p2p"]]).tolist()}
     code = {name: i for i, name in enumerate(pg_names)}
     by_id: dict[int, set[str]] = {}
     for pg_id, name in zip(st["pg_id"], st["pg_name"], strict=True):

@@ -24,6 +24,7 @@ import numpy as np
 from frtrace.analysis.context import Context
 from frtrace.analysis.findings import Finding
 from frtrace.analysis.ops import pg_seq_key
+from frtrace.tables.table import distinct
 
 STALL_BY_KIND = {
     "missing_ranks": "cpu_side",
@@ -143,7 +144,7 @@ def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> Straggl
         rank_ = per_rank["rank"][i]
         mine = rank == rank_
         groups, lags = pg[mine], lag[mine]
-        by_pg = [(float(np.median(lags[groups == g])), int(g)) for g in np.unique(groups)]
+        by_pg = [(float(np.median(lags[groups == g])), int(g)) for g in distinct(groups)]
         by_pg.sort(key=lambda m_g: -m_g[0])  # stable: ties stay in group order
         out.append(
             Straggler(

@@ -425,7 +425,7 @@ def _packed(ranks: list[int], max_rank: int) -> bytes:
             f"pg_config lists rank {max(ranks) if max(ranks) > max_rank else min(ranks)}, "
             f"outside 0..{max_rank:,} (the budget max_rank)"
         )
-    return np.unique(np.array(ranks, dtype=np.int64)).astype(RANK_DTYPE).tobytes()
+    return np.array(sorted(set(ranks)), dtype=RANK_DTYPE).tobytes()
 
 
 RANK_DTYPE = np.dtype("<i4")  # max_rank is at most 2^31 - 1
