@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import subprocess
 import sys
 import threading
@@ -13,8 +14,9 @@ from typing import Any
 import pytest
 
 from frtrace.dumps.discover import discover
+from frtrace.dumps.limits import budgets
 from frtrace.synth import JobSpec, Layout, simulate, write_job
-from frtrace.tables import parse
+from frtrace.tables import parse, workers
 from frtrace.tables.load import load_trace
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -90,6 +92,40 @@ def test_a_small_backlog_limit_still_delivers_the_whole_job(
     got = _finishes(lambda: load_trace(str(Path(job[0][0]).parent), jobs=2))["value"]
     assert got.entries.equals(expected.entries)
     assert got.ranks == expected.ranks
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared-memory", "pipe"])
+def test_results_arrive_whole_through_shared_memory_or_the_pipe(
+    job: list[tuple[str, int]], monkeypatch: pytest.MonkeyPatch, shared: bool
+) -> None:
+    """Workers hand their columns over in shared memory where the OS has memfd and through
+    their pipe elsewhere (or for tiny results): the trace is the one parsed in this process."""
+    if shared and not hasattr(os, "memfd_create"):
+        pytest.skip("no memfd on this OS")
+    expected = load_trace(str(Path(job[0][0]).parent), jobs=1)
+    monkeypatch.setattr(workers, "SHARED_MIN_BYTES", 1 if shared else 1 << 62)
+    got = _finishes(lambda: load_trace(str(Path(job[0][0]).parent), jobs=2))["value"]
+    assert got.entries.equals(expected.entries)
+    assert got.stacks == expected.stacks
+
+
+def test_the_file_handed_to_a_worker_that_crashes_is_parsed_by_the_next_one(
+    job: list[tuple[str, int]], tmp_path: Path
+) -> None:
+    """A worker is given its next file before its last result is read; when that last parse
+    crashed it, the file given meanwhile was never started, and a fresh worker parses it."""
+    from hostile_cases import dict_with_key
+
+    crash = tmp_path / "crash"
+    crash.write_bytes(dict_with_key(b"K\x01" + b"\x85" * 1_000_000))
+    items = [(str(crash), 99), *job]
+    results = _finishes(
+        lambda: list(workers.iter_isolated(items, 1, parse.parse_file, parse.lost, budgets()))
+    )["value"]
+    by_rank = {r[0]: r for r in results}
+    assert sorted(by_rank) == sorted([99, *range(8)])
+    assert by_rank[99][2] is None and "crashed" in by_rank[99][5]
+    assert all(by_rank[rank][2] is not None for rank in range(8))
 
 
 def test_the_command_does_not_import_pandas_before_its_workers_start() -> None:

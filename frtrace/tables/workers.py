@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import mmap
 import multiprocessing
 import os
 import pickle
@@ -24,6 +25,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
+from multiprocessing import reduction
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -160,39 +162,75 @@ def _worker(
         send_result(conn, parse(message))
 
 
+# Results of at least this many bytes of arrays travel in shared memory (Linux' memfd).
+SHARED_MIN_BYTES = 1 << 14
+
+
 def send_result(conn: Connection, result: Any) -> None:
     """Send a result whose numpy arrays travel out of band: a small pickled head, then the
-    arrays' bytes written straight from their memory to the pipe (no pickled copy of them)."""
+    arrays' bytes (no pickled copy of them).
+
+    Where the OS has memfd (Linux), the bytes go into an anonymous shared-memory file whose
+    descriptor is passed over the socket: the worker never waits for the parent to read a
+    quarter of a megabyte through a socket buffer, and goes on to its next file at once; the
+    parent maps the bytes instead of copying them. Elsewhere they are written to the pipe.
+    """
     buffers: list[pickle.PickleBuffer] = []
     head = pickle.dumps(result, protocol=5, buffer_callback=buffers.append)
-    raws = [b.raw() for b in buffers]
-    conn.send((head, [r.nbytes for r in raws]))
-    fd = conn.fileno()
+    raws = [b.raw().cast("B") for b in buffers]
+    sizes = [r.nbytes for r in raws]
+    if hasattr(os, "memfd_create") and sum(sizes) >= SHARED_MIN_BYTES:
+        fd = os.memfd_create("frtrace-result", os.MFD_CLOEXEC)
+        try:
+            _write_all(fd, raws)
+            conn.send((head, sizes, True))
+            reduction.send_handle(conn, fd, os.getppid())
+        finally:
+            os.close(fd)
+        return
+    conn.send((head, sizes, False))
+    _write_all(conn.fileno(), raws)
+
+
+def _write_all(fd: int, raws: list[memoryview]) -> None:
     for raw in raws:
-        view = raw.cast("B")
+        view = raw
         while len(view):
             view = view[os.write(fd, view) :]
 
 
 def recv_result(conn: Connection) -> Any:
-    """The other end of send_result: the arrays' bytes are read into one block and the arrays
-    become views of it (one copy, from the pipe, instead of three)."""
-    head, sizes = conn.recv()
-    block = bytearray(sum(sizes))
-    view = memoryview(block)
-    with io.FileIO(conn.fileno(), closefd=False) as pipe:
-        got = 0
-        while got < len(block):
-            n = pipe.readinto(view[got:])
-            if not n:
-                raise EOFError("worker closed its pipe mid-result")
-            got += n
+    """The other end of send_result: the arrays become views of one block of bytes, mapped
+    from the shared-memory file (privately: writable, copied only where written) or read
+    from the pipe (one copy instead of three)."""
+    head, sizes, shared = conn.recv()
+    total = sum(sizes)
+    if shared:
+        view = memoryview(_mapped(reduction.recv_handle(conn), total))
+    else:
+        view = memoryview(bytearray(total))
+        with io.FileIO(conn.fileno(), closefd=False) as pipe:
+            got = 0
+            while got < total:
+                n = pipe.readinto(view[got:])
+                if not n:
+                    raise EOFError("worker closed its pipe mid-result")
+                got += n
     parts = []
     at = 0
     for size in sizes:
         parts.append(view[at : at + size])
         at += size
     return pickle.loads(head, buffers=parts)
+
+
+def _mapped(fd: int, size: int) -> mmap.mmap:
+    try:
+        if os.fstat(fd).st_size < size:
+            raise EOFError("worker's result is shorter than announced")
+        return mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)
 
 
 @dataclass
@@ -250,7 +288,8 @@ def iter_isolated(
         workers.append(worker)
         return worker
 
-    def assign(worker: _Worker) -> None:
+    def assign(worker: _Worker) -> bool:
+        """Hand the worker the next file, if any; False if its pipe is broken."""
         if todo:
             worker.item = todo.popleft()
             worker.started = time.monotonic()
@@ -258,9 +297,13 @@ def iter_isolated(
             # Generous, since on an overloaded machine (load 7 on 2 cores, 8k files) a parse
             # waits for a core for many times its CPU time, and a skipped dump is a wrong verdict.
             worker.allowed = STALL_FACTOR * limits.parse_cpu_seconds(_size(worker.item[0])) + 60.0
-            worker.conn.send(worker.item)
+            try:
+                worker.conn.send(worker.item)
+            except OSError:
+                return False
         else:
             worker.item = None
+        return True
 
     def retire(worker: _Worker) -> None:
         workers.remove(worker)
@@ -285,16 +328,22 @@ def iter_isolated(
                 item = worker.item
                 assert item is not None
                 if worker.conn in ready:
+                    # The next file goes out before this result is read: the worker finds it
+                    # waiting when its send is done, instead of waiting for this process.
+                    sent = assign(worker)
                     try:
+                        if not sent:
+                            raise EOFError
                         result = recv_result(worker.conn)
-                    except (EOFError, OSError, pickle.UnpicklingError, ValueError):
+                    except (EOFError, OSError, RuntimeError, pickle.UnpicklingError, ValueError):
+                        if worker.item is not None:  # handed out but never started
+                            todo.appendleft(worker.item)
                         worker.process.join(5)
                         retire(worker)
                         yield failed(item, _describe_exit(worker.process.exitcode))
                         if todo:
                             assign(start())
                         continue
-                    assign(worker)
                     yield result
                 elif worker.process.sentinel in ready:
                     worker.process.join()
