@@ -33,7 +33,7 @@ from frtrace.tables.repair import (
     pg_status_table,
 )
 from frtrace.tables.table import Table
-from frtrace.tables.trace import Chunk, Trace, compact, file_table, merge_chunks
+from frtrace.tables.trace import Chunk, Symbols, Trace, compact, file_table, merge_chunks
 
 
 def load_discovered(
@@ -79,6 +79,7 @@ class _Merger:
         self.batch: list[RankColumns] = []
         self.batch_entries = 0
         self.chunks: list[Chunk] = []
+        self.symbols = Symbols()
 
     def add(self, rank: int, cols: RankColumns | None) -> None:
         if self.order is None:
@@ -97,7 +98,7 @@ class _Merger:
 
     def _flush(self) -> None:
         if self.batch:
-            self.chunks.append(compact(self.batch))
+            self.chunks.append(compact(self.batch, self.symbols))
             self.batch, self.batch_entries = [], 0
             return_freed_memory()
 
@@ -157,7 +158,9 @@ def assemble_trace(
         raise NoUsableDumpError(
             f"no usable dump in {trace_dir} ({len(skipped)} file(s) skipped)", skipped
         )
-    entries, stacks = merge_chunks(merger.finish())  # parts keep only their small metadata
+    entries, stacks = merge_chunks(
+        merger.finish(), merger.symbols
+    )  # parts keep only their small metadata
     return_freed_memory()
     members = infer_memberships(entries, parts, [p.rank for p in parts])
     add_global_peers(entries, members.groups)

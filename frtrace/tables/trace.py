@@ -12,7 +12,7 @@ import numpy as np
 
 from frtrace.tables.columns import CATEGORY_COLUMNS, Frame, Interned, RankColumns
 from frtrace.tables.parse import Skipped as Skipped  # beside the parsing, which has no pandas
-from frtrace.tables.table import Table
+from frtrace.tables.table import Table, distinct
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -76,7 +76,7 @@ class Trace:
     def backends(self) -> list[str]:
         """The backends the entries name (nccl, gloo), sorted."""
         e = self.table
-        return sorted(str(e.label("backend", b)) for b in np.unique(e["backend"]))
+        return sorted(str(e.label("backend", b)) for b in distinct(e["backend"]))
 
     @property
     def formats(self) -> list[tuple[str, int]]:
@@ -139,30 +139,41 @@ def _parse_list(key: str) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _merge_codes(interned: list[Interned], part_of_row: np.ndarray) -> tuple[np.ndarray, list[Any]]:
-    """Concatenate per-file codes into codes of one shared table of values (first-seen order).
+class Symbols:
+    """The values of each category column (and the stacks) interned for the whole job.
 
-    Per file only its few distinct values are looked up; the codes of all files are then
-    remapped in one numpy pass (each file's codes index its own slice of one mapping array).
+    Every chunk of one job codes its values in these tables, in the order first seen, so the
+    chunks' codes already agree and merging them is concatenation: no second remapping of
+    millions of codes.
     """
-    table: dict[Any, int] = {}
-    mapping: list[int] = []
-    offsets = np.empty(len(interned), dtype=np.int64)
-    for i, one in enumerate(interned):
-        offsets[i] = len(mapping)
-        mapping.extend([table.setdefault(u, len(table)) for u in one.uniques])
-    codes = np.concatenate([one.codes for one in interned]) if interned else np.empty(0, np.int32)
-    if len(codes):
-        codes = np.array(mapping, dtype=np.int32)[codes + offsets[part_of_row]]
-    return codes.astype(np.int32, copy=False), list(table)
+
+    def __init__(self) -> None:
+        self.tables: dict[str, dict[Any, int]] = {name: {} for name in (*CATEGORY_COLUMNS, STACKS)}
+
+    def codes(self, name: str, interned: list[Interned]) -> np.ndarray:
+        """Per-file codes as codes into the job's table of `name` (per file only its few
+        distinct values are looked up; its codes are remapped by one small gather)."""
+        table = self.tables[name]
+        out = []
+        for one in interned:
+            if len(one.codes):
+                mapping = [table.setdefault(u, len(table)) for u in one.uniques]
+                out.append(np.array(mapping, dtype=np.int32)[one.codes])
+        return np.concatenate(out) if out else np.empty(0, np.int32)
+
+    def labels(self, name: str) -> list[Any]:
+        return list(self.tables[name])
+
+
+STACKS = "stacks"
 
 
 @dataclass
 class Chunk:
-    """The columns of consecutive ranks' files, concatenated, with value tables of their own.
+    """The columns of consecutive ranks' files, concatenated, codes into the job's Symbols.
 
     While files are still being parsed, those already here are compacted into chunks (ints
-    narrowed, per-file tables merged), so the per-file columns never all coexist with the
+    narrowed, codes made the job's), so the per-file columns never all coexist with the
     merged table: at 8k ranks that was gigabytes of peak memory.
     """
 
@@ -173,23 +184,21 @@ class Chunk:
     is_p2p: np.ndarray
     retired: np.ndarray
     coalesced: np.ndarray
-    cats: dict[str, Interned]
-    stacks: Interned  # uniques are tuples of frames, () among them
+    cats: dict[str, np.ndarray]  # codes, stacks among them
 
 
-def _rows_of(lengths: list[int]) -> np.ndarray:
-    return np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
-
-
-def compact(parts: list[RankColumns]) -> Chunk:
+def compact(parts: list[RankColumns], symbols: Symbols) -> Chunk:
     """One chunk of these files (in rank order); their columns are released."""
     parts = sorted(parts, key=lambda p: p.rank)
     lengths = [p.n for p in parts]
-    part_of_row = _rows_of(lengths)
     ints = {}
     for name in list(parts[0].ints) if parts else ():
         column = np.concatenate([p.ints.pop(name) for p in parts])
         ints[name] = column.astype(np.int32) if name in NARROW_INTS else column
+    cats = {
+        name: symbols.codes(name, [p.cats.pop(name) for p in parts]) for name in CATEGORY_COLUMNS
+    }
+    cats[STACKS] = symbols.codes(STACKS, [p.stacks for p in parts])
     chunk = Chunk(
         rank=np.repeat(np.array([p.rank for p in parts], dtype=np.int32), lengths),
         pos=np.concatenate([np.arange(n, dtype=np.int32) for n in lengths])
@@ -200,11 +209,7 @@ def compact(parts: list[RankColumns]) -> Chunk:
         is_p2p=_concat([p.is_p2p for p in parts], bool),
         retired=_concat([p.retired for p in parts], bool),
         coalesced=_concat([p.coalesced for p in parts], bool),
-        cats={
-            name: Interned(*_merge_codes([p.cats.pop(name) for p in parts], part_of_row))
-            for name in CATEGORY_COLUMNS
-        },
-        stacks=Interned(*_merge_codes([p.stacks for p in parts], part_of_row)),
+        cats=cats,
     )
     for part in parts:
         part.release_columns()
@@ -217,18 +222,18 @@ def _concat(arrays: list[np.ndarray], dtype: Any) -> np.ndarray:
 
 def merge_columns(parts: list[RankColumns]) -> tuple[Table, list[tuple[Frame, ...]]]:
     """One entries table for the job, ordered by rank then position in the dump."""
-    return merge_chunks([compact(parts)])
+    symbols = Symbols()
+    return merge_chunks([compact(parts, symbols)], symbols)
 
 
-def merge_chunks(chunks: list[Chunk]) -> tuple[Table, list[tuple[Frame, ...]]]:
-    """One entries table from chunks of consecutive ranks (given in rank order).
+def merge_chunks(chunks: list[Chunk], symbols: Symbols) -> tuple[Table, list[tuple[Frame, ...]]]:
+    """One entries table from chunks of consecutive ranks (given in rank order) that were
+    compacted with `symbols`.
 
     Each column is concatenated and then dropped from the chunks, so at most one column
     exists twice at a time.
     """
-    lengths = [len(c.rank) for c in chunks]
-    total = sum(lengths)
-    chunk_of_row = _rows_of(lengths)
+    total = sum(len(c.rank) for c in chunks)
     labels: dict[str, list[Any]] = {}
     cols: dict[str, Any] = {
         "rank": _concat([c.rank for c in chunks], np.int32),
@@ -239,7 +244,8 @@ def merge_chunks(chunks: list[Chunk]) -> tuple[Table, list[tuple[Frame, ...]]]:
     for name in list(chunks[0].ints) if chunks else ():
         cols[name] = np.concatenate([c.ints.pop(name) for c in chunks])
     for name in CATEGORY_COLUMNS:
-        cols[name], labels[name] = _merge_codes([c.cats.pop(name) for c in chunks], chunk_of_row)
+        cols[name] = _concat([c.cats.pop(name) for c in chunks], np.int32)
+        labels[name] = symbols.labels(name)
     cols["duration_ms"] = _concat([c.duration_ms for c in chunks], np.float64)
     cols["retired"] = _concat([c.retired for c in chunks], bool)
     cols["coalesced"] = _concat([c.coalesced for c in chunks], bool)
@@ -247,7 +253,8 @@ def merge_chunks(chunks: list[Chunk]) -> tuple[Table, list[tuple[Frame, ...]]]:
 
     # Stacks: the same call site appears in many files; each distinct stack is stored once
     # and the empty stack is -1.
-    codes, values = _merge_codes([c.stacks for c in chunks], chunk_of_row)
+    codes = _concat([c.cats.pop(STACKS) for c in chunks], np.int32)
+    values = symbols.labels(STACKS)
     stacks = [v for v in values if v != ()]
     ids = np.full(len(values) or 1, -1, dtype=np.int32)
     nonempty = [i for i, v in enumerate(values) if v != ()]
@@ -255,7 +262,6 @@ def merge_chunks(chunks: list[Chunk]) -> tuple[Table, list[tuple[Frame, ...]]]:
     cols["stack_id"] = ids[codes] if total else np.empty(0, np.int32)
     for c in chunks:
         c.duration_ms = c.retired = c.coalesced = c.is_p2p = np.empty(0, bool)
-        c.stacks = Interned(np.empty(0, np.int32), [])
 
     # Derive backend, op and group-local p2p peers once per distinct profiling name.
     parsed = [parse_profiling_name(str(n)) for n in labels["profiling_name"]]
