@@ -145,9 +145,12 @@ def test_compacting_files_as_they_arrive_gives_the_table_of_merging_them_at_once
         return load.assemble_trace(str(tmp_path), found.prefix, copies, 8, [], None, order)
 
     at_once = assemble(None)
+    in_order = assemble([rank for _path, rank in items])  # a small job: one chunk at the end
+    pd.testing.assert_frame_equal(in_order.entries, at_once.entries)
     first = results[0][2]
     assert first is not None
     monkeypatch.setattr(load, "CHUNK_ENTRIES", 3 * first.n)  # a chunk every ~3 files
+    monkeypatch.setattr(load, "ONE_CHUNK_ENTRIES", 0)  # as in a big job
     chunked = assemble([rank for _path, rank in items])
     pd.testing.assert_frame_equal(chunked.entries, at_once.entries)
     assert chunked.stacks == at_once.stacks

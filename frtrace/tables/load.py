@@ -61,8 +61,12 @@ def assemble_parsed(found: Discovery, parsing: Parsing, progress: Progress | Non
     )
 
 
-# Compact parsed files into a chunk every this many entries (~120 MB of columns).
+# Compact parsed files into a chunk every this many entries (~120 MB of columns)...
 CHUNK_ENTRIES = 1 << 20
+# ...in jobs expected to hold more than this many: smaller ones are compacted once, when all
+# files are here, straight into the job's table (one copy of every entry, not two); their
+# per-file columns and the table together stay far below any memory budget.
+ONE_CHUNK_ENTRIES = 1 << 22
 
 
 class _Merger:
@@ -72,8 +76,10 @@ class _Merger:
     overtakes another waits until the ones before it are here (or skipped).
     """
 
-    def __init__(self, order: list[int] | None) -> None:
+    def __init__(self, order: list[int] | None, files: int = 0) -> None:
         self.order = order
+        self.files = files
+        self.chunk_entries: int | None = None  # set by the first file's size
         self.next = 0
         self.waiting: dict[int, RankColumns | None] = {}
         self.batch: list[RankColumns] = []
@@ -93,7 +99,10 @@ class _Merger:
             if ready is not None:
                 self.batch.append(ready)
                 self.batch_entries += ready.n
-        if self.batch_entries >= CHUNK_ENTRIES:
+        if self.chunk_entries is None and cols is not None:
+            expected = cols.n * self.files
+            self.chunk_entries = CHUNK_ENTRIES if expected > ONE_CHUNK_ENTRIES else 1 << 62
+        if self.batch_entries >= (self.chunk_entries or CHUNK_ENTRIES):
             self._flush()
 
     def _flush(self) -> None:
@@ -131,7 +140,7 @@ def assemble_trace(
     are then compacted as they arrive (see trace.Chunk) instead of all at the end.
     """
     parts: list[RankColumns] = []
-    merger = _Merger(order)
+    merger = _Merger(order, total)
     file_rows = []
     entries_seen = 0
     for done, (rank, path, cols, fmt, compressed, reason) in enumerate(results, start=1):

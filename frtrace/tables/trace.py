@@ -217,6 +217,9 @@ def compact(parts: list[RankColumns], symbols: Symbols) -> Chunk:
 
 
 def _concat(arrays: list[np.ndarray], dtype: Any) -> np.ndarray:
+    """One array of these (the one itself, uncopied, when there is one)."""
+    if len(arrays) == 1:
+        return arrays[0]
     return np.concatenate(arrays) if arrays else np.empty(0, dtype)
 
 
@@ -242,7 +245,7 @@ def merge_chunks(chunks: list[Chunk], symbols: Symbols) -> tuple[Table, list[tup
     for c in chunks:
         c.rank = c.pos = np.empty(0, np.int32)
     for name in list(chunks[0].ints) if chunks else ():
-        cols[name] = np.concatenate([c.ints.pop(name) for c in chunks])
+        cols[name] = _concat([c.ints.pop(name) for c in chunks], np.int64)
     for name in CATEGORY_COLUMNS:
         cols[name] = _concat([c.cats.pop(name) for c in chunks], np.int32)
         labels[name] = symbols.labels(name)
