@@ -167,9 +167,8 @@ def assemble_trace(
         raise NoUsableDumpError(
             f"no usable dump in {trace_dir} ({len(skipped)} file(s) skipped)", skipped
         )
-    entries, stacks = merge_chunks(
-        merger.finish(), merger.symbols
-    )  # parts keep only their small metadata
+    # From here on, `parts` keep only their small metadata.
+    entries, stacks = merge_chunks(merger.finish(), merger.symbols)
     return_freed_memory()
     members = infer_memberships(entries, parts, [p.rank for p in parts])
     add_global_peers(entries, members.groups)

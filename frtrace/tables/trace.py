@@ -139,6 +139,9 @@ def _parse_list(key: str) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+STACKS = "stacks"  # the Symbols table of stacks (tuples of frames, () among them)
+
+
 class Symbols:
     """The values of each category column (and the stacks) interned for the whole job.
 
@@ -162,10 +165,8 @@ class Symbols:
         return np.concatenate(out) if out else np.empty(0, np.int32)
 
     def labels(self, name: str) -> list[Any]:
+        """The values of `name` by code."""
         return list(self.tables[name])
-
-
-STACKS = "stacks"
 
 
 @dataclass

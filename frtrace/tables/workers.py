@@ -179,7 +179,7 @@ def send_result(conn: Connection, result: Any) -> None:
     head = pickle.dumps(result, protocol=5, buffer_callback=buffers.append)
     raws = [b.raw().cast("B") for b in buffers]
     sizes = [r.nbytes for r in raws]
-    if hasattr(os, "memfd_create") and sum(sizes) >= SHARED_MIN_BYTES:
+    if hasattr(os, "memfd_create") and sum(sizes) >= max(1, SHARED_MIN_BYTES):
         fd = os.memfd_create("frtrace-result", os.MFD_CLOEXEC)
         try:
             _write_all(fd, raws)
