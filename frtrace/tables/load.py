@@ -76,10 +76,11 @@ class _Merger:
     overtakes another waits until the ones before it are here (or skipped).
     """
 
-    def __init__(self, order: list[int] | None, files: int = 0) -> None:
+    def __init__(self, order: list[int] | None, files: int) -> None:
         self.order = order
         self.files = files
-        self.chunk_entries: int | None = None  # set by the first file's size
+        self.chunk_entries = CHUNK_ENTRIES  # until the first usable file sizes the job
+        self.sized = False
         self.next = 0
         self.waiting: dict[int, RankColumns | None] = {}
         self.batch: list[RankColumns] = []
@@ -99,10 +100,11 @@ class _Merger:
             if ready is not None:
                 self.batch.append(ready)
                 self.batch_entries += ready.n
-        if self.chunk_entries is None and cols is not None:
-            expected = cols.n * self.files
-            self.chunk_entries = CHUNK_ENTRIES if expected > ONE_CHUNK_ENTRIES else 1 << 62
-        if self.batch_entries >= (self.chunk_entries or CHUNK_ENTRIES):
+        if not self.sized and cols is not None:
+            self.sized = True
+            if cols.n * self.files <= ONE_CHUNK_ENTRIES:
+                self.chunk_entries = 1 << 62  # a small job: one chunk, when all are here
+        if self.batch_entries >= self.chunk_entries:
             self._flush()
 
     def _flush(self) -> None:
