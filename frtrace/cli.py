@@ -357,7 +357,7 @@ def run(options: dict[str, Any]) -> int:
     loaded = time.monotonic()
     if options["verbose"]:
         click.echo(
-            f"note: loaded {len(trace.file_table)} dump(s), {len(trace.table):,} entries in "
+            f"note: loaded {len(trace.file_table)} dump(s), {trace.entry_count:,} entries in "
             f"{loaded - started:.2f}s",
             err=True,
         )

@@ -49,11 +49,16 @@ def time_split(trace: Trace) -> TimeSplit | None:
     e = trace.table
     if not len(e):
         return None
-    created = e["time_created_ns"]
-    ok = created > 0
-    if not ok.any():
+    if trace.settled is not None:
+        last = trace.settled.last_created_ns
+        timeout_ms = trace.settled.max_timeout_ms
+    else:
+        created = e["time_created_ns"]
+        ok = created > 0
+        last = group_max(e["rank"][ok], created[ok]) if ok.any() else {}
+        timeout_ms = int(e["timeout_ms"].max())
+    if not last:
         return None
-    last = group_max(e["rank"][ok], created[ok])
     if len(last) < 2:
         return None
     by_rank = np.array(list(last.values()), dtype=np.int64)
@@ -61,7 +66,7 @@ def time_split(trace: Trace) -> TimeSplit | None:
     times = by_rank[order]
     gaps = np.diff(times)
     k = int(np.argmax(gaps))
-    timeout_ns = int(e["timeout_ms"].max()) * 1_000_000
+    timeout_ns = timeout_ms * 1_000_000
     if gaps[k] <= max(MIN_GAP_NS, 2 * timeout_ns):
         return None
     ranks = np.array(list(last), dtype=np.int64)[order]

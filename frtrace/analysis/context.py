@@ -16,7 +16,7 @@ from frtrace.analysis.ops import (
     closer_mask,
     raw_state_codes,
 )
-from frtrace.tables.table import Table, distinct, first_rows, group_max, group_min, runs
+from frtrace.tables.table import Table, distinct, group_max, group_min, runs
 from frtrace.tables.trace import Trace
 
 
@@ -44,8 +44,13 @@ class Context:
     job_dump_ns: int = 0  # median of the ranks' latest times
 
     def row(self, rank: int, pos: int) -> int:
-        """Index into the entries table of a rank's entry at `pos` in its dump."""
-        return _rank_slice(self.trace.table["rank"], rank).start + int(pos)
+        """Index into the entries table of a rank's entry at `pos` in its dump (by position:
+        a settled job's table lacks its settled entries)."""
+        rows = _rank_slice(self.trace.table["rank"], rank)
+        if self.trace.settled is None:
+            return rows.start + int(pos)
+        at = self.trace.table["pos"][rows]
+        return rows.start + int(np.searchsorted(at, at.dtype.type(pos)))
 
     def timeout_ms(self, rank: int, pos: int) -> int:
         """The timeout its process group gave the rank's entry at `pos` (0 when unset)."""
@@ -129,29 +134,49 @@ class Context:
         """The rank's rows in the entries table (sorted by rank): a binary search."""
         return _rank_slice(self.trace.table["rank"], rank)
 
+    def history(self, rank: int) -> Table:
+        """Every entry of one rank, by position (from the workers for a settled job)."""
+        settled = self.trace.settled
+        if settled is None:
+            return self.trace.table.take(_rank_slice(self.trace.table["rank"], rank))
+        cache = self.__dict__.setdefault("_history", {})
+        if rank not in cache:
+            cache[rank] = settled.history(int(rank))
+        return cache[rank]
+
+    def history_states(self, rank: int) -> np.ndarray:
+        """The states of `history(rank)`, coalesced parts carrying their block's."""
+        if self.trace.settled is None:
+            return self.states[_rank_slice(self.trace.table["rank"], rank)]
+        return block_states(self.history(rank), self.status)
+
     def rank_ops(self, rank: int) -> Table:
         """One rank's collective ops (a small table): history questions never scan the job."""
-        return self.view.coll.take(_rank_slice(self.view.coll["rank"], rank))
+        if self.trace.settled is None:
+            return self.view.coll.take(_rank_slice(self.view.coll["rank"], rank))
+        cache = self.__dict__.setdefault("_rank_ops", {})
+        if rank not in cache:
+            # Built like the job's view, with its codes: ops compare across the two.
+            mine = self.history(rank)
+            cache[rank] = build_op_view(mine, block_states(mine, self.status), self.view).coll
+        return cache[rank]
 
     def steps(self, rank: int) -> list[tuple[int, int]]:
         """The rank's calls as (group code, call site) in recorded order; the op stands in for
         the call site when the dump has no stacks (JSON)."""
         cache = self.__dict__.setdefault("_steps", {})
         if rank not in cache:
-            e = self.trace.table
-            rows = _rank_slice(e["rank"], rank)
-            site = e["stack_id"][rows].astype(np.int64)
-            op = e["op"][rows].astype(np.int64)
+            e = self.history(rank)
+            site = e["stack_id"].astype(np.int64)
+            op = e["op"].astype(np.int64)
             site = np.where(site >= 0, site, -1 - op)
-            pg = e["pg_name"][rows]
-            cache[rank] = list(zip(pg.tolist(), site.tolist(), strict=True))
+            cache[rank] = list(zip(e["pg_name"].tolist(), site.tolist(), strict=True))
         return cache[rank]
 
     def has_history(self, rank: int) -> bool:
         """The rank's dump holds completed work, so its call sites show what it usually does
         (an `onlyActive` dump keeps only unfinished work and frozen coalesced parts)."""
-        rows = _rank_slice(self.trace.table["rank"], rank)
-        own = raw_state_codes(self.trace.table.take(rows))
+        own = raw_state_codes(self.history(rank))
         return bool((own == 2).any()) or not self.view.states_tracked
 
     def next_is_usual(self, rank: int, step: tuple[int, int] | None) -> bool:
@@ -190,37 +215,42 @@ def build_context(trace: Trace, mismatch_cap: int = 10) -> Context:
         for n, rs in zip(groups["pg_name"], groups["ranks"], strict=True)
     }
     # gloo counts a timed-out collective as completed in pg_status: only trust it elsewhere.
-    gloo = bool(e.is_label("backend", lambda b: str(b) == "gloo").any())
+    settled = trace.settled
+    if settled is not None:
+        gloo = "gloo" in settled.backends
+    else:
+        gloo = bool(e.is_label("backend", lambda b: str(b) == "gloo").any())
     status = {} if gloo else _status_by_group(trace, pg_names, members)
     states = block_states(e, status)
     view = build_op_view(e, states)
+    if settled is not None and settled.left_out:
+        view.states_tracked = True  # settled entries are completed ones
     reliable = {
         str(n): s == "pg_config" for n, s in zip(groups["pg_name"], groups["source"], strict=True)
     }
     pg_desc = {str(n): str(d) for n, d in zip(groups["pg_name"], groups["pg_desc"], strict=True)}
     # A rank whose oldest kept entry is not its first ever recorded one has lost history.
-    first_record = group_min(e["rank"], e["record_id"])
+    if settled is not None:
+        first_record = settled.first_record
+    else:
+        first_record = group_min(e["rank"], e["record_id"])
     wrapped = {int(r): bool(v > 0) for r, v in first_record.items()}
     coll = view.coll
     judged_lo: dict[int, int] = {}
-    lost_history = np.isin(coll["rank"], [r for r, w in wrapped.items() if w])
+    if settled is not None:
+        lowest = settled.lowest_seq
+    else:
+        lowest = _min_by_pair(coll["pg"], coll["rank"], coll["seq"])
     # per group: the highest of its wrapped members' lowest seqs
-    for (pg, _rank), lo in _min_by_pair(
-        coll["pg"][lost_history], coll["rank"][lost_history], coll["seq"][lost_history]
-    ).items():
+    for (pg, rank), lo in lowest.items():
+        if wrapped.get(rank, False):
+            judged_lo[pg] = max(judged_lo.get(pg, 0), lo)
+    for pg, lo in (settled.cut_lo if settled is not None else cut_blocks(e)).items():
         judged_lo[pg] = max(judged_lo.get(pg, 0), lo)
-    # A wrapped buffer that starts inside a coalescing block lost some of its parts: that
-    # block is no evidence, so the group is judged from the next collective on.
-    in_block = e["coalesced"] | closer_mask(e)
-    cut = (e["pos"] == 0) & in_block & ~e["is_p2p"]
-    for i in np.flatnonzero(cut).tolist():
-        if wrapped.get(int(e["rank"][i]), False):
-            pg = int(e["pg_name"][i])
-            judged_lo[pg] = max(judged_lo.get(pg, 0), int(e["collective_seq_id"][i]) + 1)
     dumped = set(int(r) for r in trace.file_table["rank"])
     unknown: dict[int, set[int]] = {}
     holders: dict[int, set[int]] = {}
-    for pg, rank in _distinct_pairs(coll["pg"], coll["rank"]):
+    for pg, rank in lowest:
         holders.setdefault(pg, set()).add(rank)
     for pg in range(len(pg_names)):
         have = holders.get(pg, set())
@@ -234,11 +264,15 @@ def build_context(trace: Trace, mismatch_cap: int = 10) -> Context:
         }
         if lost:
             unknown[pg] = lost
-    latest = np.maximum(
-        e["time_created_ns"], np.maximum(e["time_started_ns"], e["time_completed_ns"])
-    )
-    dump_ns = {int(r): int(v) for r, v in group_max(e["rank"], latest).items()}
-    timing = bool((states == 1).any() or np.isfinite(e["duration_ms"]).any())
+    if settled is not None:
+        dump_ns = dict(settled.latest_ns)
+        timing = bool((states == 1).any() or settled.timed)
+    else:
+        latest = np.maximum(
+            e["time_created_ns"], np.maximum(e["time_started_ns"], e["time_completed_ns"])
+        )
+        dump_ns = {int(r): int(v) for r, v in group_max(e["rank"], latest).items()}
+        timing = bool((states == 1).any() or np.isfinite(e["duration_ms"]).any())
     return Context(
         job_dump_ns=int(np.median(list(dump_ns.values()))) if dump_ns else 0,
         dump_ns=dump_ns,
@@ -256,6 +290,21 @@ def build_context(trace: Trace, mismatch_cap: int = 10) -> Context:
         mismatch_cap=mismatch_cap,
         status=status,
     )
+
+
+def cut_blocks(e: Table) -> dict[int, int]:
+    """Group code -> the seq after a coalescing block a wrapped ring buffer cut.
+
+    A buffer that wrapped (its first entry is not record 0) and starts inside a coalescing
+    block lost some of the block's parts: that block is no evidence, so its group is judged
+    from the next collective on."""
+    in_block = e["coalesced"] | closer_mask(e)
+    cut = np.flatnonzero((e["pos"] == 0) & in_block & ~e["is_p2p"] & (e["record_id"] > 0))
+    out: dict[int, int] = {}
+    for i in cut.tolist():
+        pg = int(e["pg_name"][i])
+        out[pg] = max(out.get(pg, 0), int(e["collective_seq_id"][i]) + 1)
+    return out
 
 
 def _status_by_group(
@@ -299,12 +348,6 @@ def judged(coll: Table, ctx: Context) -> np.ndarray:
     for pg, value in ctx.judged_lo.items():
         lo[pg] = value
     return coll["seq"] >= lo[coll["pg"]]
-
-
-def _distinct_pairs(a: np.ndarray, b: np.ndarray) -> list[tuple[int, int]]:
-    """The distinct (a, b) pairs, sorted."""
-    first = first_rows(a, b)
-    return list(zip(a[first].tolist(), b[first].tolist(), strict=True))
 
 
 def _min_by_pair(a: np.ndarray, b: np.ndarray, values: np.ndarray) -> dict[tuple[int, int], int]:

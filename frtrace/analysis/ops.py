@@ -50,6 +50,7 @@ class OpView:
     coll: Table  # rank, pg, seq, pos, record_id, state, stack_id, times, numels, SIGNATURE codes
     labels: dict[str, list[str]]
     states_tracked: bool
+    uncompared: dict[str, int]  # column -> the code of its masked value `*`, where used
 
     def label(self, column: str, code: int) -> str:
         return self.labels[column][int(code)]
@@ -169,12 +170,13 @@ def block_states(
     return state
 
 
-def build_op_view(entries: Table, state: np.ndarray) -> OpView:
+def build_op_view(entries: Table, state: np.ndarray, base: OpView | None = None) -> OpView:
     """Fold coalesced entries and encode each op's signature as integer codes.
 
     Each coalesced group collapses onto its first part's row, so rows stay ordered by rank and
     position without a re-sort; everything here is numpy over whole columns. `state` is
-    `block_states(entries)`.
+    `block_states(entries)`. With `base` (the job's view), codes are that view's, so ops of a
+    rank's history fetched later compare with the job's.
     """
     states_tracked = bool((state > 0).any())
     mask = ~entries["is_p2p"]
@@ -194,17 +196,21 @@ def build_op_view(entries: Table, state: np.ndarray) -> OpView:
     labels: dict[str, list[str]] = {}
     for col in SIGNATURE:
         cols[col] = entries[col][mask].astype(np.int32)
-        labels[col] = [str(c) for c in entries.labels[col]]
-    _mask_rank_dependent(cols, labels)
+        labels[col] = list(base.labels[col]) if base else [str(c) for c in entries.labels[col]]
+    uncompared = dict(base.uncompared) if base else {}
+    _mask_rank_dependent(cols, labels, uncompared)
     cols["parts"] = np.ones(len(cols["rank"]), dtype=np.int32)
     dup = entries["coalesced"][mask]
     if dup.any():
         cols = _fold(cols, dup, labels)
-    return OpView(Table(cols, labels), labels, states_tracked)
+    return OpView(Table(cols, labels), labels, states_tracked, uncompared)
 
 
-def _mask_rank_dependent(cols: dict[str, np.ndarray], labels: dict[str, list[str]]) -> None:
-    """Replace the columns an op lets differ by rank with one shared `*` code."""
+def _mask_rank_dependent(
+    cols: dict[str, np.ndarray], labels: dict[str, list[str]], uncompared: dict[str, int]
+) -> None:
+    """Replace the columns an op lets differ by rank with one shared `*` code (the one in
+    `uncompared` where there is one, else a new one, recorded there)."""
     op_labels = labels["op"]
     for col in SIGNATURE[1:]:
         masked = np.array(
@@ -214,8 +220,10 @@ def _mask_rank_dependent(cols: dict[str, np.ndarray], labels: dict[str, list[str
             continue
         rows = masked[cols["op"]]
         if rows.any():
-            cols[col][rows] = len(labels[col])
-            labels[col] = [*labels[col], UNCOMPARED]
+            if col not in uncompared:
+                uncompared[col] = len(labels[col])
+                labels[col] = [*labels[col], UNCOMPARED]
+            cols[col][rows] = uncompared[col]
 
 
 def _fold(

@@ -46,6 +46,8 @@ class Progress:
 
 def _last_record(trace: Trace) -> dict[int, int]:
     """Each rank's newest record id (ranks without entries are absent)."""
+    if trace.settled is not None:
+        return trace.settled.last_record
     e = trace.table
     return group_max(e["rank"], e["record_id"])
 
@@ -75,7 +77,10 @@ def compare(before: Trace, after: Trace) -> Progress:
     )
 
 
-def _last_completed(trace: Trace) -> dict[str, int]:
+def last_completed(trace: Trace) -> dict[str, int]:
+    """Per group, the highest collective seq some rank completed (by its own state)."""
+    if trace.settled is not None:
+        return trace.settled.last_completed
     e = trace.table
     done = (raw_state_codes(e) == 2) & ~e["is_p2p"]
     if not done.any():
@@ -85,7 +90,7 @@ def _last_completed(trace: Trace) -> dict[str, int]:
 
 
 def _groups(before: Trace, after: Trace) -> list[GroupProgress]:
-    old, new = _last_completed(before), _last_completed(after)
+    old, new = last_completed(before), last_completed(after)
     groups = after.group_table
     desc = dict(zip(groups["pg_name"], groups["pg_desc"], strict=True))
     return [

@@ -89,12 +89,26 @@ class StragglerReport:
     threshold_ms: float
 
 
-def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> StragglerReport:
-    """Ranks whose median arrival lag is at least `threshold_ms`, slowest first."""
+@dataclass
+class Lags:
+    """Arrival-lag statistics per rank over every collective all members completed, before
+    any threshold: what `stragglers` selects from (a settled job carries them, computed where
+    its entries are)."""
+
+    method: str  # "duration", "enqueue", or "none" (nothing completed)
+    collectives: int
+    per_rank: dict[str, np.ndarray]  # rank, median, p95, last, n: one row per rank
+    groups: dict[int, list[int]]  # rank -> its groups by median lag, slowest first (top 3)
+
+
+def lag_stats(ctx: Context, candidates: float | None = None) -> Lags:
+    """Per-rank lags; the groups of ranks that arrive last most of the time and whose median
+    lag is at least `candidates` (every such rank when None)."""
     coll = ctx.view.coll
     finished = coll["state"] == 2
+    empty = {k: np.empty(0) for k in ("rank", "median", "p95", "last", "n")}
     if not finished.any():
-        return StragglerReport("none", 0, [], threshold_ms)
+        return Lags("none", 0, empty, {})
 
     def done(column: str) -> np.ndarray:  # only the columns needed, not a copy of the view
         return coll[column][finished]
@@ -103,6 +117,7 @@ def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> Straggl
     dur = done("duration_ms")
     timed = np.isfinite(dur)
     use_duration = bool(timed.mean() > 0.9) if len(dur) else False
+    method = "duration" if use_duration else "enqueue"
     if use_duration:
         value = np.where(timed, -dur, np.nan)  # later arrival = shorter wait inside it
         scale = 1.0
@@ -123,7 +138,7 @@ def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> Straggl
     whole = np.repeat(counts >= np.maximum(sizes[key[starts] >> 32], 2), counts)
     key, rank, value = key[whole], rank[whole], value[whole]
     if not len(key):
-        return StragglerReport("duration" if use_duration else "enqueue", 0, [], threshold_ms)
+        return Lags(method, 0, empty, {})
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     counts = np.diff(np.r_[starts, len(key)])
     lag = (value - np.repeat(np.minimum.reduceat(value, starts), counts)) * scale
@@ -137,27 +152,40 @@ def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> Straggl
     per_rank = _per_rank(rank, lag, last)
     # A straggler is the last to arrive most of the time; ranks that merely inherit its delay
     # through other groups are not.
+    floor = -np.inf if candidates is None else candidates
+    slow = np.flatnonzero((per_rank["median"] >= floor) & (per_rank["last"] >= 0.5))
+    groups = {}
+    for i in slow.tolist():
+        rank_ = per_rank["rank"][i]
+        mine = rank == rank_
+        of, lags = pg[mine], lag[mine]
+        by_pg = [(float(np.median(lags[of == g])), int(g)) for g in distinct(of)]
+        by_pg.sort(key=lambda m_g: -m_g[0])  # stable: ties stay in group order
+        groups[int(rank_)] = [g for _m, g in by_pg[:3]]
+    return Lags(method, collectives, per_rank, groups)
+
+
+def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> StragglerReport:
+    """Ranks whose median arrival lag is at least `threshold_ms`, slowest first."""
+    settled = ctx.trace.settled
+    lags = settled.lags if settled is not None else lag_stats(ctx, threshold_ms)
+    per_rank = lags.per_rank
     slow = np.flatnonzero((per_rank["median"] >= threshold_ms) & (per_rank["last"] >= 0.5))
     slow = slow[np.argsort(-per_rank["median"][slow], kind="stable")]
     out = []
     for i in slow[:top].tolist():
-        rank_ = per_rank["rank"][i]
-        mine = rank == rank_
-        groups, lags = pg[mine], lag[mine]
-        by_pg = [(float(np.median(lags[groups == g])), int(g)) for g in distinct(groups)]
-        by_pg.sort(key=lambda m_g: -m_g[0])  # stable: ties stay in group order
+        rank_ = int(per_rank["rank"][i])
         out.append(
             Straggler(
-                rank=int(rank_),
+                rank=rank_,
                 median_lag_ms=round(float(per_rank["median"][i]), 2),
                 p95_lag_ms=round(float(per_rank["p95"][i]), 2),
                 last_share=round(float(per_rank["last"][i]), 3),
                 collectives=int(per_rank["n"][i]),
-                groups=[ctx.name(g) for _m, g in by_pg[:3]],
+                groups=[ctx.name(g) for g in lags.groups.get(rank_, [])],
             )
         )
-    method = "duration" if use_duration else "enqueue"
-    return StragglerReport(method, collectives, out, threshold_ms)
+    return StragglerReport(lags.method, lags.collectives, out, threshold_ms)
 
 
 def _per_rank(rank: np.ndarray, lag: np.ndarray, last: np.ndarray) -> dict[str, np.ndarray]:

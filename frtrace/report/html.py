@@ -167,14 +167,12 @@ def _timeline_ranks(analysis: Analysis) -> list[int]:
 
 def _timelines(analysis: Analysis) -> dict[str, Any]:
     """Recent ops of a few ranks with their times, in ms from the earliest time shown."""
-    e = analysis.ctx.trace.entries
-    ranks_col = e["rank"].to_numpy()
+    ctx = analysis.ctx
     per_rank = []
     for rank in _timeline_ranks(analysis):
-        key = ranks_col.dtype.type(rank)  # not a cast of the whole column per rank
-        lo, hi = np.searchsorted(ranks_col, key, "left"), np.searchsorted(ranks_col, key, "right")
-        rows = slice(max(int(lo), int(hi) - TIMELINE_OPS), int(hi))
-        per_rank.append((rank, e.iloc[rows], analysis.ctx.states[rows]))
+        mine, states = ctx.history(rank), ctx.history_states(rank)
+        last = slice(max(0, len(mine) - TIMELINE_OPS), len(mine))
+        per_rank.append((rank, mine.take(last).to_pandas(), states[last]))
     times = [
         t
         for _r, m, _s in per_rank

@@ -12,7 +12,7 @@ def loaded_summary(trace: Trace, style: Style) -> str:
         style.bold(f"frtrace: {len(trace.file_table)} dump(s) from {trace.trace_dir}")
         + (f" (prefix '{trace.prefix}')" if trace.prefix else ""),
         f"  ranks      {rank_ranges(trace.ranks)} ({len(trace.ranks)})",
-        f"  entries    {len(trace.table)}",
+        f"  entries    {trace.entry_count}",
         f"  versions   {', '.join(trace.versions) or '-'}",
         f"  backends   {', '.join(trace.backends) or '-'}",
         "  formats    " + ", ".join(f"{k} {v}" for k, v in trace.formats),

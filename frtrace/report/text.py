@@ -245,7 +245,7 @@ def merged_chain(hops: list[str]) -> list[str]:
 
 def _entry_for(analysis: Analysis, rank: int, f: Finding) -> dict[str, Any] | None:
     """The rank's entry at the finding's collective, else its last entry (labels decoded)."""
-    mine = analysis.ctx.trace.table.take(analysis.ctx.rank_rows(rank))
+    mine = analysis.ctx.history(rank)
     if not len(mine):
         return None
     in_group = mine["pg_name"] == mine.code("pg_name", f.pg_name)
@@ -373,13 +373,12 @@ def _role(analysis: Analysis, f: Finding) -> str:
 
 def _header(analysis: Analysis, width: int) -> list[str]:
     trace = analysis.ctx.trace
-    e = trace.table
     backends = ", ".join(trace.backends)
     formats = ", ".join(f"{k} {v}" for k, v in trace.formats)
     text = (
         f"frtrace: {len(trace.file_table)} dump(s) from {trace.trace_dir}"
         + (f" (prefix '{trace.prefix}')" if trace.prefix else "")
-        + f": ranks {ranks_text(trace.ranks)}, {len(e):,} entries, format "
+        + f": ranks {ranks_text(trace.ranks)}, {trace.entry_count:,} entries, format "
         f"{', '.join(trace.versions) or '-'}, {backends or '-'}, {formats}"
     )
     lines = wrap(text, width, "", "  ")

@@ -12,6 +12,7 @@ import numpy as np
 
 from frtrace.tables.columns import CATEGORY_COLUMNS, Frame, Interned, RankColumns
 from frtrace.tables.parse import Skipped as Skipped  # beside the parsing, which has no pandas
+from frtrace.tables.settled import Settled
 from frtrace.tables.table import Table, distinct
 
 if TYPE_CHECKING:
@@ -49,6 +50,13 @@ class Trace:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     membership_conflicts: dict[str, list[list[int]]] = field(default_factory=dict)
+    # Set when settled entries stayed on the workers: `table` holds only the rest.
+    settled: Settled | None = None
+
+    @property
+    def entry_count(self) -> int:
+        """Entries in the job's dumps (settled ones left on the workers included)."""
+        return self.settled.entries if self.settled is not None else len(self.table)
 
     @cached_property
     def entries(self) -> pd.DataFrame:
@@ -75,6 +83,8 @@ class Trace:
     @property
     def backends(self) -> list[str]:
         """The backends the entries name (nccl, gloo), sorted."""
+        if self.settled is not None:
+            return list(self.settled.backends)
         e = self.table
         return sorted(str(e.label("backend", b)) for b in distinct(e["backend"]))
 
