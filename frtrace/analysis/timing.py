@@ -98,12 +98,12 @@ class Lags:
     method: str  # "duration", "enqueue", or "none" (nothing completed)
     collectives: int
     per_rank: dict[str, np.ndarray]  # rank, median, p95, last, n: one row per rank
-    groups: dict[int, list[int]]  # rank -> its groups by median lag, slowest first (top 3)
+    groups: dict[int, list[int]]  # of the slowest ranks: their groups by median lag (top 3)
 
 
-def lag_stats(ctx: Context, candidates: float | None = None) -> Lags:
-    """Per-rank lags; the groups of ranks that arrive last most of the time and whose median
-    lag is at least `candidates` (every such rank when None)."""
+def lag_stats(ctx: Context, top: int = 5) -> Lags:
+    """Per-rank lags, and the groups of the `top` slowest ranks among those that arrive last
+    most of the time: whatever the threshold, the stragglers it selects are among them."""
     coll = ctx.view.coll
     finished = coll["state"] == 2
     empty = {k: np.empty(0) for k in ("rank", "median", "p95", "last", "n")}
@@ -152,10 +152,10 @@ def lag_stats(ctx: Context, candidates: float | None = None) -> Lags:
     per_rank = _per_rank(rank, lag, last)
     # A straggler is the last to arrive most of the time; ranks that merely inherit its delay
     # through other groups are not.
-    floor = -np.inf if candidates is None else candidates
-    slow = np.flatnonzero((per_rank["median"] >= floor) & (per_rank["last"] >= 0.5))
+    slow = np.flatnonzero(per_rank["last"] >= 0.5)
+    slow = slow[np.argsort(-per_rank["median"][slow], kind="stable")]
     groups = {}
-    for i in slow.tolist():
+    for i in slow[:top].tolist():
         rank_ = per_rank["rank"][i]
         mine = rank == rank_
         of, lags = pg[mine], lag[mine]
@@ -168,7 +168,7 @@ def lag_stats(ctx: Context, candidates: float | None = None) -> Lags:
 def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> StragglerReport:
     """Ranks whose median arrival lag is at least `threshold_ms`, slowest first."""
     settled = ctx.trace.settled
-    lags = settled.lags if settled is not None else lag_stats(ctx, threshold_ms)
+    lags = settled.lags if settled is not None else lag_stats(ctx, top)
     per_rank = lags.per_rank
     slow = np.flatnonzero((per_rank["median"] >= threshold_ms) & (per_rank["last"] >= 0.5))
     slow = slow[np.argsort(-per_rank["median"][slow], kind="stable")]

@@ -185,13 +185,9 @@ def settle(trace: Trace) -> Trace:
     created = e["time_created_ns"]
     ok = created > 0
     coll = ctx.view.coll
-    full = e
 
-    def history(rank: int) -> Table:
-        ranks = full["rank"]
-        key = ranks.dtype.type(rank)
-        lo, hi = np.searchsorted(ranks, key, "left"), np.searchsorted(ranks, key, "right")
-        return full.take(slice(int(lo), int(hi)))
+    def history(rank: int) -> Table:  # here the whole job is at hand: a slice of it
+        return e.take(ctx.rank_rows(rank))
 
     facts = Settled(
         entries=len(e),
@@ -206,7 +202,7 @@ def settle(trace: Trace) -> Trace:
         timed=bool(np.isfinite(e["duration_ms"]).any()),
         max_timeout_ms=int(e["timeout_ms"].max()) if len(e) else 0,
         last_completed=last_completed(trace),
-        lags=lag_stats(ctx, None),
+        lags=lag_stats(ctx),
         history=history,
     )
     return dataclasses.replace(trace, table=e.take(~left_out), settled=facts)

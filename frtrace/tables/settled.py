@@ -36,5 +36,5 @@ class Settled:
     timed: bool  # some entry has a duration (start events were recorded)
     max_timeout_ms: int
     last_completed: dict[str, int]  # group name -> highest collective seq completed
-    lags: Lags
+    lags: Lags  # lag statistics over every collective (groups of the 5 slowest ranks)
     history: Callable[[int], Table]  # a rank's every entry, in the job's codes, by position
