@@ -138,7 +138,7 @@ class Context:
         """Every entry of one rank, by position (from the workers for a settled job)."""
         settled = self.trace.settled
         if settled is None:
-            return self.trace.table.take(_rank_slice(self.trace.table["rank"], rank))
+            return self.trace.table.take(self.rank_rows(rank))
         cache = self.__dict__.setdefault("_history", {})
         if rank not in cache:
             cache[rank] = settled.history(int(rank))
@@ -147,7 +147,7 @@ class Context:
     def history_states(self, rank: int) -> np.ndarray:
         """The states of `history(rank)`, coalesced parts carrying their block's."""
         if self.trace.settled is None:
-            return self.states[_rank_slice(self.trace.table["rank"], rank)]
+            return self.states[self.rank_rows(rank)]
         return block_states(self.history(rank), self.status)
 
     def rank_ops(self, rank: int) -> Table:

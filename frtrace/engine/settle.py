@@ -29,19 +29,19 @@ from frtrace.analysis.p2p import RECV, SEND, channel_ops
 from frtrace.analysis.progress import last_completed
 from frtrace.analysis.timing import lag_stats
 from frtrace.tables.settled import Settled
-from frtrace.tables.table import Table, group_max, group_min, runs
+from frtrace.tables.table import Table, group_max, group_min, runs, split
 from frtrace.tables.trace import Trace
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
-def settled_ranges(ctx: Context) -> dict[int, tuple[int, int]]:
-    """Group code -> (L, W): its settled collective seqs, for the groups that have some."""
+def settled_ranges(ctx: Context, lowest: dict[tuple[int, int], int]) -> dict[int, tuple[int, int]]:
+    """Group code -> (L, W): its settled collective seqs, for the groups that have some.
+    `lowest`: each (group, rank)'s lowest collective seq (Settled.lowest_seq)."""
     coll = ctx.view.coll
     if not len(coll) or not ctx.view.states_tracked:
         return {}
     pg, rank, seq, state = coll["pg"], coll["rank"], coll["seq"], coll["state"]
-    lowest = _min_by_pair(pg, rank, seq)
     done = state == 2
     highest_done = _min_by_pair(pg[done], rank[done], -seq[done].astype(np.int64))
     candidates: dict[int, tuple[int, int]] = {}
@@ -60,12 +60,7 @@ def settled_ranges(ctx: Context) -> dict[int, tuple[int, int]]:
             candidates[g] = (lo, hi)
     if not candidates:
         return {}
-    low = np.full(len(ctx.pg_names) or 1, 1, dtype=np.int64)
-    high = np.zeros(len(ctx.pg_names) or 1, dtype=np.int64)
-    for g, (lo, hi) in candidates.items():
-        low[g], high[g] = lo, hi
-    inside = (seq >= low[pg]) & (seq <= high[pg])
-    rows = np.flatnonzero(inside)
+    rows = np.flatnonzero(_inside(ctx, candidates, pg, seq))
     digest = _digest(seq[rows], _signature_ids(ctx, coll.take(rows)))
     order, starts = runs(pg[rows], rank[rows])
     if not len(order):
@@ -80,8 +75,8 @@ def settled_ranges(ctx: Context) -> dict[int, tuple[int, int]]:
         }
     )
     out = {}
-    for g, (lo, hi) in candidates.items():
-        mine = per.take(per["pg"] == g)
+    for (g,), mine in split(per, "pg"):
+        lo, hi = candidates[g]
         want = hi - lo + 1
         if (
             len(mine) == len(ctx.group_members(g))
@@ -105,16 +100,22 @@ def _digest(seq: np.ndarray, sig: np.ndarray) -> np.ndarray:
     return x
 
 
-def settled_rows(trace: Trace, ranges: dict[int, tuple[int, int]], ctx: Context) -> np.ndarray:
-    """Mask of the entries a settled job leaves out: collectives in a settled range of their
-    group (a coalescing block goes whole: its parts and closer share its seq)."""
-    e = trace.table
+def _inside(
+    ctx: Context, ranges: dict[int, tuple[int, int]], pg: np.ndarray, seq: np.ndarray
+) -> np.ndarray:
+    """Mask of the (group code, seq) pairs inside their group's range (none for the others)."""
     low = np.full(len(ctx.pg_names) or 1, 1, dtype=np.int64)
     high = np.zeros(len(ctx.pg_names) or 1, dtype=np.int64)
     for g, (lo, hi) in ranges.items():
         low[g], high[g] = lo, hi
-    pg, seq = e["pg_name"], e["collective_seq_id"]
-    return ~e["is_p2p"] & (seq >= low[pg]) & (seq <= high[pg])
+    return (seq >= low[pg]) & (seq <= high[pg])
+
+
+def settled_rows(ctx: Context, ranges: dict[int, tuple[int, int]]) -> np.ndarray:
+    """Mask of the entries a settled job leaves out: collectives in a settled range of their
+    group (a coalescing block goes whole: its parts and closer share its seq)."""
+    e = ctx.trace.table
+    return ~e["is_p2p"] & _inside(ctx, ranges, e["pg_name"], e["collective_seq_id"])
 
 
 def settled_p2p(ctx: Context) -> np.ndarray:
@@ -177,14 +178,14 @@ def _closers_left_alone(e: Table, left_out: np.ndarray) -> np.ndarray:
 def settle(trace: Trace) -> Trace:
     """The job without its settled entries, carrying what the analysis needs of them."""
     ctx = build_context(trace)
-    ranges = settled_ranges(ctx)
-    left_out = settled_rows(trace, ranges, ctx)
+    coll = ctx.view.coll
+    lowest = _min_by_pair(coll["pg"], coll["rank"], coll["seq"])
+    left_out = settled_rows(ctx, settled_ranges(ctx, lowest))
     left_out[settled_p2p(ctx)] = True
     left_out[_closers_left_alone(trace.table, left_out)] = True
     e = trace.table
     created = e["time_created_ns"]
     ok = created > 0
-    coll = ctx.view.coll
 
     def history(rank: int) -> Table:  # here the whole job is at hand: a slice of it
         return e.take(ctx.rank_rows(rank))
@@ -197,7 +198,7 @@ def settle(trace: Trace) -> Trace:
         last_record=group_max(e["rank"], e["record_id"]),
         latest_ns=dict(ctx.dump_ns),
         last_created_ns=group_max(e["rank"][ok], created[ok]) if ok.any() else {},
-        lowest_seq=_min_by_pair(coll["pg"], coll["rank"], coll["seq"]),
+        lowest_seq=lowest,
         cut_lo=cut_blocks(e),
         timed=bool(np.isfinite(e["duration_ms"]).any()),
         max_timeout_ms=int(e["timeout_ms"].max()) if len(e) else 0,
