@@ -205,8 +205,20 @@ def _rank_slice(ranks: np.ndarray, rank: int) -> slice:
     )
 
 
-def build_context(trace: Trace, mismatch_cap: int = 10) -> Context:
-    """Op view plus the judged window of each group (ring buffers lose old entries)."""
+@dataclass
+class Scope:
+    """What a partition of a job's ranks cannot see in its own entries: whether the job is
+    gloo, the pg_status rows by group (resolved job-wide, see status_by_name), and whether any
+    rank's states move. Given to build_context on a worker (frtrace.engine.settle)."""
+
+    gloo: bool
+    status: dict[str, dict[int, tuple[int, int, int]]]
+    states_tracked: bool | None = None
+
+
+def build_context(trace: Trace, mismatch_cap: int = 10, scope: Scope | None = None) -> Context:
+    """Op view plus the judged window of each group (ring buffers lose old entries).
+    `scope`: the job-wide facts when `trace` holds only some of its ranks."""
     e = trace.table
     groups = trace.group_table
     pg_names = [str(c) for c in e.labels["pg_name"]]
@@ -216,15 +228,24 @@ def build_context(trace: Trace, mismatch_cap: int = 10) -> Context:
     }
     # gloo counts a timed-out collective as completed in pg_status: only trust it elsewhere.
     settled = trace.settled
-    if settled is not None:
+    if scope is not None:
+        gloo = scope.gloo
+    elif settled is not None:
         gloo = "gloo" in settled.backends
     else:
         gloo = bool(e.is_label("backend", lambda b: str(b) == "gloo").any())
-    status = {} if gloo else _status_by_group(trace, pg_names, members)
+    if gloo:
+        status = {}
+    else:
+        code = {name: i for i, name in enumerate(pg_names)}
+        by_name = scope.status if scope is not None else _status_by_group(trace, members)
+        status = {code[name]: ranks for name, ranks in by_name.items() if name in code}
     states = block_states(e, status)
     view = build_op_view(e, states)
     if settled is not None and settled.left_out:
         view.states_tracked = True  # settled entries are completed ones
+    if scope is not None and scope.states_tracked is not None:
+        view.states_tracked = scope.states_tracked
     reliable = {
         str(n): s == "pg_config" for n, s in zip(groups["pg_name"], groups["source"], strict=True)
     }
@@ -308,33 +329,40 @@ def cut_blocks(e: Table) -> dict[int, int]:
 
 
 def _status_by_group(
-    trace: Trace, pg_names: list[str], members: dict[str, list[int]]
-) -> dict[int, dict[int, tuple[int, int, int]]]:
-    """pg_status rows by group code, for groups whose entries hold no p2p work.
+    trace: Trace, members: dict[str, list[int]]
+) -> dict[str, dict[int, tuple[int, int, int]]]:
+    """status_by_name for a whole job at hand."""
+    e = trace.table
+    names = e.labels["pg_name"]
+    p2p_groups = {str(names[c]) for c in distinct(e["pg_name"][e["is_p2p"]]).tolist()}
+    return status_by_name(trace.status_table, members, p2p_groups)
+
+
+def status_by_name(
+    st: Table, members: dict[str, list[int]], p2p_groups: set[str]
+) -> dict[str, dict[int, tuple[int, int, int]]]:
+    """pg_status rows by group name, for groups whose entries hold no p2p work
+    (`p2p_groups`: the groups with p2p entries anywhere in the job).
 
     pg_status is keyed by the process-local pg_id. Where a rank's own entries do not name the
     group of a pg_id, the names other ranks give that pg_id narrow it down: the one whose
     members include the rank (SPMD jobs create their groups in the same order everywhere).
     """
-    st = trace.status_table
     if not len(st):
         return {}
-    e = trace.table
-    p2p_groups = {pg_names[c] for c in distinct(e["pg_name"][e["is_p2p"]]).tolist()}
-    code = {name: i for i, name in enumerate(pg_names)}
     by_id: dict[int, set[str]] = {}
     for pg_id, name in zip(st["pg_id"], st["pg_name"], strict=True):
         if name:
             by_id.setdefault(int(pg_id), set()).add(str(name))
-    out: dict[int, dict[int, tuple[int, int, int]]] = {}
+    out: dict[str, dict[int, tuple[int, int, int]]] = {}
     for row in st.rows():
         rank, name = int(row.rank), str(row.pg_name)
         if not name:
             fits = [n for n in by_id.get(int(row.pg_id), ()) if rank in members.get(n, ())]
             name = fits[0] if len(fits) == 1 else ""
-        if not name or name in p2p_groups or name not in code:
+        if not name or name in p2p_groups:
             continue
-        out.setdefault(code[name], {})[rank] = (
+        out.setdefault(name, {})[rank] = (
             int(row.last_enqueued),
             int(row.last_started),
             int(row.last_completed),

@@ -6,159 +6,295 @@ all completed, with the same signatures (op, sizes, dtypes, as the analysis comp
 equal sizes make equal numel, so the size check of all_gather / reduce_scatter has nothing
 to blame there either). L is the highest of the members' lowest seqs (every member still
 holds the range), W one below the lowest of their highest completed seqs (each member's newest
-completed and newest issued op stay). Whether a range is settled is decided from per-(group,
-rank) aggregates: counts and an order-free digest of (seq, signature); no entry has to meet
-another rank's to decide it, so a partition of ranks can compute its share anywhere.
+completed and newest issued op stay). P2P work settles by channel (`digests`, `prune`).
 
-P2P work settles by channel (settled_p2p). The settled entries (whole coalescing blocks among
-them) leave the table; the facts the analysis reads from them travel as `Settled`
-(frtrace.tables.settled). `settle` here does it for a whole job in one process: the reference
-the distributed plan must equal, and what the tests compare with the analysis of the whole job.
+Everything is decided from aggregates per (group, rank) and per channel end, keyed by group
+name and global rank: counts and order-free digests of (seq, signature), signatures hashed
+from their label strings. So each partition of ranks computes its share where its entries are
+(`tally`, `digests`, `prune`, `lag_partials`, `rank_lags`: worker side, over a partition's
+Context), and the client combines the small answers (`plan`, `decide`, `join_lags`). The Dask
+engine runs the partitions on its workers (frtrace.engine.spread); `settle` runs the same
+steps on a whole job in one process: the reference the tests compare with the analysis of the
+whole job, and so the check of every step.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from frtrace.analysis.collectives import _signature_ids
 from frtrace.analysis.context import Context, _min_by_pair, build_context, cut_blocks
-from frtrace.analysis.ops import block_ids, closer_mask, op_is
+from frtrace.analysis.ops import (
+    SIGNATURE,
+    block_ids,
+    closer_mask,
+    op_is,
+    pg_seq_key,
+    raw_state_codes,
+)
 from frtrace.analysis.p2p import RECV, SEND, channel_ops
-from frtrace.analysis.progress import last_completed
-from frtrace.analysis.timing import lag_stats
+from frtrace.analysis.timing import Lags, _per_rank
 from frtrace.tables.settled import Settled
-from frtrace.tables.table import Table, group_max, group_min, runs, split
+from frtrace.tables.table import Table, distinct, group_max, group_min, runs
 from frtrace.tables.trace import Trace
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
+TOP = 5  # stragglers' groups are named for this many slowest ranks
+
+Pair = tuple[str, int]  # group name, global rank
+End = tuple[str, int, int, int]  # group name, src, dst, side (RECV / SEND)
+Channel = tuple[str, int, int]  # group name, src, dst
 
 
-def settled_ranges(ctx: Context, lowest: dict[tuple[int, int], int]) -> dict[int, tuple[int, int]]:
-    """Group code -> (L, W): its settled collective seqs, for the groups that have some.
-    `lowest`: each (group, rank)'s lowest collective seq (Settled.lowest_seq)."""
+@dataclass
+class Tally:
+    """Round 1, per partition: bounds per (group, rank), channel-end counts, per-rank facts."""
+
+    entries: int
+    backends: set[str]
+    lowest: dict[Pair, int]  # lowest collective seq
+    highest_done: dict[Pair, int]  # highest completed collective seq
+    ends: dict[End, tuple[int, int]]  # completed, pending sends or recvs
+    tracked: bool  # some state moves
+    finished: int  # completed collectives...
+    timed_finished: int  # ...of which with a duration
+    first_record: dict[int, int]
+    last_record: dict[int, int]
+    latest_ns: dict[int, int]
+    last_created_ns: dict[int, int]
+    cut_lo: dict[str, int]
+    timed: bool
+    max_timeout_ms: int
+    last_completed: dict[str, int]
+
+
+@dataclass
+class Ask:
+    """Round 2's question to every partition, from all tallies."""
+
+    tracked: bool
+    candidates: dict[str, tuple[int, int]]  # group -> (L, W) worth digesting
+    paired: dict[Channel, tuple[int, int]]  # channel -> pairs of completed, of pending ops
+    method: str  # lag method: "duration", "enqueue", "none"
+
+
+@dataclass
+class Digests:
+    """Round 2's answer: per (group, rank) in a candidate range ops, completed, digest; per
+    channel end the digest of its paired slots."""
+
+    ranges: dict[Pair, tuple[int, int, int]]
+    ends: dict[End, int]
+
+
+@dataclass
+class Verdict:
+    """What settled: collective ranges by group, channels whose older pairs leave."""
+
+    ranges: dict[str, tuple[int, int]]
+    channels: set[Channel]
+    paired: dict[Channel, tuple[int, int]]
+
+
+@dataclass
+class RankLags:
+    """One partition's per-rank lag statistics, and the lags by group of its slowest ranks
+    (median, group index in the job's group table)."""
+
+    per_rank: dict[str, np.ndarray]
+    groups: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- worker side
+
+
+def _names(ctx: Context, codes: np.ndarray) -> list[str]:
+    return [ctx.pg_names[c] for c in codes.tolist()]
+
+
+def _by_pair(ctx: Context, values: dict[tuple[int, int], int]) -> dict[Pair, int]:
+    return {(ctx.pg_names[g], r): v for (g, r), v in values.items()}
+
+
+def tally(ctx: Context) -> Tally:
+    """Round 1 over a partition's Context (built with the job's Scope)."""
+    e = ctx.trace.table
     coll = ctx.view.coll
-    if not len(coll) or not ctx.view.states_tracked:
-        return {}
-    pg, rank, seq, state = coll["pg"], coll["rank"], coll["seq"], coll["state"]
-    done = state == 2
-    highest_done = _min_by_pair(pg[done], rank[done], -seq[done].astype(np.int64))
-    candidates: dict[int, tuple[int, int]] = {}
-    holders: dict[int, set[int]] = {}
-    for g, r in lowest:
-        holders.setdefault(g, set()).add(r)
-    for g, have in holders.items():
-        members = ctx.group_members(g)
-        if not members or set(members) != have or not have <= ctx.dumped:
-            continue
-        if any((g, m) not in highest_done for m in members):
-            continue
-        lo = max(lowest[(g, m)] for m in members)
-        hi = min(-highest_done[(g, m)] for m in members) - 1
-        if hi >= lo:
-            candidates[g] = (lo, hi)
-    if not candidates:
-        return {}
-    rows = np.flatnonzero(_inside(ctx, candidates, pg, seq))
-    digest = _digest(seq[rows], _signature_ids(ctx, coll.take(rows)))
-    order, starts = runs(pg[rows], rank[rows])
-    if not len(order):
-        return {}
-    first = rows[order[starts]]
-    per = Table(
-        {
-            "pg": pg[first].astype(np.int64),
-            "n": np.diff(np.r_[starts, len(order)]),
-            "done": np.add.reduceat(done[rows][order].astype(np.int64), starts),
-            "digest": np.add.reduceat(digest[order], starts),
-        }
+    pg, rank, seq = coll["pg"], coll["rank"], coll["seq"]
+    done = coll["state"] == 2
+    highest = _min_by_pair(pg[done], rank[done], -seq[done].astype(np.int64))
+    ends: dict[End, tuple[int, int]] = {}
+    ops = channel_ops(ctx)
+    if len(ops):
+        finished = (ops["state"] == 2).astype(np.int64)
+        order, starts = runs(ops["pg"], ops["src"], ops["dst"], ops["side"])
+        first = order[starts]
+        c = np.add.reduceat(finished[order], starts)
+        n = np.diff(np.r_[starts, len(order)])
+        keys = zip(
+            _names(ctx, ops["pg"][first]),
+            ops["src"][first].tolist(),
+            ops["dst"][first].tolist(),
+            ops["side"][first].tolist(),
+            strict=True,
+        )
+        ends = {k: (int(a), int(b - a)) for k, a, b in zip(keys, c, n, strict=True)}
+    created = e["time_created_ns"]
+    ok = created > 0
+    raw_done = (raw_state_codes(e) == 2) & ~e["is_p2p"]
+    last_done = group_max(e["pg_name"][raw_done], e["collective_seq_id"][raw_done])
+    return Tally(
+        entries=len(e),
+        backends={str(e.labels["backend"][b]) for b in distinct(e["backend"]).tolist()},
+        lowest=_by_pair(ctx, _min_by_pair(pg, rank, seq)),
+        highest_done={k: -v for k, v in _by_pair(ctx, highest).items()},
+        ends=ends,
+        tracked=bool((ctx.states > 0).any()),
+        finished=int(done.sum()),
+        timed_finished=int(np.isfinite(coll["duration_ms"][done]).sum()),
+        first_record=group_min(e["rank"], e["record_id"]),
+        last_record=group_max(e["rank"], e["record_id"]),
+        latest_ns=dict(ctx.dump_ns),
+        last_created_ns=group_max(e["rank"][ok], created[ok]) if ok.any() else {},
+        cut_lo={ctx.pg_names[g]: v for g, v in cut_blocks(e).items()},
+        timed=bool(np.isfinite(e["duration_ms"]).any()),
+        max_timeout_ms=int(e["timeout_ms"].max()) if len(e) else 0,
+        last_completed={ctx.pg_names[g]: int(v) for g, v in last_done.items()},
     )
-    out = {}
-    for (g,), mine in split(per, "pg"):
-        lo, hi = candidates[g]
-        want = hi - lo + 1
-        if (
-            len(mine) == len(ctx.group_members(g))
-            and (mine["n"] == want).all()
-            and (mine["done"] == want).all()
-            and (mine["digest"] == mine["digest"][0]).all()
-        ):
-            out[g] = (lo, hi)
-    return out
 
 
-def _digest(seq: np.ndarray, sig: np.ndarray) -> np.ndarray:
-    """One well-mixed 64-bit number per (seq, signature): sums of them compare ranges."""
+def _label_hashes(labels: list[str]) -> np.ndarray:
+    """A 64-bit hash of each label's text: the same in every partition, whatever its codes."""
+    return np.array(
+        [int.from_bytes(hashlib.blake2b(str(v).encode(), digest_size=8).digest()) for v in labels]
+        or [0],
+        dtype=np.uint64,
+    )
+
+
+def _signatures(ctx: Context, coll: Table) -> np.ndarray:
+    """One 64-bit number per op's (op, sizes, dtypes), from the labels' text."""
+    sig = np.zeros(len(coll), dtype=np.uint64)
+    for col in SIGNATURE:
+        sig = _mix(sig * _MIX + _label_hashes(ctx.view.labels[col])[coll[col]])
+    return sig
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
-        x = seq.astype(np.uint64) * _MIX + sig.astype(np.uint64)
-        x ^= x >> np.uint64(31)
-        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x = x ^ (x >> np.uint64(31))
+        x = x * np.uint64(0xBF58476D1CE4E5B9)
         x ^= x >> np.uint64(29)
         x *= np.uint64(0x94D049BB133111EB)
         x ^= x >> np.uint64(32)
     return x
 
 
+def _digest(seq: np.ndarray, sig: np.ndarray) -> np.ndarray:
+    """One well-mixed 64-bit number per (seq, signature): sums of them compare ranges."""
+    with np.errstate(over="ignore"):
+        return _mix(seq.astype(np.uint64) * _MIX + sig.astype(np.uint64))
+
+
 def _inside(
-    ctx: Context, ranges: dict[int, tuple[int, int]], pg: np.ndarray, seq: np.ndarray
+    ctx: Context, ranges: dict[str, tuple[int, int]], pg: np.ndarray, seq: np.ndarray
 ) -> np.ndarray:
     """Mask of the (group code, seq) pairs inside their group's range (none for the others)."""
     low = np.full(len(ctx.pg_names) or 1, 1, dtype=np.int64)
     high = np.zeros(len(ctx.pg_names) or 1, dtype=np.int64)
-    for g, (lo, hi) in ranges.items():
-        low[g], high[g] = lo, hi
+    code = {name: i for i, name in enumerate(ctx.pg_names)}
+    for name, (lo, hi) in ranges.items():
+        if name in code:
+            low[code[name]], high[code[name]] = lo, hi
     return (seq >= low[pg]) & (seq <= high[pg])
 
 
-def settled_rows(ctx: Context, ranges: dict[int, tuple[int, int]]) -> np.ndarray:
-    """Mask of the entries a settled job leaves out: collectives in a settled range of their
-    group (a coalescing block goes whole: its parts and closer share its seq)."""
-    e = ctx.trace.table
-    return ~e["is_p2p"] & _inside(ctx, ranges, e["pg_name"], e["collective_seq_id"])
-
-
-def settled_p2p(ctx: Context) -> np.ndarray:
-    """Entry rows of p2p ops in settled stretches of their channels.
-
-    Sends and recvs pair by slot on each channel (frtrace.analysis.p2p). A channel settles when
-    every pair its two ends hold agrees on sizes and dtypes (an order-free digest per end
-    compares them) and its (src, dst) is used by one group only; then the completed pairs but
-    the newest one (slot 0) leave on both ends, so the slots of the older ones shift alike on
-    both ends and still pair, and each end's newest op stays.
-    """
-    e = ctx.trace.table
+def _slots(ctx: Context, paired: dict[Channel, tuple[int, int]]) -> tuple[Table, np.ndarray]:
+    """The partition's channel ops, and which of them sit in a paired slot of their channel."""
     ops = channel_ops(ctx)
-    if not len(ops) or not ctx.view.states_tracked:
-        return np.empty(0, np.int64)
-    rows = np.flatnonzero(e["is_p2p"] & (op_is(e, "send") | op_is(e, "recv")))
-    pg, src, dst, side = ops["pg"], ops["src"], ops["dst"], ops["side"]
+    if not len(ops):
+        return ops, np.zeros(0, dtype=bool)
     done = ops["slot_kind"] == 0
-    slot = ops["slot"]
-    order, starts = runs(pg, src, dst)
-    step = np.zeros(len(order), dtype=np.int64)
-    step[starts] = 1
-    channel = np.empty(len(ops), dtype=np.int64)
-    channel[order] = np.cumsum(step) - 1
-    n = len(starts)
+    keys = zip(_names(ctx, ops["pg"]), ops["src"].tolist(), ops["dst"].tolist(), strict=True)
+    bounds = np.array([paired.get(k, (0, 0)) for k in keys], dtype=np.int64).reshape(-1, 2)
+    return ops, ops["slot"] < np.where(done, bounds[:, 0], bounds[:, 1])
 
-    def per_channel(mask: np.ndarray) -> np.ndarray:
-        return np.bincount(channel[mask], minlength=n)
 
-    paired_c = np.minimum(per_channel(done & (side == SEND)), per_channel(done & (side == RECV)))
-    paired_p = np.minimum(per_channel(~done & (side == SEND)), per_channel(~done & (side == RECV)))
-    paired = slot < np.where(done, paired_c[channel], paired_p[channel])
-    # What pairing compares (sizes, dtypes) at each slot, completed and pending apart.
-    sig = ops["input_sizes"].astype(np.int64) * (1 << 24) + ops["input_dtypes"].astype(np.int64)
-    digest = _digest(slot + (~done).astype(np.int64) * (1 << 40), sig)
-    per_end = np.zeros((n, 2), dtype=np.uint64)
-    np.add.at(per_end, (channel[paired], side[paired].astype(np.int64)), digest[paired])
-    first = order[starts]
-    ends = src[first].astype(np.int64) * (1 << 32) + dst[first].astype(np.int64)
-    _, which, uses = np.unique(ends, return_inverse=True, return_counts=True)
-    settled = (per_end[:, 0] == per_end[:, 1]) & (uses[which] == 1)
-    leave = settled[channel] & done & (slot >= 1) & (slot < paired_c[channel])
-    return rows[leave]
+def digests(ctx: Context, ask: Ask) -> Digests:
+    """Round 2 over a partition: digests of the candidate ranges and of paired channel slots."""
+    ctx.view.states_tracked = ask.tracked  # slots number completed ops apart only then
+    coll = ctx.view.coll
+    pg, rank, seq = coll["pg"], coll["rank"], coll["seq"]
+    ranges: dict[Pair, tuple[int, int, int]] = {}
+    rows = np.flatnonzero(_inside(ctx, ask.candidates, pg, seq))
+    if len(rows):
+        digest = _digest(seq[rows], _signatures(ctx, coll.take(rows)))
+        done = (coll["state"][rows] == 2).astype(np.int64)
+        order, starts = runs(pg[rows], rank[rows])
+        first = rows[order[starts]]
+        n = np.diff(np.r_[starts, len(order)])
+        d = np.add.reduceat(done[order], starts)
+        sums = np.add.reduceat(digest[order], starts)
+        keys = zip(_names(ctx, pg[first]), rank[first].tolist(), strict=True)
+        ranges = {k: (int(a), int(b), int(c)) for k, a, b, c in zip(keys, n, d, sums, strict=True)}
+    ends: dict[End, int] = {}
+    if ask.paired and ask.tracked:
+        ops, paired = _slots(ctx, ask.paired)
+        if paired.any():
+            done = ops["slot_kind"] == 0
+            # What pairing compares (sizes, dtypes) at each slot, completed and pending apart.
+            sig = (
+                _label_hashes(ctx.trace.table.labels["input_sizes"])[ops["input_sizes"]]
+                * np.uint64(3)
+                + _label_hashes(ctx.trace.table.labels["input_dtypes"])[ops["input_dtypes"]]
+            )
+            digest = _digest(ops["slot"] + (~done).astype(np.int64) * (1 << 40), sig)
+            rows = np.flatnonzero(paired)
+            side = ops["side"][rows]
+            for s in (RECV, SEND):
+                mine = rows[side == s]
+                if not len(mine):
+                    continue
+                order, starts = runs(ops["pg"][mine], ops["src"][mine], ops["dst"][mine])
+                first = mine[order[starts]]
+                sums = np.add.reduceat(digest[mine][order], starts)
+                channels = zip(
+                    _names(ctx, ops["pg"][first]),
+                    ops["src"][first].tolist(),
+                    ops["dst"][first].tolist(),
+                    strict=True,
+                )
+                for (g, src, dst), v in zip(channels, sums, strict=True):
+                    ends[(g, int(src), int(dst), s)] = int(v)
+    return Digests(ranges, ends)
+
+
+def prune(ctx: Context, verdict: Verdict) -> np.ndarray:
+    """Mask of the partition's entries that leave: collectives in a settled range (a
+    coalescing block goes whole: its parts and closer share its seq), completed p2p pairs of a
+    settled channel but its newest (slot 0), and the batch closers whose every part left."""
+    e = ctx.trace.table
+    left = ~e["is_p2p"] & _inside(ctx, verdict.ranges, e["pg_name"], e["collective_seq_id"])
+    if verdict.channels:
+        ops, _paired = _slots(ctx, verdict.paired)
+        if len(ops):
+            keys = list(_channels(ctx, ops))
+            settled = np.array([k in verdict.channels for k in keys], dtype=bool)
+            completed = np.array([verdict.paired.get(k, (0, 0))[0] for k in keys], np.int64)
+            leave = settled & (ops["slot_kind"] == 0) & (ops["slot"] >= 1)
+            leave &= ops["slot"] < completed
+            rows = np.flatnonzero(e["is_p2p"] & (op_is(e, "send") | op_is(e, "recv")))
+            left[rows[leave]] = True
+    left[_closers_left_alone(e, left)] = True
+    return left
+
+
+def _channels(ctx: Context, ops: Table) -> Iterable[Channel]:
+    return zip(_names(ctx, ops["pg"]), ops["src"].tolist(), ops["dst"].tolist(), strict=True)
 
 
 def _closers_left_alone(e: Table, left_out: np.ndarray) -> np.ndarray:
@@ -175,35 +311,282 @@ def _closers_left_alone(e: Table, left_out: np.ndarray) -> np.ndarray:
     return rows[e["is_p2p"][rows] & closer & whole[which]]
 
 
-def settle(trace: Trace) -> Trace:
-    """The job without its settled entries, carrying what the analysis needs of them."""
-    ctx = build_context(trace)
+def _lag_values(ctx: Context, method: str, group_index: dict[str, int]) -> Table:
+    """Key (job-wide group index, seq), rank and arrival value of each completed collective
+    with a value, sorted by key: what the lags are measured from."""
     coll = ctx.view.coll
-    lowest = _min_by_pair(coll["pg"], coll["rank"], coll["seq"])
-    left_out = settled_rows(ctx, settled_ranges(ctx, lowest))
-    left_out[settled_p2p(ctx)] = True
-    left_out[_closers_left_alone(trace.table, left_out)] = True
+    finished = np.flatnonzero(coll["state"] == 2)
+    if method == "duration":
+        dur = coll["duration_ms"][finished]
+        value = np.where(np.isfinite(dur), -dur, np.nan)  # later arrival = shorter wait
+    else:
+        value = coll["time_created_ns"][finished].astype(np.float64)
+        value[value <= 0] = np.nan
+    missing = len(group_index)  # a group the job's table lacks: sizes there are 0
+    index = np.array([group_index.get(n, missing) for n in ctx.pg_names] or [0], np.int64)
+    key = pg_seq_key(index[coll["pg"][finished]], coll["seq"][finished])
+    valid = np.flatnonzero(~np.isnan(value))
+    valid = valid[np.argsort(key[valid], kind="stable")]
+    return Table({"key": key[valid], "rank": coll["rank"][finished][valid], "value": value[valid]})
+
+
+def lag_partials(
+    ctx: Context, method: str, group_index: dict[str, int], buckets: int
+) -> list[Table]:
+    """Per collective the partition's earliest and latest arrival and its arrivals, cut into
+    `buckets` by key: the map side of the shuffle that meets a collective's ranks."""
+    v = _lag_values(ctx, method, group_index)
+    key, value = v["key"], v["value"]
+    if not len(key):
+        empty = Table({"key": key, "lo": value, "hi": value, "n": key})
+        return [empty] * buckets
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    part = Table(
+        {
+            "key": key[starts],
+            "lo": np.minimum.reduceat(value, starts),
+            "hi": np.maximum.reduceat(value, starts),
+            "n": np.diff(np.r_[starts, len(key)]),
+        }
+    )
+    which = part["key"] % buckets
+    return [part.take(which == b) for b in range(buckets)]
+
+
+def combine_lags(parts: list[Table], sizes: np.ndarray) -> Table:
+    """One bucket's collectives over every partition, only those all members completed
+    (the reduce side): key, earliest and latest arrival."""
+    key = np.concatenate([p["key"] for p in parts])
+    if not len(key):
+        return Table({"key": key, "lo": np.empty(0), "hi": np.empty(0)})
+    lo = np.concatenate([p["lo"] for p in parts])
+    hi = np.concatenate([p["hi"] for p in parts])
+    n = np.concatenate([p["n"] for p in parts])
+    order = np.argsort(key, kind="stable")
+    key, lo, hi, n = key[order], lo[order], hi[order], n[order]
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    key = key[starts]
+    count = np.add.reduceat(n, starts)
+    whole = count >= np.maximum(sizes[key >> 32], 2)
+    return Table(
+        {
+            "key": key[whole],
+            "lo": np.minimum.reduceat(lo, starts)[whole],
+            "hi": np.maximum.reduceat(hi, starts)[whole],
+        }
+    )
+
+
+def rank_lags(
+    ctx: Context, method: str, group_index: dict[str, int], combined: list[Table], top: int = TOP
+) -> RankLags:
+    """The partition's ranks' lags against every member's earliest arrival."""
+    v = _lag_values(ctx, method, group_index)
+    key = np.concatenate([c["key"] for c in combined]) if combined else np.empty(0, np.int64)
+    empty = {k: np.empty(0) for k in ("rank", "median", "p95", "last", "n")}
+    if not len(key) or not len(v):
+        return RankLags(empty)
+    order = np.argsort(key)
+    key = key[order]
+    lo = np.concatenate([c["lo"] for c in combined])[order]
+    hi = np.concatenate([c["hi"] for c in combined])[order]
+    at = np.minimum(np.searchsorted(key, v["key"]), len(key) - 1)
+    whole = key[at] == v["key"]
+    at, rank, value = at[whole], v["rank"][whole], v["value"][whole]
+    if not len(at):
+        return RankLags(empty)
+    scale = 1.0 if method == "duration" else 1e-6
+    lag = (value - lo[at]) * scale
+    worst = (hi[at] - lo[at]) * scale
+    last = (lag == worst) & (worst > 0)
+    per_rank = _per_rank(rank, lag, last)
+    slow = np.flatnonzero(per_rank["last"] >= 0.5)
+    slow = slow[np.argsort(-per_rank["median"][slow], kind="stable")]
+    groups = {}
+    pg = key[at] >> 32
+    for i in slow[:top].tolist():
+        mine = rank == per_rank["rank"][i]
+        of, lags = pg[mine], lag[mine]
+        groups[int(per_rank["rank"][i])] = [
+            (float(np.median(lags[of == g])), int(g)) for g in distinct(of).tolist()
+        ]
+    return RankLags(per_rank, groups)
+
+
+# ---------------------------------------------------------------- client side
+
+
+def merge_tallies(tallies: list[Tally]) -> Tally:
+    """The job's tally from its partitions' (ranks apart, in rank order)."""
+    out = tallies[0]
+    for t in tallies[1:]:
+        out = Tally(
+            entries=out.entries + t.entries,
+            backends=out.backends | t.backends,
+            lowest=out.lowest | t.lowest,
+            highest_done=out.highest_done | t.highest_done,
+            ends=out.ends | t.ends,
+            tracked=out.tracked or t.tracked,
+            finished=out.finished + t.finished,
+            timed_finished=out.timed_finished + t.timed_finished,
+            first_record=out.first_record | t.first_record,
+            last_record=out.last_record | t.last_record,
+            latest_ns=out.latest_ns | t.latest_ns,
+            last_created_ns=out.last_created_ns | t.last_created_ns,
+            cut_lo=_merged(out.cut_lo, t.cut_lo, max),
+            timed=out.timed or t.timed,
+            max_timeout_ms=max(out.max_timeout_ms, t.max_timeout_ms),
+            last_completed=_merged(out.last_completed, t.last_completed, max),
+        )
+    return out
+
+
+def _merged(a: dict[str, int], b: dict[str, int], how: Callable[[int, int], int]) -> dict[str, int]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = how(out[k], v) if k in out else v
+    return out
+
+
+def plan(job: Tally, members: dict[str, list[int]], dumped: set[int]) -> Ask:
+    """Round 2's question: candidate ranges of the groups every member dumped and holds, and
+    how many ops pair on each channel."""
+    method = "none"
+    if job.finished:
+        method = "duration" if job.timed_finished / job.finished > 0.9 else "enqueue"
+    if not job.tracked:
+        return Ask(False, {}, {}, method)
+    holders: dict[str, set[int]] = {}
+    for g, r in job.lowest:
+        holders.setdefault(g, set()).add(r)
+    candidates: dict[str, tuple[int, int]] = {}
+    for g, have in holders.items():
+        group = members.get(g, [])
+        if not group or set(group) != have or not have <= dumped:
+            continue
+        if any((g, m) not in job.highest_done for m in group):
+            continue
+        lo = max(job.lowest[(g, m)] for m in group)
+        hi = min(job.highest_done[(g, m)] for m in group) - 1
+        if hi >= lo:
+            candidates[g] = (lo, hi)
+    paired: dict[Channel, tuple[int, int]] = {}
+    for g, src, dst, side in job.ends:
+        if (g, src, dst) in paired:
+            continue
+        send = job.ends.get((g, src, dst, SEND), (0, 0))
+        recv = job.ends.get((g, src, dst, RECV), (0, 0))
+        paired[(g, src, dst)] = (min(send[0], recv[0]), min(send[1], recv[1]))
+        del side
+    return Ask(True, candidates, paired, method)
+
+
+def decide(ask: Ask, answers: list[Digests], members: dict[str, list[int]]) -> Verdict:
+    """The ranges every member digested alike, and the channels whose ends agree."""
+    per_group: dict[str, list[tuple[int, int, int]]] = {}
+    for a in answers:
+        for (g, _r), v in a.ranges.items():
+            per_group.setdefault(g, []).append(v)
+    ranges = {}
+    for g, (lo, hi) in ask.candidates.items():
+        got, want = per_group.get(g, []), hi - lo + 1
+        if (
+            len(got) == len(members.get(g, []))
+            and all(n == want and d == want for n, d, _s in got)
+            and len({s for _n, _d, s in got}) == 1
+        ):
+            ranges[g] = (lo, hi)
+    ends: dict[End, int] = {}
+    for a in answers:
+        ends.update(a.ends)
+    uses: dict[tuple[int, int], int] = {}
+    for _g, src, dst in ask.paired:
+        uses[(src, dst)] = uses.get((src, dst), 0) + 1
+    channels = {
+        c
+        for c in ask.paired
+        if uses[c[1:]] == 1 and ends.get((*c, SEND), 0) == ends.get((*c, RECV), 0)
+    }
+    return Verdict(ranges, channels, ask.paired)
+
+
+def join_lags(method: str, collectives: int, parts: list[RankLags], code: dict[int, int]) -> Lags:
+    """The job's lag statistics from its partitions' (`code`: group index -> pg code)."""
+    empty = {k: np.empty(0) for k in ("rank", "median", "p95", "last", "n")}
+    if method == "none":
+        return Lags("none", 0, empty, {})
+    have = [p for p in parts if len(p.per_rank["rank"])]
+    if not collectives or not have:
+        return Lags(method, 0, empty, {})
+    per_rank = {k: np.concatenate([p.per_rank[k] for p in have]) for k in empty}
+    slow = np.flatnonzero(per_rank["last"] >= 0.5)
+    slow = slow[np.argsort(-per_rank["median"][slow], kind="stable")]
+    candidates: dict[int, list[tuple[float, int]]] = {}
+    for p in have:
+        candidates.update(p.groups)
+    groups = {}
+    for i in slow[:TOP].tolist():
+        rank = int(per_rank["rank"][i])
+        by_pg = sorted(((m, code[g]) for m, g in candidates[rank]), key=lambda m_g: m_g[1])
+        by_pg.sort(key=lambda m_g: -m_g[0])  # stable: ties stay in group order
+        groups[rank] = [g for _m, g in by_pg[:3]]
+    return Lags(method, collectives, per_rank, groups)
+
+
+def settled_facts(
+    job: Tally, verdict_left: int, lags: Lags, code: dict[str, int], history: Callable[[int], Table]
+) -> Settled:
+    """The Settled facts of a job from its tally (group names turned into the client's codes)."""
+    return Settled(
+        entries=job.entries,
+        left_out=verdict_left,
+        backends=sorted(job.backends),
+        first_record=job.first_record,
+        last_record=job.last_record,
+        latest_ns=job.latest_ns,
+        last_created_ns=job.last_created_ns,
+        lowest_seq={(code[g], r): v for (g, r), v in job.lowest.items()},
+        cut_lo={code[g]: v for g, v in job.cut_lo.items()},
+        timed=job.timed,
+        max_timeout_ms=job.max_timeout_ms,
+        last_completed=job.last_completed,
+        lags=lags,
+        history=history,
+    )
+
+
+def members_of(groups: Table) -> dict[str, list[int]]:
+    return {
+        str(n): [int(r) for r in rs]
+        for n, rs in zip(groups["pg_name"], groups["ranks"], strict=True)
+    }
+
+
+def group_sizes(groups: Table) -> tuple[dict[str, int], np.ndarray]:
+    """Group name -> index in the group table, and member counts by that index."""
+    index = {str(n): i for i, n in enumerate(groups["pg_name"])}
+    return index, np.array([*(len(r) for r in groups["ranks"]), 0], dtype=np.int64)
+
+
+def settle(trace: Trace) -> Trace:
+    """The job without its settled entries, carrying what the analysis needs of them: the
+    distributed plan's steps run on the whole job as one partition."""
+    ctx = build_context(trace)
+    members, dumped = members_of(trace.group_table), ctx.dumped
+    job = tally(ctx)
+    ask = plan(job, members, dumped)
+    verdict = decide(ask, [digests(ctx, ask)], members)
+    left_out = prune(ctx, verdict)
+    index, sizes = group_sizes(trace.group_table)
+    code = {name: i for i, name in enumerate(ctx.pg_names)}
+    combined = combine_lags(lag_partials(ctx, ask.method, index, 1), sizes)
+    by_index = {index[n]: code[n] for n in code if n in index}
+    parts = [rank_lags(ctx, ask.method, index, [combined])]
+    lags = join_lags(ask.method, len(combined), parts, by_index)
     e = trace.table
-    created = e["time_created_ns"]
-    ok = created > 0
 
     def history(rank: int) -> Table:  # here the whole job is at hand: a slice of it
         return e.take(ctx.rank_rows(rank))
 
-    facts = Settled(
-        entries=len(e),
-        left_out=int(left_out.sum()),
-        backends=trace.backends,
-        first_record=group_min(e["rank"], e["record_id"]),
-        last_record=group_max(e["rank"], e["record_id"]),
-        latest_ns=dict(ctx.dump_ns),
-        last_created_ns=group_max(e["rank"][ok], created[ok]) if ok.any() else {},
-        lowest_seq=lowest,
-        cut_lo=cut_blocks(e),
-        timed=bool(np.isfinite(e["duration_ms"]).any()),
-        max_timeout_ms=int(e["timeout_ms"].max()) if len(e) else 0,
-        last_completed=last_completed(trace),
-        lags=lag_stats(ctx),
-        history=history,
-    )
+    facts = settled_facts(job, int(left_out.sum()), lags, code, history)
     return dataclasses.replace(trace, table=e.take(~left_out), settled=facts)

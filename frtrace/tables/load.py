@@ -31,6 +31,7 @@ from frtrace.tables.repair import (
     add_global_peers,
     infer_memberships,
     pg_status_table,
+    status_names,
 )
 from frtrace.tables.table import Table
 from frtrace.tables.trace import Chunk, Symbols, Trace, compact, file_table, merge_chunks
@@ -174,7 +175,7 @@ def assemble_trace(
     return_freed_memory()
     members = infer_memberships(entries, parts, [p.rank for p in parts])
     add_global_peers(entries, members.groups)
-    status = pg_status_table(parts, entries)
+    status = pg_status_table(parts, status_names(entries))
     files = file_table(file_rows)
     warnings, notes = trace_messages(parts, files, members)
     return Trace(

@@ -216,15 +216,20 @@ def add_global_peers(entries: Table, groups: Table) -> None:
     entries["global_dst"] = global_dst
 
 
-def pg_status_table(parts: list[RankColumns], entries: Table) -> Table:
-    """Per-rank pg_status rows, with the pg_id (per process) resolved to the group name."""
-    names: dict[tuple[int, int], str] = {}
-    if len(entries):
-        rank, ids, pg = entries["rank"], entries["pg_id"], entries["pg_name"]
-        names = {
-            (int(rank[i]), int(ids[i])): str(entries.label("pg_name", pg[i]))
-            for i in first_rows(rank, ids).tolist()
-        }
+def status_names(entries: Table) -> dict[tuple[int, int], str]:
+    """(rank, pg_id) -> the group name the rank's entries give that process-local id."""
+    if not len(entries):
+        return {}
+    rank, ids, pg = entries["rank"], entries["pg_id"], entries["pg_name"]
+    return {
+        (int(rank[i]), int(ids[i])): str(entries.label("pg_name", pg[i]))
+        for i in first_rows(rank, ids).tolist()
+    }
+
+
+def pg_status_table(parts: list[RankColumns], names: dict[tuple[int, int], str]) -> Table:
+    """Per-rank pg_status rows, with the pg_id (per process) resolved to the group name
+    (`names`: status_names of the entries)."""
     rows = []
     for part in parts:
         for key, status in part.pg_status.items():
