@@ -350,78 +350,80 @@ def run(options: dict[str, Any]) -> int:
         )
     finally:
         progress.close()
-    for item in trace.skipped:
-        click.echo(f"skipped {safe(item.file)}: {safe(item.reason)}", err=True)
-    for warning in trace.warnings:
-        click.echo(f"warning: {safe(warning)}", err=True)
-    loaded = time.monotonic()
-    if options["verbose"]:
-        click.echo(
-            f"note: loaded {len(trace.file_table)} dump(s), {trace.entry_count:,} entries in "
-            f"{loaded - started:.2f}s",
-            err=True,
-        )
-        for note in trace.notes:
-            click.echo(f"note: {safe(note)}", err=True)
-    names = matching_groups(trace.group_table, pg_filters)
-    style = MarkedStyle(use_color())
-    if options["raw"]:
-        from frtrace.report.raw import entries_table, write_entries_json
+    with contextlib.closing(trace):  # a Dask job keeps its entries on the cluster till then
+        for item in trace.skipped:
+            click.echo(f"skipped {safe(item.file)}: {safe(item.reason)}", err=True)
+        for warning in trace.warnings:
+            click.echo(f"warning: {safe(warning)}", err=True)
+        loaded = time.monotonic()
+        if options["verbose"]:
+            click.echo(
+                f"note: loaded {len(trace.file_table)} dump(s), {trace.entry_count:,} entries in "
+                f"{loaded - started:.2f}s",
+                err=True,
+            )
+            for note in trace.notes:
+                click.echo(f"note: {safe(note)}", err=True)
+        names = matching_groups(trace.group_table, pg_filters)
+        style = MarkedStyle(use_color())
+        if options["raw"]:
+            from frtrace.report.raw import entries_table, write_entries_json
 
-        entries = select_entries(trace.entries, ranks, names)
-        if (options["fmt"] or "json") == "json":
-            write_entries_json(trace, entries, sys.stdout, with_frames=options["stacks"])
-        else:
-            click.echo(safe(entries_table(entries), keep_newlines=True))
-        return EXIT_OK
-    from frtrace.api import analyze
-    from frtrace.report.json_report import render_json
-    from frtrace.report.text import render_text
+            entries = select_entries(trace.entries, ranks, names)
+            if (options["fmt"] or "json") == "json":
+                write_entries_json(trace, entries, sys.stdout, with_frames=options["stacks"])
+            else:
+                click.echo(safe(entries_table(entries), keep_newlines=True))
+            return EXIT_OK
+        from frtrace.api import analyze
+        from frtrace.report.json_report import render_json
+        from frtrace.report.text import render_text
 
-    analysis = analyze(
-        trace,
-        mismatch_cap=options["mismatch_cap"],
-        straggler_threshold_ms=options["straggler_threshold"],
-    )
-    if options["since_dir"] is not None:
-        from frtrace.api import load
+        analysis = analyze(
+            trace,
+            mismatch_cap=options["mismatch_cap"],
+            straggler_threshold_ms=options["straggler_threshold"],
+        )
+        if options["since_dir"] is not None:
+            from frtrace.api import load
 
-        older = load(
-            options["since_dir"],
-            prefix=options["prefix"],
-            jobs=options["jobs"],
-            engine=engine,
-            scheduler=scheduler,
-        )
-        analysis.since(older)
-    if options["verbose"]:
-        click.echo(f"note: analyzed in {time.monotonic() - loaded:.2f}s", err=True)
-    if ranks is not None or names is not None:
-        analysis = analysis.narrowed(ranks, names)
-    as_json = (options["fmt"] or "table") == "json"
-    report = render_json(analysis) if as_json or options["output"] is not None else ""
-    if options["output"] is not None:
-        try:
-            options["output"].write_text(report)
-        except OSError as exc:
-            raise FrtraceError(f"cannot write {options['output']}: {exc.strerror}") from exc
-    if as_json:
-        sys.stdout.write(report)
-    code = EXIT_OK if analysis.ok and not analysis.stopped else EXIT_FINDINGS
-    if "stragglers" in options["fail_on"] and analysis.stragglers and analysis.stragglers.top:
-        code = EXIT_FINDINGS
-    if options["html_path"] is not None:
-        _write_html(analysis, options["html_path"], code)
-    if not as_json:
-        text = render_text(
-            analysis,
-            style,
-            full_stacks=options["stacks"],
-            verbose=options["verbose"],
-            exit_status=code,
-        )
-        sys.stdout.write(style.finish(text))
-    return code
+            older = load(
+                options["since_dir"],
+                prefix=options["prefix"],
+                jobs=options["jobs"],
+                engine=engine,
+                scheduler=scheduler,
+            )
+            older.close()  # what --since reads of it is in its Settled facts
+            analysis.since(older)
+        if options["verbose"]:
+            click.echo(f"note: analyzed in {time.monotonic() - loaded:.2f}s", err=True)
+        if ranks is not None or names is not None:
+            analysis = analysis.narrowed(ranks, names)
+        as_json = (options["fmt"] or "table") == "json"
+        report = render_json(analysis) if as_json or options["output"] is not None else ""
+        if options["output"] is not None:
+            try:
+                options["output"].write_text(report)
+            except OSError as exc:
+                raise FrtraceError(f"cannot write {options['output']}: {exc.strerror}") from exc
+        if as_json:
+            sys.stdout.write(report)
+        code = EXIT_OK if analysis.ok and not analysis.stopped else EXIT_FINDINGS
+        if "stragglers" in options["fail_on"] and analysis.stragglers and analysis.stragglers.top:
+            code = EXIT_FINDINGS
+        if options["html_path"] is not None:
+            _write_html(analysis, options["html_path"], code)
+        if not as_json:
+            text = render_text(
+                analysis,
+                style,
+                full_stacks=options["stacks"],
+                verbose=options["verbose"],
+                exit_status=code,
+            )
+            sys.stdout.write(style.finish(text))
+        return code
 
 
 def _raw_parquet(found: Any, options: dict[str, Any], ranks: Any, pg_filters: list[str]) -> int:

@@ -26,6 +26,7 @@ import pytest
 from builders import FIXTURES, REPO
 
 import frtrace
+from frtrace.errors import FrtraceError
 from frtrace.synth import Fault, JobSpec, Layout, simulate, write_job
 
 
@@ -205,7 +206,61 @@ def test_selected_ranks_and_files_list(client: Any) -> None:
     local = frtrace.load(files, ranks=[0, 1])
     dask = frtrace.load(files, ranks=[0, 1], engine="dask", client=client)
     assert local.ranks == dask.ranks == [0, 1]
-    assert local.entries.equals(dask.entries)
+    assert dask.entry_count == len(local.entries)
+    assert _report(frtrace.analyze(dask)) == _report(frtrace.analyze(local))
+
+
+@pytest.fixture(scope="module")
+def long_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Eight ranks, a missing rank in a tp group after many healthy steps: most entries settle."""
+    spec = JobSpec(Layout(tp=2, dp=2, pp=2), steps=8, fault=Fault("missing_ranks", 5, "tp", step=6))
+    return _write(simulate(spec), tmp_path_factory.mktemp("long") / "dumps")
+
+
+def test_settled_entries_stay_on_the_workers(client: Any, long_job: Path) -> None:
+    local = frtrace.load(str(long_job))
+    dask = frtrace.load(str(long_job), engine="dask", client=client)
+    assert dask.settled is not None
+    assert dask.settled.left_out > len(local.table) // 2
+    assert len(dask.table) + dask.settled.left_out == len(local.table) == dask.entry_count
+    a, b = frtrace.analyze(local), frtrace.analyze(dask)
+    assert _report(b) == _report(a)
+    assert b.to_text(width=100, verbose=True) == a.to_text(width=100, verbose=True)
+    assert b.to_html() == a.to_html()
+    assert a.root_cause is not None and a.root_cause.culprit_ranks == [5]
+
+
+def test_rank_history_comes_from_its_worker(client: Any, long_job: Path) -> None:
+    local = frtrace.load(str(long_job))
+    dask = frtrace.load(str(long_job), engine="dask", client=client)
+    assert dask.settled is not None
+    for rank in (0, 5, 7):
+        mine = local.table.take(local.table["rank"] == rank).to_pandas()
+        fetched = dask.settled.history(rank).to_pandas()
+        assert list(fetched.columns) == list(mine.columns)
+        for column in mine.columns:
+            assert fetched[column].equals(mine[column]), column
+    dask.close()
+    with pytest.raises(FrtraceError, match="not on the cluster"):
+        dask.settled.history(0)
+    dask.close()  # twice is harmless
+
+
+def test_straggler_lags_shuffled_between_workers(client: Any, tmp_path: Path) -> None:
+    job = simulate(JobSpec(Layout(tp=2, dp=2, pp=2), steps=6, straggler=(3, 30_000_000)))
+    folder = _write(job, tmp_path / "dumps")
+    local, dask = _both(str(folder), client)
+    assert dask == local
+    assert [s["rank"] for s in local["stragglers"]["top"]][:1] == [3]
+
+
+def test_batched_p2p_channels_settle_alike(client: Any, tmp_path: Path) -> None:
+    fault = Fault("p2p_mismatch", 1, "pp", step=3)
+    spec = JobSpec(Layout(tp=2, pp=4), steps=6, batch_p2p=True, fault=fault)
+    folder = _write(simulate(spec), tmp_path / "dumps")
+    local, dask = _both(str(folder), client)
+    assert dask == local
+    assert local["root_cause"]["kind"] == "p2p_mismatch"
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

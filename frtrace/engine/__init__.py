@@ -9,6 +9,7 @@ of a store (`s3://bucket/job-123/`, see frtrace.dumps.store).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -108,14 +109,28 @@ def load_found(
             work.trace_dir, work.prefix, results, len(work.items), work.skipped, progress, order
         )
     from frtrace.engine import dask as dask_engine
+    from frtrace.engine.spread import analyze_on_cluster
+
+    def on(cluster: Any, on_close: Any = None) -> Trace:
+        return analyze_on_cluster(
+            cluster,
+            work.items,
+            work.remote,
+            work.storage_options,
+            work.trace_dir,
+            work.prefix,
+            work.skipped,
+            progress,
+            on_close,
+        )
 
     if client is not None:
-        parsed = dask_engine.iter_parsed_dask(client, work.items, work.remote, work.storage_options)
-        return assemble_trace(
-            work.trace_dir, work.prefix, parsed, len(work.items), work.skipped, progress, order
-        )
-    with dask_engine.connect(scheduler, jobs) as own:
-        parsed = dask_engine.iter_parsed_dask(own, work.items, work.remote, work.storage_options)
-        return assemble_trace(
-            work.trace_dir, work.prefix, parsed, len(work.items), work.skipped, progress, order
-        )
+        return on(client)
+    # The cluster started here outlives this call: the entries stay on it until the Trace
+    # is closed (Trace.close, or when it is collected), which stops it.
+    stack = contextlib.ExitStack()
+    try:
+        return on(stack.enter_context(dask_engine.connect(scheduler, jobs)), stack.close)
+    except BaseException:
+        stack.close()
+        raise

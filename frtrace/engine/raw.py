@@ -14,7 +14,7 @@ client holds grows with files and groups, not with entries.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
@@ -23,8 +23,14 @@ from frtrace.errors import FrtraceError
 from frtrace.tables.columns import Frame, RankColumns
 from frtrace.tables.load import trace_messages
 from frtrace.tables.parse import NoUsableDumpError, ParseResult
-from frtrace.tables.repair import GATHER_OPS, SCATTER_OPS, add_global_peers, infer_memberships
-from frtrace.tables.table import Table, first_rows, runs
+from frtrace.tables.repair import (
+    GATHER_OPS,
+    SCATTER_OPS,
+    add_global_peers,
+    infer_memberships,
+    status_names,
+)
+from frtrace.tables.table import Table, distinct, first_rows, runs
 from frtrace.tables.trace import Skipped, Trace, file_table, merge_columns
 
 _LABELLED = ("pg_name", "pg_desc", "op")
@@ -43,6 +49,25 @@ class FileSummary:
     meta: RankColumns | None  # columns released: rank, pg_config, notes, versions, n
     stacks: list[tuple[Frame, ...]]
     rows: Table | None  # the rows membership inference reads, labels decoded (object arrays)
+    pg_ids: dict[tuple[int, int], str] = field(default_factory=dict)  # status_names
+    p2p_groups: set[str] = field(default_factory=set)  # groups with p2p entries
+    backends: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Skeleton:
+    """The job without its entries: what the client builds from the summaries."""
+
+    groups: Table
+    conflicts: dict[str, list[list[int]]]
+    stack_ids: dict[tuple[Frame, ...], int]
+    warnings: list[str]
+    notes: list[str]
+    files: Table
+    metas: list[RankColumns]  # in parse order
+    pg_ids: dict[tuple[int, int], str]
+    p2p_groups: set[str]
+    backends: set[str]
 
 
 @dataclass
@@ -106,7 +131,42 @@ def summarize(results: list[ParseResult]) -> list[FileSummary]:
         meta = _fresh(cols)
         meta.release_columns()
         rows = _membership_rows(entries)
-        out.append(FileSummary(rank, path, fmt, compressed, reason, meta, stacks, rows))
+        p2p = distinct(entries["pg_name"][entries["is_p2p"]]).tolist()
+        out.append(
+            FileSummary(
+                rank,
+                path,
+                fmt,
+                compressed,
+                reason,
+                meta,
+                stacks,
+                rows,
+                status_names(entries),
+                {str(entries.labels["pg_name"][c]) for c in p2p},
+                {str(entries.labels["backend"][b]) for b in distinct(entries["backend"]).tolist()},
+            )
+        )
+    return out
+
+
+def summarize_part(results: list[ParseResult]) -> list[FileSummary]:
+    """`summarize` for a partition, with what every file repeats sent once: the partition's
+    distinct stacks ride on its first usable file (in rank order, as they are numbered), and
+    equal member lists are one object, which pickling sends once (the world group's list is
+    in every dump: 64 KB per file at 16k ranks)."""
+    out = summarize(results)
+    stacks: dict[tuple[Frame, ...], None] = {}
+    lists: dict[bytes, bytes] = {}
+    for s in out:
+        stacks.update(dict.fromkeys(s.stacks))
+        s.stacks = []
+        for cfg in s.meta.pg_config.values() if s.meta is not None else ():
+            if isinstance(cfg, dict) and isinstance(cfg.get("ranks"), bytes):
+                cfg["ranks"] = lists.setdefault(cfg["ranks"], cfg["ranks"])
+    usable = [s for s in out if s.meta is not None]
+    if usable:
+        min(usable, key=lambda s: s.rank).stacks = list(stacks)
     return out
 
 
@@ -150,10 +210,8 @@ class _Stacks:
     stacks: dict[int, tuple[Frame, ...]]
 
 
-def assemble(
-    trace_dir: str, summaries: list[FileSummary], skipped: list[Skipped]
-) -> tuple[Table, dict[tuple[Frame, ...], int], list[str], list[str]]:
-    """Groups, job-wide stack ids, warnings and notes from the summaries (in rank order)."""
+def assemble(trace_dir: str, summaries: list[FileSummary], skipped: list[Skipped]) -> Skeleton:
+    """Groups, job-wide stack ids, warnings, notes and files from the summaries (rank order)."""
     ok = [s for s in summaries if s.meta is not None]  # in parse order, as the Trace sees them
     by_rank = sorted(ok, key=lambda s: s.rank)
     skipped.extend(Skipped(s.path, s.reason) for s in summaries if s.meta is None)
@@ -183,7 +241,25 @@ def assemble(
         ]
     )
     warnings, notes = trace_messages(metas, files, members)
-    return members.groups, stack_ids, warnings, notes
+    pg_ids: dict[tuple[int, int], str] = {}
+    p2p_groups: set[str] = set()
+    backends: set[str] = set()
+    for s in ok:
+        pg_ids.update(s.pg_ids)
+        p2p_groups |= s.p2p_groups
+        backends |= s.backends
+    return Skeleton(
+        members.groups,
+        members.conflicts,
+        stack_ids,
+        warnings,
+        notes,
+        files,
+        metas,
+        pg_ids,
+        p2p_groups,
+        backends,
+    )
 
 
 def write_raw(
@@ -206,11 +282,12 @@ def write_raw(
     parts, parsed, given = submit_partitions(client, items, remote, storage_options)
     try:
         summaries: list[FileSummary] = []
-        for future in client.map(summarize, parsed, pure=False):
+        for future in client.map(summarize_part, parsed, pure=False):
             summaries.extend(
                 dataclasses.replace(s, path=given.get(s.path, s.path)) for s in future.result()
             )
-        groups, stack_ids, warnings, notes = assemble(trace_dir, summaries, skipped)
+        job = assemble(trace_dir, summaries, skipped)
+        groups, stack_ids, warnings, notes = job.groups, job.stack_ids, job.warnings, job.notes
         names = matching_groups(groups, pg_filters)
         base = out.rstrip("/")
         paths = [f"{base}/part-{k:05d}.parquet" for k in range(len(parts))]

@@ -38,3 +38,4 @@ class Settled:
     last_completed: dict[str, int]  # group name -> highest collective seq completed
     lags: Lags  # lag statistics over every collective (groups of the 5 slowest ranks)
     history: Callable[[int], Table]  # a rank's every entry, in the job's codes, by position
+    close: Callable[[], None] | None = None  # release what history needs (a cluster's data)

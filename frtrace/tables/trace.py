@@ -58,6 +58,12 @@ class Trace:
         """Entries in the job's dumps (settled ones left on the workers included)."""
         return self.settled.entries if self.settled is not None else len(self.table)
 
+    def close(self) -> None:
+        """Release the entries kept on a Dask cluster (and a cluster started for this job);
+        its rank histories are gone after. Nothing to do for a job loaded in one process."""
+        if self.settled is not None and self.settled.close is not None:
+            self.settled.close()
+
     @cached_property
     def entries(self) -> pd.DataFrame:
         """Every entry as a DataFrame, strings as categoricals (for notebooks and raw output)."""

@@ -1,0 +1,277 @@
+"""The Dask engine's distributed plan: entries stay on the workers, compact answers come back.
+
+1. Workers parse partitions of files (plan.parse_partition) and keep the columns.
+2. Each partition sends a summary per file (metadata, membership rows, distinct stacks: see
+   raw.summarize_part); the client infers memberships, numbers stacks, resolves pg_status.
+3. Workers merge their partition into a table in job-wide terms (global p2p peers and stack
+   ids) and build its Context with the job's Scope: a rank's op states need only its own
+   entries and the job-wide status.
+4. Settling (frtrace.engine.settle), two rounds of per-(group, rank) and per-channel-end
+   aggregates; the arrival lags by a shuffle between workers (per collective: earliest and
+   latest arrival, bucketed by key, each bucket combined on one worker, then per rank).
+5. Workers send what did not settle; the client remaps its codes into the job's labels and
+   analyzes that with the Settled facts. A rank's whole history, when the analysis asks for
+   it, is fetched from its partition.
+
+What the client holds grows with files, groups and unsettled entries, not with all entries.
+The workers keep their partitions (and a cluster started for the run stays up) until the
+Trace is closed (`Trace.close`, or when it is garbage-collected).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from frtrace.analysis.context import Context, Scope, build_context, status_by_name
+from frtrace.analysis.timing import Lags
+from frtrace.dumps.limits import budgets
+from frtrace.engine import settle as st
+from frtrace.engine.plan import Item, parse_partition, partitions
+from frtrace.engine.raw import FileSummary, Skeleton, _fresh, assemble, summarize_part
+from frtrace.errors import FrtraceError
+from frtrace.tables.columns import Frame
+from frtrace.tables.parse import ParseResult, Progress, Skipped
+from frtrace.tables.repair import add_global_peers, pg_status_table
+from frtrace.tables.table import Table
+from frtrace.tables.trace import Trace, code_dtype, merge_columns
+
+
+def open_part(
+    results: list[ParseResult],
+    groups: Table,
+    stack_ids: dict[tuple[Frame, ...], int],
+    scope: Scope,
+) -> Context | None:
+    """Worker: the partition's entries as one table in job-wide terms, and its Context."""
+    parts = [_fresh(cols) for _r, _p, cols, *_rest in results if cols is not None]
+    if not parts:
+        return None
+    table, stacks = merge_columns(parts)
+    add_global_peers(table, groups)
+    to_global = np.array([stack_ids[s] for s in stacks] or [-1], dtype=np.int32)
+    local = table["stack_id"]
+    table["stack_id"] = np.where(local >= 0, to_global[np.maximum(local, 0)], -1)
+    files = Table({"rank": np.array(sorted(p.rank for p in parts), dtype=np.int64)})
+    trace = Trace("", "", table, groups, Table({}), [], files)
+    return build_context(trace, scope=scope)
+
+
+def reduced(ctx: Context, verdict: st.Verdict) -> tuple[Table, int]:
+    """Worker: the partition's entries that did not settle, and how many did."""
+    left = st.prune(ctx, verdict)
+    return ctx.trace.table.take(~left), int(left.sum())
+
+
+def rank_entries(ctx: Context, rank: int) -> Table:
+    """Worker: one rank's every entry."""
+    return ctx.trace.table.take(ctx.rank_rows(rank))
+
+
+@dataclass
+class Codes:
+    """The job's labels, built from the partitions' in rank order (so in the order one
+    process merging every file would give them), and each partition table's codes mapped in."""
+
+    index: dict[str, dict[Any, int]] = field(default_factory=dict)
+    labels: dict[str, list[Any]] = field(default_factory=dict)
+
+    def learn(self, table: Table) -> None:
+        for name, values in table.labels.items():
+            index = self.index.setdefault(name, {})
+            for v in values:
+                index.setdefault(v, len(index))
+
+    def remap(self, table: Table) -> Table:
+        cols = dict(table.cols)
+        for name, values in table.labels.items():
+            index = self.index[name]
+            to_job = np.array([index[v] for v in values] or [0], dtype=np.int32)
+            cols[name] = to_job[cols[name]] if len(cols[name]) else cols[name].astype(np.int32)
+        return Table(cols, self.job_labels())
+
+    def job_labels(self) -> dict[str, list[Any]]:
+        for name, index in self.index.items():
+            labels = self.labels.setdefault(name, [])
+            labels.extend(list(index)[len(labels) :])  # grows in place: tables share it
+        return self.labels
+
+    def concat(self, tables: list[Table]) -> Table:
+        labels = self.job_labels()
+        names = list(tables[0].cols)
+        cols = {n: np.concatenate([t[n] for t in tables]) for n in names}
+        for name, values in labels.items():
+            cols[name] = cols[name].astype(code_dtype(len(values)), copy=False)
+        return Table(cols, labels)
+
+
+class Remote:
+    """The partitions on the cluster, for as long as the Trace needs them."""
+
+    def __init__(self, client: Any, contexts: list[Any], ranks: list[list[int]]) -> None:
+        self.client = client
+        self.contexts = contexts
+        self.where = {r: k for k, rs in enumerate(ranks) for r in rs}
+        self.closers: list[Callable[[], None]] = []
+
+    def history(self, codes: Codes, rank: int) -> Table:
+        """A rank's every entry in the job's codes (none for a rank without a dump)."""
+        if not self.contexts:
+            raise FrtraceError(f"rank {rank}'s entries are not on the cluster (Trace closed)")
+        where = self.contexts[self.where.get(rank, 0)]
+        table = self.client.submit(rank_entries, where, rank, pure=False).result()
+        return codes.remap(table)
+
+    def close(self) -> None:
+        for future in self.contexts:
+            if future is not None:
+                future.release()
+        self.contexts = []
+        while self.closers:
+            self.closers.pop()()
+
+
+def _summaries(client: Any, parsed: list[Any], given: dict[str, str]) -> list[FileSummary]:
+    out: list[FileSummary] = []
+    for future in client.map(summarize_part, parsed, pure=False):
+        out.extend(dataclasses.replace(s, path=given.get(s.path, s.path)) for s in future.result())
+    return out
+
+
+def _gather(futures: list[Any]) -> Iterator[Any]:
+    for future in futures:
+        yield future.result()
+
+
+def analyze_on_cluster(
+    client: Any,
+    items: list[Item],
+    remote: bool,
+    storage_options: dict[str, Any],
+    trace_dir: str,
+    prefix: str,
+    skipped: list[Skipped],
+    progress: Progress | None = None,
+    on_close: Callable[[], None] | None = None,
+) -> Trace:
+    """The Trace of a job whose entries stay on the cluster, but for the unsettled ones.
+    `on_close` runs when the Trace is closed (or collected), after its partitions are
+    released: to stop a cluster started for it."""
+    from frtrace.engine.dask import TASKS_PER_WORKER, absolute_items
+
+    workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})) or 1)
+    items, given = absolute_items(items, remote)
+    parts = partitions(items, workers * TASKS_PER_WORKER)
+    limits = budgets()
+    parsed = [
+        client.submit(parse_partition, part, remote, storage_options, limits, pure=False)
+        for part in parts
+    ]
+    contexts: list[Any] = []
+    try:
+        summaries = _summaries(client, parsed, given)
+        if progress is not None:
+            progress(len(items), len(items), sum(s.meta.n for s in summaries if s.meta))
+        job = assemble(trace_dir, summaries, skipped)
+        del summaries
+        members = st.members_of(job.groups)
+        gloo = "gloo" in job.backends
+        status = pg_status_table(job.metas, job.pg_ids)
+        scope = Scope(gloo, {} if gloo else status_by_name(status, members, job.p2p_groups))
+        opened = [
+            client.submit(open_part, p, job.groups, job.stack_ids, scope, pure=False)
+            for p in parsed
+        ]
+        for future in parsed:
+            future.release()
+        parsed = []
+        ranks = list(_gather([client.submit(_ranks, c, pure=False) for c in opened]))
+        contexts = [c for c, rs in zip(opened, ranks, strict=True) if rs]
+        _release([c for c, rs in zip(opened, ranks, strict=True) if not rs])
+        held = Remote(client, contexts, [rs for rs in ranks if rs])
+        if on_close is not None:
+            held.closers.append(on_close)
+        return _settled_trace(held, job, members, status, trace_dir, prefix, skipped)
+    except FrtraceError:
+        _release(parsed + contexts)
+        raise
+    except Exception as exc:  # a worker lost repeatedly on one task
+        from frtrace.engine.dask import task_error
+
+        _release(parsed + contexts)
+        raise FrtraceError(f"the Dask analysis tasks failed: {task_error(exc)}") from exc
+
+
+def _release(futures: list[Any]) -> None:
+    for future in futures:
+        future.release()
+
+
+def _settled_trace(
+    remote: Remote,
+    job: Skeleton,
+    members: dict[str, list[int]],
+    status: Table,
+    trace_dir: str,
+    prefix: str,
+    skipped: list[Skipped],
+) -> Trace:
+    client, contexts = remote.client, remote.contexts
+    submit = client.submit
+    tallies = list(_gather([submit(st.tally, c, pure=False) for c in contexts]))
+    whole = st.merge_tallies(tallies)
+    dumped = {int(r) for r in job.files["rank"]}
+    ask = st.plan(whole, members, dumped)
+    answers = list(_gather([submit(st.digests, c, ask, pure=False) for c in contexts]))
+    verdict = st.decide(ask, answers, members)
+    index, sizes = st.group_sizes(job.groups)
+    buckets = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
+    maps = [submit(st.lag_partials, c, ask.method, index, buckets, pure=False) for c in contexts]
+    pieces = [[submit(operator.getitem, m, b, pure=False) for m in maps] for b in range(buckets)]
+    combined = [submit(st.combine_lags, p, sizes, pure=False) for p in pieces]
+    collectives = sum(_gather([submit(len, c, pure=False) for c in combined]))
+    per_part = list(
+        _gather(
+            [submit(st.rank_lags, c, ask.method, index, combined, pure=False) for c in contexts]
+        )
+    )
+    _release(maps + [p for ps in pieces for p in ps] + combined)
+    codes = Codes()
+    kept, left_out = [], 0
+    for table, left in _gather([submit(reduced, c, verdict, pure=False) for c in contexts]):
+        codes.learn(table)
+        kept.append(table)
+        left_out += left
+    table = codes.concat([codes.remap(t) for t in kept])
+    del kept
+    code = {str(n): i for i, n in enumerate(codes.labels.get("pg_name", []))}
+    by_index = {index[n]: c for n, c in code.items() if n in index}
+    lags: Lags = st.join_lags(ask.method, collectives, per_part, by_index)
+    facts = st.settled_facts(whole, left_out, lags, code, lambda r: remote.history(codes, r))
+    facts.close = remote.close
+    weakref.finalize(facts, remote.close)  # the Trace and its copies share these facts
+    stacks = sorted((i, s) for s, i in job.stack_ids.items() if i >= 0)
+    return Trace(
+        trace_dir=trace_dir,
+        prefix=prefix,
+        table=table,
+        group_table=job.groups,
+        status_table=status,
+        stacks=[s for _i, s in stacks],
+        file_table=job.files,
+        skipped=skipped,
+        notes=job.notes,
+        warnings=job.warnings,
+        membership_conflicts=job.conflicts,
+        settled=facts,
+    )
+
+
+def _ranks(ctx: Context | None) -> list[int]:
+    return [] if ctx is None else sorted(ctx.dumped)
