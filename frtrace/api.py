@@ -46,12 +46,15 @@ def load(
 
     `path_or_paths` is the folder holding one dump per rank (found as the command finds them,
     `prefix` narrowing the file names), an fsspec URL of one (`s3://bucket/job-123/`,
-    `file:///dumps`; `storage_options` go to fsspec), or a list of dump files whose names end
-    in their rank. None looks where PyTorch writes by default. `ranks` reads only those ranks'
-    files. `engine="dask"` parses on a Dask cluster: the scheduler at `scheduler` (else
-    $DASK_SCHEDULER_ADDRESS, else a local cluster started for the call), or an existing
-    dask.distributed `client`. Unusable files are skipped (see `trace.skipped`); FrtraceError
-    when none is usable.
+    `file:///dumps`; `storage_options` go to fsspec), or a list of dump files whose names
+    end in their rank. None looks where PyTorch writes by default. `ranks` reads only those
+    ranks' files. `engine="dask"` parses on a Dask cluster: the scheduler at `scheduler`
+    (else $DASK_SCHEDULER_ADDRESS, else a local cluster started for the call), or an
+    existing dask.distributed `client`. The entries then stay on the cluster but for those
+    that did not settle (`trace.table` holds those, `trace.settled` the facts of the
+    others); close the Trace (`trace.close()`) to release them and stop a cluster started
+    for it. Unusable files are skipped (see `trace.skipped`); FrtraceError when none is
+    usable.
     """
     if engine != "local" or (isinstance(path_or_paths, str) and is_url(path_or_paths)):
         if path_or_paths is not None and not isinstance(path_or_paths, (str, os.PathLike)):

@@ -1,10 +1,11 @@
 """Engines: where dump files are parsed. One answer for every size of job.
 
-`local` (the default) parses in isolated processes of this machine (frtrace.tables.load);
-`dask` parses on the workers of a Dask cluster (frtrace.engine.dask), reading the files or
-store objects where they run. Both hand the same parse results to the same assembly and
-analysis, so their reports are identical. Sources are folders, `file://` URLs, or fsspec URLs
-of a store (`s3://bucket/job-123/`, see frtrace.dumps.store).
+`local` (the default) parses in isolated processes of this machine (frtrace.tables.load); `dask`
+parses on the workers of a Dask cluster (frtrace.engine.dask), reading the files or store
+objects where they run, and keeps the entries there: the client gets the ones that did not
+settle and the facts of the others (frtrace.engine.spread). The reports are identical. Sources
+are folders, `file://` URLs, or fsspec URLs of a store (`s3://bucket/job-123/`, see
+frtrace.dumps.store).
 """
 
 from __future__ import annotations

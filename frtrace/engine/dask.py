@@ -1,12 +1,9 @@
 """The Dask engine: dump files are parsed and columnized on a Dask cluster's workers.
 
 The client lists the files (a folder, or a store through fsspec) and never reads a dump's
-bytes: each task reads its partition of files where it runs (plan.parse_partition) and sends
-back compact columns (integer codes, the short tables of distinct values, numpy arrays: what
-the local engine's parse workers send their parent). The client merges them into the Trace
-and runs the same analysis as the local engine, so both engines give the same report. What the
-client holds therefore grows with the number of entries, as in the local engine; see the
-README ("Beyond one machine") for what runs where and what is not distributed yet.
+bytes: each task reads its partition of files where it runs (plan.parse_partition) and keeps
+the columns there. What happens next is the distributed plan of frtrace.engine.spread (the
+analysis) or frtrace.engine.raw (Parquet); this module connects and submits the partitions.
 
 dask.distributed is imported here only, on first use: `import frtrace` and `frtrace --help`
 never import it.
@@ -23,7 +20,6 @@ from typing import Any
 from frtrace.dumps.limits import budgets
 from frtrace.engine.plan import Item, parse_partition, partitions
 from frtrace.errors import FrtraceError
-from frtrace.tables.parse import ParseResult
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 TASKS_PER_WORKER = 4  # several tasks per worker even out files of different sizes
@@ -66,29 +62,6 @@ def connect(scheduler: str | None = None, workers: int | None = None) -> Iterato
         yield client
 
 
-def iter_parsed_dask(
-    client: Any, items: list[Item], remote: bool, storage_options: dict[str, Any]
-) -> Iterator[ParseResult]:
-    """Parse results in the order of `items`, fetched partition by partition as they finish
-    in order, each partition released on the cluster once it is here."""
-    parts, futures, given = submit_partitions(client, items, remote, storage_options)
-    try:
-        for future in futures:
-            try:
-                results = future.result()
-            except Exception as exc:  # a worker lost repeatedly on one task: say which files
-                first, last = future_items(parts, futures, future)
-                raise FrtraceError(
-                    f"the Dask task parsing {first} .. {last} failed: {task_error(exc)}"
-                ) from exc
-            future.release()
-            for rank, path, *rest in results:
-                yield (rank, given.get(path, path), *rest)
-    finally:
-        for future in futures:
-            future.release()
-
-
 def submit_partitions(
     client: Any, items: list[Item], remote: bool, storage_options: dict[str, Any]
 ) -> tuple[list[list[Item]], list[Any], dict[str, str]]:
@@ -120,8 +93,3 @@ def absolute_items(items: list[Item], remote: bool) -> tuple[list[Item], dict[st
         return items, {}
     given = {os.path.abspath(path): path for path, _rank in items}
     return [(os.path.abspath(path), rank) for path, rank in items], given
-
-
-def future_items(parts: list[list[Item]], futures: list[Any], future: Any) -> tuple[str, str]:
-    part = parts[futures.index(future)]
-    return part[0][0], part[-1][0]

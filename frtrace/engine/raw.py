@@ -150,7 +150,15 @@ def summarize(results: list[ParseResult]) -> list[FileSummary]:
     return out
 
 
-def summarize_part(results: list[ParseResult]) -> list[FileSummary]:
+@dataclass
+class PartSummary:
+    """A partition's file summaries as one object: Dask serializes a list element by
+    element, which would send an object the files share once per file."""
+
+    files: list[FileSummary]
+
+
+def summarize_part(results: list[ParseResult]) -> PartSummary:
     """`summarize` for a partition, with what every file repeats sent once: the partition's
     distinct stacks ride on its first usable file (in rank order, as they are numbered), and
     equal member lists are one object, which pickling sends once (the world group's list is
@@ -167,7 +175,15 @@ def summarize_part(results: list[ParseResult]) -> list[FileSummary]:
     usable = [s for s in out if s.meta is not None]
     if usable:
         min(usable, key=lambda s: s.rank).stacks = list(stacks)
-    return out
+    return PartSummary(out)
+
+
+def share_lists(files: list[FileSummary], lists: dict[bytes, bytes]) -> None:
+    """One object per distinct member list across partitions (`lists`: those seen so far)."""
+    for s in files:
+        for cfg in s.meta.pg_config.values() if s.meta is not None else ():
+            if isinstance(cfg, dict) and isinstance(cfg.get("ranks"), bytes):
+                cfg["ranks"] = lists.setdefault(cfg["ranks"], cfg["ranks"])
 
 
 def write_partition(
@@ -282,10 +298,11 @@ def write_raw(
     parts, parsed, given = submit_partitions(client, items, remote, storage_options)
     try:
         summaries: list[FileSummary] = []
+        lists: dict[bytes, bytes] = {}
         for future in client.map(summarize_part, parsed, pure=False):
-            summaries.extend(
-                dataclasses.replace(s, path=given.get(s.path, s.path)) for s in future.result()
-            )
+            files = future.result().files
+            share_lists(files, lists)
+            summaries.extend(dataclasses.replace(s, path=given.get(s.path, s.path)) for s in files)
         job = assemble(trace_dir, summaries, skipped)
         groups, stack_ids, warnings, notes = job.groups, job.stack_ids, job.warnings, job.notes
         names = matching_groups(groups, pg_filters)

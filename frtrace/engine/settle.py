@@ -417,35 +417,37 @@ def rank_lags(
 
 
 def merge_tallies(tallies: list[Tally]) -> Tally:
-    """The job's tally from its partitions' (ranks apart, in rank order)."""
-    out = tallies[0]
+    """The job's tally from its partitions' (ranks apart, in rank order), merged in place
+    into a copy of the first: one pass over each partition's aggregates."""
+    out = dataclasses.replace(tallies[0])
+    for name in ("lowest", "highest_done", "ends", "first_record", "last_record"):
+        setattr(out, name, dict(getattr(out, name)))
+    for name in ("latest_ns", "last_created_ns", "cut_lo", "last_completed"):
+        setattr(out, name, dict(getattr(out, name)))
+    out.backends = set(out.backends)
     for t in tallies[1:]:
-        out = Tally(
-            entries=out.entries + t.entries,
-            backends=out.backends | t.backends,
-            lowest=out.lowest | t.lowest,
-            highest_done=out.highest_done | t.highest_done,
-            ends=out.ends | t.ends,
-            tracked=out.tracked or t.tracked,
-            finished=out.finished + t.finished,
-            timed_finished=out.timed_finished + t.timed_finished,
-            first_record=out.first_record | t.first_record,
-            last_record=out.last_record | t.last_record,
-            latest_ns=out.latest_ns | t.latest_ns,
-            last_created_ns=out.last_created_ns | t.last_created_ns,
-            cut_lo=_merged(out.cut_lo, t.cut_lo, max),
-            timed=out.timed or t.timed,
-            max_timeout_ms=max(out.max_timeout_ms, t.max_timeout_ms),
-            last_completed=_merged(out.last_completed, t.last_completed, max),
-        )
+        out.entries += t.entries
+        out.backends |= t.backends
+        out.lowest.update(t.lowest)
+        out.highest_done.update(t.highest_done)
+        out.ends.update(t.ends)
+        out.tracked = out.tracked or t.tracked
+        out.finished += t.finished
+        out.timed_finished += t.timed_finished
+        out.first_record.update(t.first_record)
+        out.last_record.update(t.last_record)
+        out.latest_ns.update(t.latest_ns)
+        out.last_created_ns.update(t.last_created_ns)
+        _max_into(out.cut_lo, t.cut_lo)
+        out.timed = out.timed or t.timed
+        out.max_timeout_ms = max(out.max_timeout_ms, t.max_timeout_ms)
+        _max_into(out.last_completed, t.last_completed)
     return out
 
 
-def _merged(a: dict[str, int], b: dict[str, int], how: Callable[[int, int], int]) -> dict[str, int]:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = how(out[k], v) if k in out else v
-    return out
+def _max_into(into: dict[str, int], more: dict[str, int]) -> None:
+    for k, v in more.items():
+        into[k] = max(into[k], v) if k in into else v
 
 
 def plan(job: Tally, members: dict[str, list[int]], dumped: set[int]) -> Ask:
@@ -471,13 +473,12 @@ def plan(job: Tally, members: dict[str, list[int]], dumped: set[int]) -> Ask:
         if hi >= lo:
             candidates[g] = (lo, hi)
     paired: dict[Channel, tuple[int, int]] = {}
-    for g, src, dst, side in job.ends:
+    for g, src, dst, _side in job.ends:
         if (g, src, dst) in paired:
             continue
         send = job.ends.get((g, src, dst, SEND), (0, 0))
         recv = job.ends.get((g, src, dst, RECV), (0, 0))
         paired[(g, src, dst)] = (min(send[0], recv[0]), min(send[1], recv[1]))
-        del side
     return Ask(True, candidates, paired, method)
 
 

@@ -34,7 +34,14 @@ from frtrace.analysis.timing import Lags
 from frtrace.dumps.limits import budgets
 from frtrace.engine import settle as st
 from frtrace.engine.plan import Item, parse_partition, partitions
-from frtrace.engine.raw import FileSummary, Skeleton, _fresh, assemble, summarize_part
+from frtrace.engine.raw import (
+    FileSummary,
+    Skeleton,
+    _fresh,
+    assemble,
+    share_lists,
+    summarize_part,
+)
 from frtrace.errors import FrtraceError
 from frtrace.tables.columns import Frame
 from frtrace.tables.parse import ParseResult, Progress, Skipped
@@ -139,8 +146,11 @@ class Remote:
 
 def _summaries(client: Any, parsed: list[Any], given: dict[str, str]) -> list[FileSummary]:
     out: list[FileSummary] = []
+    lists: dict[bytes, bytes] = {}
     for future in client.map(summarize_part, parsed, pure=False):
-        out.extend(dataclasses.replace(s, path=given.get(s.path, s.path)) for s in future.result())
+        files = future.result().files
+        share_lists(files, lists)
+        out.extend(dataclasses.replace(s, path=given.get(s.path, s.path)) for s in files)
     return out
 
 
@@ -173,7 +183,7 @@ def analyze_on_cluster(
         client.submit(parse_partition, part, remote, storage_options, limits, pure=False)
         for part in parts
     ]
-    contexts: list[Any] = []
+    opened: list[Any] = []
     try:
         summaries = _summaries(client, parsed, given)
         if progress is not None:
@@ -199,12 +209,12 @@ def analyze_on_cluster(
             held.closers.append(on_close)
         return _settled_trace(held, job, members, status, trace_dir, prefix, skipped)
     except FrtraceError:
-        _release(parsed + contexts)
+        _release(parsed + opened)
         raise
     except Exception as exc:  # a worker lost repeatedly on one task
         from frtrace.engine.dask import task_error
 
-        _release(parsed + contexts)
+        _release(parsed + opened)
         raise FrtraceError(f"the Dask analysis tasks failed: {task_error(exc)}") from exc
 
 
