@@ -178,6 +178,17 @@ def summarize_part(results: list[ParseResult]) -> PartSummary:
     return PartSummary(out)
 
 
+def gather_summaries(client: Any, parsed: list[Any], given: dict[str, str]) -> list[FileSummary]:
+    """Stage 1 on every partition (`parsed`: their futures), paths as the user gave them."""
+    out: list[FileSummary] = []
+    lists: dict[bytes, bytes] = {}
+    for future in client.map(summarize_part, parsed, pure=False):
+        files = future.result().files
+        share_lists(files, lists)
+        out.extend(dataclasses.replace(s, path=given.get(s.path, s.path)) for s in files)
+    return out
+
+
 def share_lists(files: list[FileSummary], lists: dict[bytes, bytes]) -> None:
     """One object per distinct member list across partitions (`lists`: those seen so far)."""
     for s in files:
@@ -297,12 +308,7 @@ def write_raw(
     prepare_folder(out, storage_options)
     parts, parsed, given = submit_partitions(client, items, remote, storage_options)
     try:
-        summaries: list[FileSummary] = []
-        lists: dict[bytes, bytes] = {}
-        for future in client.map(summarize_part, parsed, pure=False):
-            files = future.result().files
-            share_lists(files, lists)
-            summaries.extend(dataclasses.replace(s, path=given.get(s.path, s.path)) for s in files)
+        summaries = gather_summaries(client, parsed, given)
         job = assemble(trace_dir, summaries, skipped)
         groups, stack_ids, warnings, notes = job.groups, job.stack_ids, job.warnings, job.notes
         names = matching_groups(groups, pg_filters)

@@ -20,7 +20,6 @@ Trace is closed (`Trace.close`, or when it is garbage-collected).
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 import weakref
 from collections.abc import Callable, Iterator
@@ -31,17 +30,9 @@ import numpy as np
 
 from frtrace.analysis.context import Context, Scope, build_context, status_by_name
 from frtrace.analysis.timing import Lags
-from frtrace.dumps.limits import budgets
 from frtrace.engine import settle as st
-from frtrace.engine.plan import Item, parse_partition, partitions
-from frtrace.engine.raw import (
-    FileSummary,
-    Skeleton,
-    _fresh,
-    assemble,
-    share_lists,
-    summarize_part,
-)
+from frtrace.engine.plan import Item
+from frtrace.engine.raw import Skeleton, _fresh, assemble, gather_summaries
 from frtrace.errors import FrtraceError
 from frtrace.tables.columns import Frame
 from frtrace.tables.parse import ParseResult, Progress, Skipped
@@ -144,16 +135,6 @@ class Remote:
             self.closers.pop()()
 
 
-def _summaries(client: Any, parsed: list[Any], given: dict[str, str]) -> list[FileSummary]:
-    out: list[FileSummary] = []
-    lists: dict[bytes, bytes] = {}
-    for future in client.map(summarize_part, parsed, pure=False):
-        files = future.result().files
-        share_lists(files, lists)
-        out.extend(dataclasses.replace(s, path=given.get(s.path, s.path)) for s in files)
-    return out
-
-
 def _gather(futures: list[Any]) -> Iterator[Any]:
     for future in futures:
         yield future.result()
@@ -173,19 +154,12 @@ def analyze_on_cluster(
     """The Trace of a job whose entries stay on the cluster, but for the unsettled ones.
     `on_close` runs when the Trace is closed (or collected), after its partitions are
     released: to stop a cluster started for it."""
-    from frtrace.engine.dask import TASKS_PER_WORKER, absolute_items
+    from frtrace.engine.dask import submit_partitions
 
-    workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})) or 1)
-    items, given = absolute_items(items, remote)
-    parts = partitions(items, workers * TASKS_PER_WORKER)
-    limits = budgets()
-    parsed = [
-        client.submit(parse_partition, part, remote, storage_options, limits, pure=False)
-        for part in parts
-    ]
+    _parts, parsed, given = submit_partitions(client, items, remote, storage_options)
     opened: list[Any] = []
     try:
-        summaries = _summaries(client, parsed, given)
+        summaries = gather_summaries(client, parsed, given)
         if progress is not None:
             progress(len(items), len(items), sum(s.meta.n for s in summaries if s.meta))
         job = assemble(trace_dir, summaries, skipped)
