@@ -24,7 +24,7 @@ import numpy as np
 from frtrace.analysis.context import Context
 from frtrace.analysis.findings import Finding
 from frtrace.analysis.ops import pg_seq_key
-from frtrace.tables.table import distinct
+from frtrace.tables.table import Table, distinct
 
 STALL_BY_KIND = {
     "missing_ranks": "cpu_side",
@@ -101,68 +101,166 @@ class Lags:
     groups: dict[int, list[int]]  # of the slowest ranks: their groups by median lag (top 3)
 
 
-def lag_stats(ctx: Context, top: int = 5) -> Lags:
-    """Per-rank lags, and the groups of the `top` slowest ranks among those that arrive last
-    most of the time: whatever the threshold, the stragglers it selects are among them."""
+@dataclass
+class RankLags:
+    """Some ranks' lag statistics (a partition's), and the lags by group of their slowest
+    ranks: (median, group index) for every group of each."""
+
+    per_rank: dict[str, np.ndarray]
+    groups: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
+
+
+_EMPTY = ("rank", "median", "p95", "last", "n")
+
+
+def lag_method(finished: int, timed: int) -> str:
+    """Durations when more than 90% of the completed collectives have one, else enqueue
+    times; "none" when nothing completed."""
+    if not finished:
+        return "none"
+    return "duration" if timed / finished > 0.9 else "enqueue"
+
+
+def lag_values(ctx: Context, method: str, group_index: dict[str, int]) -> Table:
+    """Key (group index, seq), rank and arrival value of each completed collective with a
+    value, sorted by key: what the lags are measured from (`group_index`: group name -> the
+    index the keys use; a group without one gets the next index, of size 0)."""
     coll = ctx.view.coll
-    finished = coll["state"] == 2
-    empty = {k: np.empty(0) for k in ("rank", "median", "p95", "last", "n")}
-    if not finished.any():
-        return Lags("none", 0, empty, {})
-
-    def done(column: str) -> np.ndarray:  # only the columns needed, not a copy of the view
-        return coll[column][finished]
-
-    key = pg_seq_key(done("pg"), done("seq"))
-    dur = done("duration_ms")
-    timed = np.isfinite(dur)
-    use_duration = bool(timed.mean() > 0.9) if len(dur) else False
-    method = "duration" if use_duration else "enqueue"
-    if use_duration:
-        value = np.where(timed, -dur, np.nan)  # later arrival = shorter wait inside it
-        scale = 1.0
+    finished = np.flatnonzero(coll["state"] == 2)
+    if method == "duration":
+        dur = coll["duration_ms"][finished]
+        value = np.where(np.isfinite(dur), -dur, np.nan)  # later arrival = shorter wait
     else:
-        value = done("time_created_ns").astype(np.float64)
+        value = coll["time_created_ns"][finished].astype(np.float64)
         value[value <= 0] = np.nan
-        scale = 1e-6
-    # Per collective (key), in numpy over rows sorted by key: no frame copies per step, which
-    # at millions of collectives set the analysis' peak memory.
-    rank = done("rank")
+    missing = len(group_index)
+    index = np.array([group_index.get(n, missing) for n in ctx.pg_names] or [0], np.int64)
+    key = pg_seq_key(index[coll["pg"][finished]], coll["seq"][finished])
     valid = np.flatnonzero(~np.isnan(value))
     valid = valid[np.argsort(key[valid], kind="stable")]
-    key, rank, value = key[valid], rank[valid], value[valid]
-    del valid
-    sizes = np.array([len(ctx.group_members(pg)) for pg in range(len(ctx.pg_names))] or [0])
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else key[:0]
-    counts = np.diff(np.r_[starts, len(key)])
-    whole = np.repeat(counts >= np.maximum(sizes[key[starts] >> 32], 2), counts)
-    key, rank, value = key[whole], rank[whole], value[whole]
+    return Table({"key": key[valid], "rank": coll["rank"][finished][valid], "value": value[valid]})
+
+
+def lag_partials(values: Table, buckets: int) -> list[Table]:
+    """Per collective these ranks' earliest and latest arrival and their count, cut into
+    `buckets` by key: the map side of the shuffle that meets a collective's ranks."""
+    key, value = values["key"], values["value"]
     if not len(key):
-        return Lags(method, 0, empty, {})
+        return [Table({"key": key, "lo": value, "hi": value, "n": key})] * buckets
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    counts = np.diff(np.r_[starts, len(key)])
-    lag = (value - np.repeat(np.minimum.reduceat(value, starts), counts)) * scale
-    del value
-    worst = np.repeat(np.maximum.reduceat(lag, starts), counts)
+    part = Table(
+        {
+            "key": key[starts],
+            "lo": np.minimum.reduceat(value, starts),
+            "hi": np.maximum.reduceat(value, starts),
+            "n": np.diff(np.r_[starts, len(key)]),
+        }
+    )
+    which = part["key"] % buckets
+    return [part.take(which == b) for b in range(buckets)]
+
+
+def combine_lags(parts: list[Table], sizes: np.ndarray) -> Table:
+    """One bucket's collectives over all ranks, only those every member completed (the
+    reduce side): key, earliest and latest arrival. `sizes`: members by group index."""
+    key = np.concatenate([p["key"] for p in parts])
+    if not len(key):
+        return Table({"key": key, "lo": np.empty(0), "hi": np.empty(0)})
+    lo = np.concatenate([p["lo"] for p in parts])
+    hi = np.concatenate([p["hi"] for p in parts])
+    n = np.concatenate([p["n"] for p in parts])
+    order = np.argsort(key, kind="stable")
+    key, lo, hi, n = key[order], lo[order], hi[order], n[order]
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    key = key[starts]
+    whole = np.add.reduceat(n, starts) >= np.maximum(sizes[key >> 32], 2)
+    return Table(
+        {
+            "key": key[whole],
+            "lo": np.minimum.reduceat(lo, starts)[whole],
+            "hi": np.maximum.reduceat(hi, starts)[whole],
+        }
+    )
+
+
+def rank_lags(values: Table, method: str, combined: list[Table], top: int) -> RankLags:
+    """These ranks' lags against every member's earliest arrival, per collective (the
+    `combined` buckets). A collective completes at one instant on every member, so the
+    latest arrival is the longest wait's owner: `last` marks it."""
+    key = np.concatenate([c["key"] for c in combined]) if combined else np.empty(0, np.int64)
+    empty = {k: np.empty(0) for k in _EMPTY}
+    if not len(key) or not len(values):
+        return RankLags(empty)
+    order = np.argsort(key)
+    key = key[order]
+    lo = np.concatenate([c["lo"] for c in combined])[order]
+    hi = np.concatenate([c["hi"] for c in combined])[order]
+    at = np.minimum(np.searchsorted(key, values["key"]), len(key) - 1)
+    whole = key[at] == values["key"]
+    at, rank, value = at[whole], values["rank"][whole], values["value"][whole]
+    if not len(at):
+        return RankLags(empty)
+    scale = 1.0 if method == "duration" else 1e-6
+    lag = (value - lo[at]) * scale
+    worst = (hi[at] - lo[at]) * scale  # (x - lo) * scale grows with x: the latest's lag
     last = (lag == worst) & (worst > 0)
-    del worst
-    pg = (key >> 32).astype(np.int32)
-    collectives = len(starts)
-    del key
     per_rank = _per_rank(rank, lag, last)
     # A straggler is the last to arrive most of the time; ranks that merely inherit its delay
     # through other groups are not.
     slow = np.flatnonzero(per_rank["last"] >= 0.5)
     slow = slow[np.argsort(-per_rank["median"][slow], kind="stable")]
     groups = {}
+    pg = key[at] >> 32
     for i in slow[:top].tolist():
-        rank_ = per_rank["rank"][i]
-        mine = rank == rank_
+        mine = rank == per_rank["rank"][i]
         of, lags = pg[mine], lag[mine]
-        by_pg = [(float(np.median(lags[of == g])), int(g)) for g in distinct(of)]
+        groups[int(per_rank["rank"][i])] = [
+            (float(np.median(lags[of == g])), int(g)) for g in distinct(of).tolist()
+        ]
+    return RankLags(per_rank, groups)
+
+
+def join_lags(
+    method: str, collectives: int, parts: list[RankLags], code: dict[int, int], top: int
+) -> Lags:
+    """The job's lag statistics from its ranks' (parts in rank order; `code`: group index ->
+    pg code), with the groups of the `top` slowest ranks by median lag, ties in code order."""
+    empty = {k: np.empty(0) for k in _EMPTY}
+    if method == "none":
+        return Lags("none", 0, empty, {})
+    have = [p for p in parts if len(p.per_rank["rank"])]
+    if not collectives or not have:
+        return Lags(method, 0, empty, {})
+    per_rank = {k: np.concatenate([p.per_rank[k] for p in have]) for k in _EMPTY}
+    slow = np.flatnonzero(per_rank["last"] >= 0.5)
+    slow = slow[np.argsort(-per_rank["median"][slow], kind="stable")]
+    candidates: dict[int, list[tuple[float, int]]] = {}
+    for p in have:
+        candidates.update(p.groups)
+    groups = {}
+    for i in slow[:top].tolist():
+        rank = int(per_rank["rank"][i])
+        by_pg = sorted(((m, code[g]) for m, g in candidates[rank]), key=lambda m_g: m_g[1])
         by_pg.sort(key=lambda m_g: -m_g[0])  # stable: ties stay in group order
-        groups[int(rank_)] = [g for _m, g in by_pg[:3]]
+        groups[rank] = [g for _m, g in by_pg[:3]]
     return Lags(method, collectives, per_rank, groups)
+
+
+def lag_stats(ctx: Context, top: int = 5) -> Lags:
+    """Per-rank lags, and the groups of the `top` slowest ranks among those that arrive last
+    most of the time (whatever the threshold, the stragglers it selects are among them): the
+    distributed steps above run over the whole job, its pg codes as group indexes."""
+    coll = ctx.view.coll
+    finished = coll["state"] == 2
+    method = lag_method(int(finished.sum()), int(np.isfinite(coll["duration_ms"][finished]).sum()))
+    if method == "none":
+        return join_lags(method, 0, [], {}, top)
+    codes = {name: code for code, name in enumerate(ctx.pg_names)}
+    sizes = np.array([*(len(ctx.group_members(pg)) for pg in codes.values()), 0], np.int64)
+    values = lag_values(ctx, method, codes)
+    combined = combine_lags(lag_partials(values, 1), sizes)
+    parts = [rank_lags(values, method, [combined], top)]
+    return join_lags(method, len(combined), parts, {c: c for c in codes.values()}, top)
 
 
 def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> StragglerReport:

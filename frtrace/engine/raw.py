@@ -165,13 +165,10 @@ def summarize_part(results: list[ParseResult]) -> PartSummary:
     in every dump: 64 KB per file at 16k ranks)."""
     out = summarize(results)
     stacks: dict[tuple[Frame, ...], None] = {}
-    lists: dict[bytes, bytes] = {}
     for s in out:
         stacks.update(dict.fromkeys(s.stacks))
         s.stacks = []
-        for cfg in s.meta.pg_config.values() if s.meta is not None else ():
-            if isinstance(cfg, dict) and isinstance(cfg.get("ranks"), bytes):
-                cfg["ranks"] = lists.setdefault(cfg["ranks"], cfg["ranks"])
+    share_lists(out, {})
     usable = [s for s in out if s.meta is not None]
     if usable:
         min(usable, key=lambda s: s.rank).stacks = list(stacks)
@@ -214,11 +211,7 @@ def write_partition(
 
     parts = [_fresh(cols) for _r, _p, cols, *_rest in results if cols is not None]
     if parts:
-        table, stacks = merge_columns(parts)
-        add_global_peers(table, groups)
-        to_global = np.array([stack_ids[s] for s in stacks] or [-1], dtype=np.int32)
-        local = table["stack_id"]
-        table["stack_id"] = np.where(local >= 0, to_global[np.maximum(local, 0)], -1)
+        table, stacks = job_table(parts, groups, stack_ids)
         if names is not None:
             table = table.take(table.is_label("pg_name", names.__contains__))
         entries = table.to_pandas()
@@ -228,6 +221,19 @@ def write_partition(
     holder = cast(Trace, _Stacks(frames))
     records = entry_records(holder, entries, with_frames) if len(entries) else iter(())
     return write_records(records, where, with_frames, storage_options)
+
+
+def job_table(
+    parts: list[RankColumns], groups: Table, stack_ids: dict[tuple[Frame, ...], int]
+) -> tuple[Table, list[tuple[Frame, ...]]]:
+    """A partition's files merged in job-wide terms: p2p peers as global ranks, stack ids
+    the job's (`stack_ids`, from assemble); also the partition's own stacks."""
+    table, stacks = merge_columns(parts)
+    add_global_peers(table, groups)
+    to_global = np.array([stack_ids[s] for s in stacks] or [-1], dtype=np.int32)
+    local = table["stack_id"]
+    table["stack_id"] = np.where(local >= 0, to_global[np.maximum(local, 0)], -1)
+    return table, stacks
 
 
 @dataclass

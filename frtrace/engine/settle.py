@@ -23,21 +23,21 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from frtrace.analysis import timing
 from frtrace.analysis.context import Context, _min_by_pair, build_context, cut_blocks
 from frtrace.analysis.ops import (
     SIGNATURE,
     block_ids,
     closer_mask,
     op_is,
-    pg_seq_key,
     raw_state_codes,
 )
 from frtrace.analysis.p2p import RECV, SEND, channel_ops
-from frtrace.analysis.timing import Lags, _per_rank
+from frtrace.analysis.timing import Lags
 from frtrace.tables.settled import Settled
 from frtrace.tables.table import Table, distinct, group_max, group_min, runs
 from frtrace.tables.trace import Trace
@@ -98,15 +98,6 @@ class Verdict:
     ranges: dict[str, tuple[int, int]]
     channels: set[Channel]
     paired: dict[Channel, tuple[int, int]]
-
-
-@dataclass
-class RankLags:
-    """One partition's per-rank lag statistics, and the lags by group of its slowest ranks
-    (median, group index in the job's group table)."""
-
-    per_rank: dict[str, np.ndarray]
-    groups: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- worker side
@@ -219,8 +210,8 @@ def _slots(ctx: Context, paired: dict[Channel, tuple[int, int]]) -> tuple[Table,
     if not len(ops):
         return ops, np.zeros(0, dtype=bool)
     done = ops["slot_kind"] == 0
-    keys = zip(_names(ctx, ops["pg"]), ops["src"].tolist(), ops["dst"].tolist(), strict=True)
-    bounds = np.array([paired.get(k, (0, 0)) for k in keys], dtype=np.int64).reshape(-1, 2)
+    bounds = np.array([paired.get(k, (0, 0)) for k in _channels(ctx, ops)], np.int64)
+    bounds = bounds.reshape(-1, 2)
     return ops, ops["slot"] < np.where(done, bounds[:, 0], bounds[:, 1])
 
 
@@ -262,13 +253,7 @@ def digests(ctx: Context, ask: Ask) -> Digests:
                 order, starts = runs(ops["pg"][mine], ops["src"][mine], ops["dst"][mine])
                 first = mine[order[starts]]
                 sums = np.add.reduceat(digest[mine][order], starts)
-                channels = zip(
-                    _names(ctx, ops["pg"][first]),
-                    ops["src"][first].tolist(),
-                    ops["dst"][first].tolist(),
-                    strict=True,
-                )
-                for (g, src, dst), v in zip(channels, sums, strict=True):
+                for (g, src, dst), v in zip(_channels(ctx, ops.take(first)), sums, strict=True):
                     ends[(g, int(src), int(dst), s)] = int(v)
     return Digests(ranges, ends)
 
@@ -311,106 +296,18 @@ def _closers_left_alone(e: Table, left_out: np.ndarray) -> np.ndarray:
     return rows[e["is_p2p"][rows] & closer & whole[which]]
 
 
-def _lag_values(ctx: Context, method: str, group_index: dict[str, int]) -> Table:
-    """Key (job-wide group index, seq), rank and arrival value of each completed collective
-    with a value, sorted by key: what the lags are measured from."""
-    coll = ctx.view.coll
-    finished = np.flatnonzero(coll["state"] == 2)
-    if method == "duration":
-        dur = coll["duration_ms"][finished]
-        value = np.where(np.isfinite(dur), -dur, np.nan)  # later arrival = shorter wait
-    else:
-        value = coll["time_created_ns"][finished].astype(np.float64)
-        value[value <= 0] = np.nan
-    missing = len(group_index)  # a group the job's table lacks: sizes there are 0
-    index = np.array([group_index.get(n, missing) for n in ctx.pg_names] or [0], np.int64)
-    key = pg_seq_key(index[coll["pg"][finished]], coll["seq"][finished])
-    valid = np.flatnonzero(~np.isnan(value))
-    valid = valid[np.argsort(key[valid], kind="stable")]
-    return Table({"key": key[valid], "rank": coll["rank"][finished][valid], "value": value[valid]})
-
-
 def lag_partials(
     ctx: Context, method: str, group_index: dict[str, int], buckets: int
 ) -> list[Table]:
-    """Per collective the partition's earliest and latest arrival and its arrivals, cut into
-    `buckets` by key: the map side of the shuffle that meets a collective's ranks."""
-    v = _lag_values(ctx, method, group_index)
-    key, value = v["key"], v["value"]
-    if not len(key):
-        empty = Table({"key": key, "lo": value, "hi": value, "n": key})
-        return [empty] * buckets
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    part = Table(
-        {
-            "key": key[starts],
-            "lo": np.minimum.reduceat(value, starts),
-            "hi": np.maximum.reduceat(value, starts),
-            "n": np.diff(np.r_[starts, len(key)]),
-        }
-    )
-    which = part["key"] % buckets
-    return [part.take(which == b) for b in range(buckets)]
-
-
-def combine_lags(parts: list[Table], sizes: np.ndarray) -> Table:
-    """One bucket's collectives over every partition, only those all members completed
-    (the reduce side): key, earliest and latest arrival."""
-    key = np.concatenate([p["key"] for p in parts])
-    if not len(key):
-        return Table({"key": key, "lo": np.empty(0), "hi": np.empty(0)})
-    lo = np.concatenate([p["lo"] for p in parts])
-    hi = np.concatenate([p["hi"] for p in parts])
-    n = np.concatenate([p["n"] for p in parts])
-    order = np.argsort(key, kind="stable")
-    key, lo, hi, n = key[order], lo[order], hi[order], n[order]
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    key = key[starts]
-    count = np.add.reduceat(n, starts)
-    whole = count >= np.maximum(sizes[key >> 32], 2)
-    return Table(
-        {
-            "key": key[whole],
-            "lo": np.minimum.reduceat(lo, starts)[whole],
-            "hi": np.maximum.reduceat(hi, starts)[whole],
-        }
-    )
+    """Worker: the partition's side of the lag shuffle (timing.lag_partials)."""
+    return timing.lag_partials(timing.lag_values(ctx, method, group_index), buckets)
 
 
 def rank_lags(
-    ctx: Context, method: str, group_index: dict[str, int], combined: list[Table], top: int = TOP
-) -> RankLags:
-    """The partition's ranks' lags against every member's earliest arrival."""
-    v = _lag_values(ctx, method, group_index)
-    key = np.concatenate([c["key"] for c in combined]) if combined else np.empty(0, np.int64)
-    empty = {k: np.empty(0) for k in ("rank", "median", "p95", "last", "n")}
-    if not len(key) or not len(v):
-        return RankLags(empty)
-    order = np.argsort(key)
-    key = key[order]
-    lo = np.concatenate([c["lo"] for c in combined])[order]
-    hi = np.concatenate([c["hi"] for c in combined])[order]
-    at = np.minimum(np.searchsorted(key, v["key"]), len(key) - 1)
-    whole = key[at] == v["key"]
-    at, rank, value = at[whole], v["rank"][whole], v["value"][whole]
-    if not len(at):
-        return RankLags(empty)
-    scale = 1.0 if method == "duration" else 1e-6
-    lag = (value - lo[at]) * scale
-    worst = (hi[at] - lo[at]) * scale
-    last = (lag == worst) & (worst > 0)
-    per_rank = _per_rank(rank, lag, last)
-    slow = np.flatnonzero(per_rank["last"] >= 0.5)
-    slow = slow[np.argsort(-per_rank["median"][slow], kind="stable")]
-    groups = {}
-    pg = key[at] >> 32
-    for i in slow[:top].tolist():
-        mine = rank == per_rank["rank"][i]
-        of, lags = pg[mine], lag[mine]
-        groups[int(per_rank["rank"][i])] = [
-            (float(np.median(lags[of == g])), int(g)) for g in distinct(of).tolist()
-        ]
-    return RankLags(per_rank, groups)
+    ctx: Context, method: str, group_index: dict[str, int], combined: list[Table]
+) -> timing.RankLags:
+    """Worker: the partition's ranks' lags once every bucket is combined."""
+    return timing.rank_lags(timing.lag_values(ctx, method, group_index), method, combined, TOP)
 
 
 # ---------------------------------------------------------------- client side
@@ -420,9 +317,10 @@ def merge_tallies(tallies: list[Tally]) -> Tally:
     """The job's tally from its partitions' (ranks apart, in rank order), merged in place
     into a copy of the first: one pass over each partition's aggregates."""
     out = dataclasses.replace(tallies[0])
-    for name in ("lowest", "highest_done", "ends", "first_record", "last_record"):
-        setattr(out, name, dict(getattr(out, name)))
-    for name in ("latest_ns", "last_created_ns", "cut_lo", "last_completed"):
+    for name in (
+        "lowest", "highest_done", "ends", "first_record", "last_record", "latest_ns",
+        "last_created_ns", "cut_lo", "last_completed",
+    ):  # fmt: skip
         setattr(out, name, dict(getattr(out, name)))
     out.backends = set(out.backends)
     for t in tallies[1:]:
@@ -453,9 +351,7 @@ def _max_into(into: dict[str, int], more: dict[str, int]) -> None:
 def plan(job: Tally, members: dict[str, list[int]], dumped: set[int]) -> Ask:
     """Round 2's question: candidate ranges of the groups every member dumped and holds, and
     how many ops pair on each channel."""
-    method = "none"
-    if job.finished:
-        method = "duration" if job.timed_finished / job.finished > 0.9 else "enqueue"
+    method = timing.lag_method(job.finished, job.timed_finished)
     if not job.tracked:
         return Ask(False, {}, {}, method)
     holders: dict[str, set[int]] = {}
@@ -511,29 +407,6 @@ def decide(ask: Ask, answers: list[Digests], members: dict[str, list[int]]) -> V
     return Verdict(ranges, channels, ask.paired)
 
 
-def join_lags(method: str, collectives: int, parts: list[RankLags], code: dict[int, int]) -> Lags:
-    """The job's lag statistics from its partitions' (`code`: group index -> pg code)."""
-    empty = {k: np.empty(0) for k in ("rank", "median", "p95", "last", "n")}
-    if method == "none":
-        return Lags("none", 0, empty, {})
-    have = [p for p in parts if len(p.per_rank["rank"])]
-    if not collectives or not have:
-        return Lags(method, 0, empty, {})
-    per_rank = {k: np.concatenate([p.per_rank[k] for p in have]) for k in empty}
-    slow = np.flatnonzero(per_rank["last"] >= 0.5)
-    slow = slow[np.argsort(-per_rank["median"][slow], kind="stable")]
-    candidates: dict[int, list[tuple[float, int]]] = {}
-    for p in have:
-        candidates.update(p.groups)
-    groups = {}
-    for i in slow[:TOP].tolist():
-        rank = int(per_rank["rank"][i])
-        by_pg = sorted(((m, code[g]) for m, g in candidates[rank]), key=lambda m_g: m_g[1])
-        by_pg.sort(key=lambda m_g: -m_g[0])  # stable: ties stay in group order
-        groups[rank] = [g for _m, g in by_pg[:3]]
-    return Lags(method, collectives, per_rank, groups)
-
-
 def settled_facts(
     job: Tally, verdict_left: int, lags: Lags, code: dict[str, int], history: Callable[[int], Table]
 ) -> Settled:
@@ -578,12 +451,8 @@ def settle(trace: Trace) -> Trace:
     ask = plan(job, members, dumped)
     verdict = decide(ask, [digests(ctx, ask)], members)
     left_out = prune(ctx, verdict)
-    index, sizes = group_sizes(trace.group_table)
     code = {name: i for i, name in enumerate(ctx.pg_names)}
-    combined = combine_lags(lag_partials(ctx, ask.method, index, 1), sizes)
-    by_index = {index[n]: code[n] for n in code if n in index}
-    parts = [rank_lags(ctx, ask.method, index, [combined])]
-    lags = join_lags(ask.method, len(combined), parts, by_index)
+    lags = timing.lag_stats(ctx, TOP)
     e = trace.table
 
     def history(rank: int) -> Table:  # here the whole job is at hand: a slice of it

@@ -28,17 +28,17 @@ from typing import Any
 
 import numpy as np
 
+from frtrace.analysis import timing
 from frtrace.analysis.context import Context, Scope, build_context, status_by_name
-from frtrace.analysis.timing import Lags
 from frtrace.engine import settle as st
 from frtrace.engine.plan import Item
-from frtrace.engine.raw import Skeleton, _fresh, assemble, gather_summaries
+from frtrace.engine.raw import Skeleton, _fresh, assemble, gather_summaries, job_table
 from frtrace.errors import FrtraceError
 from frtrace.tables.columns import Frame
 from frtrace.tables.parse import ParseResult, Progress, Skipped
-from frtrace.tables.repair import add_global_peers, pg_status_table
+from frtrace.tables.repair import pg_status_table
 from frtrace.tables.table import Table
-from frtrace.tables.trace import Trace, code_dtype, merge_columns
+from frtrace.tables.trace import Trace, code_dtype
 
 
 def open_part(
@@ -51,11 +51,7 @@ def open_part(
     parts = [_fresh(cols) for _r, _p, cols, *_rest in results if cols is not None]
     if not parts:
         return None
-    table, stacks = merge_columns(parts)
-    add_global_peers(table, groups)
-    to_global = np.array([stack_ids[s] for s in stacks] or [-1], dtype=np.int32)
-    local = table["stack_id"]
-    table["stack_id"] = np.where(local >= 0, to_global[np.maximum(local, 0)], -1)
+    table, _stacks = job_table(parts, groups, stack_ids)
     files = Table({"rank": np.array(sorted(p.rank for p in parts), dtype=np.int64)})
     trace = Trace("", "", table, groups, Table({}), [], files)
     return build_context(trace, scope=scope)
@@ -218,7 +214,7 @@ def _settled_trace(
     buckets = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
     maps = [submit(st.lag_partials, c, ask.method, index, buckets, pure=False) for c in contexts]
     pieces = [[submit(operator.getitem, m, b, pure=False) for m in maps] for b in range(buckets)]
-    combined = [submit(st.combine_lags, p, sizes, pure=False) for p in pieces]
+    combined = [submit(timing.combine_lags, p, sizes, pure=False) for p in pieces]
     collectives = sum(_gather([submit(len, c, pure=False) for c in combined]))
     per_part = list(
         _gather(
@@ -236,7 +232,7 @@ def _settled_trace(
     del kept
     code = {str(n): i for i, n in enumerate(codes.labels.get("pg_name", []))}
     by_index = {index[n]: c for n, c in code.items() if n in index}
-    lags: Lags = st.join_lags(ask.method, collectives, per_part, by_index)
+    lags = timing.join_lags(ask.method, collectives, per_part, by_index, st.TOP)
     facts = st.settled_facts(whole, left_out, lags, code, lambda r: remote.history(codes, r))
     facts.close = remote.close
     weakref.finalize(facts, remote.close)  # the Trace and its copies share these facts
