@@ -108,11 +108,29 @@ def test_most_entries_of_a_long_healthy_job_stay_behind(tmp_path: Path) -> None:
         assert int(kept["pos"][kept["rank"] == rank].max()) == int(whole.max())
 
 
-def test_nothing_settles_where_a_member_left_no_dump(tmp_path: Path) -> None:
+def test_a_group_settles_among_the_members_that_dumped(tmp_path: Path) -> None:
+    # A rank that crashed leaves no dump; its peers' completed collectives still name no one.
+    # Kept whole, every group of a lost rank would reach the client at 100,000 ranks.
     fault = Fault("missing_dump", rank=2, group="tp", step=2)
     trace = _job(tmp_path, Layout(tp=4, dp=1, pp=1), fault, "pickle")
     reduced = _assert_same_answer(trace)
-    assert reduced.settled is not None and reduced.settled.left_out == 0
+    assert reduced.settled is not None
+    assert reduced.settled.left_out > len(trace.table) // 2
+    root = analyze(reduced).root_cause
+    assert root is not None and (root.kind, root.culprit_ranks) == ("missing_dump", [2])
+
+
+def test_a_lost_rank_and_an_old_mismatch_among_the_others_keep_the_group(
+    tmp_path: Path,
+) -> None:
+    fault = Fault("missing_dump", rank=3, group="tp", step=2)
+    job = simulate(JobSpec(Layout(tp=4, dp=1, pp=1), fault=fault, steps=6))
+    entry = _edit_middle(job, 1, "nccl:all_reduce", input_dtypes=["Half"], output_dtypes=["Half"])
+    write_job(job, tmp_path)
+    trace = load_trace(tmp_path)
+    reduced = _assert_same_answer(trace)
+    found = {(f.kind, f.collective_seq_id) for f in analyze(reduced).findings}
+    assert ("dtype_mismatch", entry["collective_seq_id"]) in found
 
 
 def test_a_mismatch_keeps_its_whole_group(tmp_path: Path) -> None:

@@ -1,12 +1,15 @@
 """Settling: the collectives that can name no culprit, left where they were parsed.
 
-A group's collectives from seq L to W are settled when every member of the group left a dump,
-no other rank recorded work in it, and each member holds exactly one op per seq in that range,
-all completed, with the same signatures (op, sizes, dtypes, as the analysis compares them;
-equal sizes make equal numel, so the size check of all_gather / reduce_scatter has nothing
-to blame there either). L is the highest of the members' lowest seqs (every member still
-holds the range), W one below the lowest of their highest completed seqs (each member's newest
-completed and newest issued op stay). P2P work settles by channel (`digests`, `prune`).
+A group's collectives from seq L to W are settled when every member of the group that left a
+dump holds some of them, no other rank recorded work in it, and each of those members holds
+exactly one op per seq in that range, all completed, with the same signatures (op, sizes,
+dtypes, as the analysis compares them; equal sizes make equal numel, so the size check of
+all_gather / reduce_scatter has nothing to blame there either). L is the highest of their
+lowest seqs (every one still holds the range), W one below the lowest of their highest
+completed seqs (each one's newest completed and newest issued op stay). A member without a
+dump does not stop the rest from settling: a collective its peers completed, it joined, and
+its absence is told by the newest ops, which stay. P2P work settles by channel (`digests`,
+`prune`).
 
 Everything is decided from aggregates per (group, rank) and per channel end, keyed by group
 name and global rank: counts and order-free digests of (seq, signature), signatures hashed
@@ -78,6 +81,7 @@ class Ask:
 
     tracked: bool
     candidates: dict[str, tuple[int, int]]  # group -> (L, W) worth digesting
+    voters: dict[str, int]  # group -> how many members answer for its range (those that dumped)
     paired: dict[Channel, tuple[int, int]]  # channel -> pairs of completed, of pending ops
     method: str  # lag method: "duration", "enqueue", "none"
 
@@ -353,21 +357,21 @@ def plan(job: Tally, members: dict[str, list[int]], dumped: set[int]) -> Ask:
     how many ops pair on each channel."""
     method = timing.lag_method(job.finished, job.timed_finished)
     if not job.tracked:
-        return Ask(False, {}, {}, method)
+        return Ask(False, {}, {}, {}, method)
     holders: dict[str, set[int]] = {}
     for g, r in job.lowest:
         holders.setdefault(g, set()).add(r)
     candidates: dict[str, tuple[int, int]] = {}
+    voters: dict[str, int] = {}
     for g, have in holders.items():
-        group = members.get(g, [])
-        if not group or set(group) != have or not have <= dumped:
+        if have != set(members.get(g, [])) & dumped:  # a member dumped none, or an outsider
             continue
-        if any((g, m) not in job.highest_done for m in group):
+        if any((g, m) not in job.highest_done for m in have):
             continue
-        lo = max(job.lowest[(g, m)] for m in group)
-        hi = min(job.highest_done[(g, m)] for m in group) - 1
+        lo = max(job.lowest[(g, m)] for m in have)
+        hi = min(job.highest_done[(g, m)] for m in have) - 1
         if hi >= lo:
-            candidates[g] = (lo, hi)
+            candidates[g], voters[g] = (lo, hi), len(have)
     paired: dict[Channel, tuple[int, int]] = {}
     for g, src, dst, _side in job.ends:
         if (g, src, dst) in paired:
@@ -375,11 +379,11 @@ def plan(job: Tally, members: dict[str, list[int]], dumped: set[int]) -> Ask:
         send = job.ends.get((g, src, dst, SEND), (0, 0))
         recv = job.ends.get((g, src, dst, RECV), (0, 0))
         paired[(g, src, dst)] = (min(send[0], recv[0]), min(send[1], recv[1]))
-    return Ask(True, candidates, paired, method)
+    return Ask(True, candidates, voters, paired, method)
 
 
-def decide(ask: Ask, answers: list[Digests], members: dict[str, list[int]]) -> Verdict:
-    """The ranges every member digested alike, and the channels whose ends agree."""
+def decide(ask: Ask, answers: list[Digests]) -> Verdict:
+    """The ranges every member that dumped digested alike, and the channels whose ends agree."""
     per_group: dict[str, list[tuple[int, int, int]]] = {}
     for a in answers:
         for (g, _r), v in a.ranges.items():
@@ -388,7 +392,7 @@ def decide(ask: Ask, answers: list[Digests], members: dict[str, list[int]]) -> V
     for g, (lo, hi) in ask.candidates.items():
         got, want = per_group.get(g, []), hi - lo + 1
         if (
-            len(got) == len(members.get(g, []))
+            len(got) == ask.voters[g]
             and all(n == want and d == want for n, d, _s in got)
             and len({s for _n, _d, s in got}) == 1
         ):
@@ -449,7 +453,7 @@ def settle(trace: Trace) -> Trace:
     members, dumped = members_of(trace.group_table), ctx.dumped
     job = tally(ctx)
     ask = plan(job, members, dumped)
-    verdict = decide(ask, [digests(ctx, ask)], members)
+    verdict = decide(ask, [digests(ctx, ask)])
     left_out = prune(ctx, verdict)
     code = {name: i for i, name in enumerate(ctx.pg_names)}
     lags = timing.lag_stats(ctx, TOP)

@@ -209,7 +209,7 @@ def _settled_trace(
     dumped = {int(r) for r in job.files["rank"]}
     ask = st.plan(whole, members, dumped)
     answers = list(_gather([submit(st.digests, c, ask, pure=False) for c in contexts]))
-    verdict = st.decide(ask, answers, members)
+    verdict = st.decide(ask, answers)
     index, sizes = st.group_sizes(job.groups)
     buckets = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
     maps = [submit(st.lag_partials, c, ask.method, index, buckets, pure=False) for c in contexts]
