@@ -368,7 +368,8 @@ def plan(job: Tally, members: dict[str, list[int]], dumped: set[int]) -> Ask:
             continue
         if any((g, m) not in job.highest_done for m in have):
             continue
-        lo = max(job.lowest[(g, m)] for m in have)
+        # A block a wrapped buffer cut holds fewer parts on some members: judged from after it.
+        lo = max(max(job.lowest[(g, m)] for m in have), job.cut_lo.get(g, 0))
         hi = min(job.highest_done[(g, m)] for m in have) - 1
         if hi >= lo:
             candidates[g], voters[g] = (lo, hi), len(have)
