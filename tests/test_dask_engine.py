@@ -263,6 +263,23 @@ def test_batched_p2p_channels_settle_alike(client: Any, tmp_path: Path) -> None:
     assert local["root_cause"]["kind"] == "p2p_mismatch"
 
 
+def test_an_old_mismatch_settles_in_pieces_across_workers(client: Any, tmp_path: Path) -> None:
+    # The tp group's four ranks are parsed in separate partitions on two workers: the rounds
+    # that ask again in pieces must settle there what one process settles.
+    job = simulate(JobSpec(Layout(tp=4), steps=12))
+    entries = job.dumps[2]["entries"]
+    done = [x for x in entries if x["profiling_name"] == "nccl:all_reduce"]
+    old = done[len(done) // 2]
+    old["input_dtypes"] = old["output_dtypes"] = ["Half"]
+    folder = _write(job, tmp_path / "dumps")
+    dask = frtrace.load(str(folder), engine="dask", client=client)
+    assert dask.settled is not None and len(dask.table) < dask.entry_count // 4
+    local, remote = _both(str(folder), client)
+    assert remote == local
+    found = [(f["kind"], f["collective_seq_id"]) for f in local["findings"]]
+    assert ("dtype_mismatch", old["collective_seq_id"]) in found
+
+
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "frtrace", *args],

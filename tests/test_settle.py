@@ -199,6 +199,24 @@ def test_an_old_completed_size_mismatch_keeps_its_group(tmp_path: Path) -> None:
     assert found == [("size_mismatch", entry["collective_seq_id"], [1])]
 
 
+def test_an_old_mismatch_keeps_the_piece_of_its_group_around_it(tmp_path: Path) -> None:
+    # One rank's all_reduce of long ago had other sizes and the job went on. The group's
+    # range does not settle as a whole; asked again in pieces, all but the piece around the
+    # mismatch do, so a desync in a 100,000-rank group does not bring its history back.
+    job = simulate(JobSpec(Layout(tp=4, dp=1, pp=1), steps=12))
+    entry = _edit_middle(job, 1, "nccl:all_reduce", input_sizes=[[7, 7]], output_sizes=[[7, 7]])
+    write_job(job, tmp_path)
+    trace = load_trace(tmp_path)
+    reduced = _assert_same_answer(trace)
+    found = [(f.kind, f.collective_seq_id, f.culprit_ranks) for f in analyze(reduced).findings]
+    assert found == [("size_mismatch", entry["collective_seq_id"], [1])]
+    name = entry["process_group"][0]
+    whole = int(np.sum(trace.table["pg_name"] == trace.table.code("pg_name", name)))
+    kept = reduced.table.take(reduced.table["pg_name"] == reduced.table.code("pg_name", name))
+    assert len(kept) < whole // 4
+    assert int(np.sum(kept["collective_seq_id"] == entry["collective_seq_id"])) == 4
+
+
 def test_an_old_all_gather_with_the_wrong_numel_keeps_its_group(tmp_path: Path) -> None:
     job = simulate(JobSpec(Layout(tp=2, dp=2, pp=1), steps=6))
     entry = _edit_middle(job, 0, "nccl:all_gather", output_sizes=[[12345]])

@@ -5,17 +5,20 @@ dump holds some of them, no other rank recorded work in it, and each of those me
 exactly one op per seq in that range, all completed, with the same signatures (op, sizes,
 dtypes, as the analysis compares them; equal sizes make equal numel, so the size check of
 all_gather / reduce_scatter has nothing to blame there either). L is the highest of their
-lowest seqs (every one still holds the range), W one below the lowest of their highest
-completed seqs (each one's newest completed and newest issued op stay). A member without a
-dump does not stop the rest from settling: a collective its peers completed, it joined, and
-its absence is told by the newest ops, which stay. P2P work settles by channel (`digests`,
-`prune`).
+lowest seqs (every one still holds the range), or the seq after a coalescing block a wrapped
+buffer cut (the analysis judges the group from there too); W one below the lowest of their
+highest completed seqs (each one's newest completed and newest issued op stay). A member
+without a dump does not stop the rest from settling: a collective its peers completed, it
+joined, and its absence is told by the newest ops, which stay. A range whose members disagree
+somewhere is asked again in pieces (`refine`), so an old mismatch keeps the piece around it.
+P2P work settles by channel (`digests`, `prune`).
 
 Everything is decided from aggregates per (group, rank) and per channel end, keyed by group
 name and global rank: counts and order-free digests of (seq, signature), signatures hashed
 from their label strings. So each partition of ranks computes its share where its entries are
 (`tally`, `digests`, `prune`, `lag_partials`, `rank_lags`: worker side, over a partition's
-Context), and the client combines the small answers (`plan`, `decide`, `join_lags`). The Dask
+Context), and the client combines the small answers (`plan`, `decide`, `refine`,
+`join_lags`). The Dask
 engine runs the partitions on its workers (frtrace.engine.spread); `settle` runs the same
 steps on a whole job in one process: the reference the tests compare with the analysis of the
 whole job, and so the check of every step.
@@ -47,10 +50,14 @@ from frtrace.tables.trace import Trace
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 TOP = 5  # stragglers' groups are named for this many slowest ranks
+SPLIT = 16  # a range that did not settle is asked again in this many pieces...
+FINEST = 16  # ...of at least this many seqs...
+REFINE = 2  # ...for at most this many more rounds
 
 Pair = tuple[str, int]  # group name, global rank
 End = tuple[str, int, int, int]  # group name, src, dst, side (RECV / SEND)
 Channel = tuple[str, int, int]  # group name, src, dst
+Span = tuple[int, int]  # first and last seq of a range
 
 
 @dataclass
@@ -80,7 +87,7 @@ class Ask:
     """Round 2's question to every partition, from all tallies."""
 
     tracked: bool
-    candidates: dict[str, tuple[int, int]]  # group -> (L, W) worth digesting
+    candidates: dict[str, list[Span]]  # group -> ranges worth digesting, ordered
     voters: dict[str, int]  # group -> how many members answer for its range (those that dumped)
     paired: dict[Channel, tuple[int, int]]  # channel -> pairs of completed, of pending ops
     method: str  # lag method: "duration", "enqueue", "none"
@@ -88,10 +95,10 @@ class Ask:
 
 @dataclass
 class Digests:
-    """Round 2's answer: per (group, rank) in a candidate range ops, completed, digest; per
-    channel end the digest of its paired slots."""
+    """Round 2's answer: per (group, first seq of a candidate range, rank) ops, completed,
+    digest; per channel end the digest of its paired slots."""
 
-    ranges: dict[Pair, tuple[int, int, int]]
+    ranges: dict[tuple[str, int, int], tuple[int, int, int]]
     ends: dict[End, int]
 
 
@@ -99,7 +106,7 @@ class Digests:
 class Verdict:
     """What settled: collective ranges by group, channels whose older pairs leave."""
 
-    ranges: dict[str, tuple[int, int]]
+    ranges: dict[str, list[Span]]
     channels: set[Channel]
     paired: dict[Channel, tuple[int, int]]
 
@@ -195,17 +202,30 @@ def _digest(seq: np.ndarray, sig: np.ndarray) -> np.ndarray:
         return _mix(seq.astype(np.uint64) * _MIX + sig.astype(np.uint64))
 
 
-def _inside(
-    ctx: Context, ranges: dict[str, tuple[int, int]], pg: np.ndarray, seq: np.ndarray
-) -> np.ndarray:
-    """Mask of the (group code, seq) pairs inside their group's range (none for the others)."""
-    low = np.full(len(ctx.pg_names) or 1, 1, dtype=np.int64)
-    high = np.zeros(len(ctx.pg_names) or 1, dtype=np.int64)
+def _which(
+    ctx: Context, ranges: dict[str, list[Span]], pg: np.ndarray, seq: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each (group code, seq): the index of the range it falls in (-1: none), and each
+    range's first seq. A binary search over the ranges ordered by (group, first seq)."""
     code = {name: i for i, name in enumerate(ctx.pg_names)}
-    for name, (lo, hi) in ranges.items():
-        if name in code:
-            low[code[name]], high[code[name]] = lo, hi
-    return (seq >= low[pg]) & (seq <= high[pg])
+    spans = sorted((code[g], lo, hi) for g, rs in ranges.items() if g in code for lo, hi in rs)
+    if not spans or not len(pg):
+        return np.full(len(pg), -1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    g, lo, hi = (np.array(c, dtype=np.int64) for c in zip(*spans, strict=True))
+    at = np.searchsorted(g * _SEQS + lo, pg.astype(np.int64) * _SEQS + seq, side="right") - 1
+    i = np.maximum(at, 0)
+    ok = (at >= 0) & (g[i] == pg) & (seq >= lo[i]) & (seq <= hi[i])
+    return np.where(ok, i, -1), lo
+
+
+_SEQS = np.int64(1 << 40)  # seqs stay below this: (group, seq) as one sortable number
+
+
+def _inside(
+    ctx: Context, ranges: dict[str, list[Span]], pg: np.ndarray, seq: np.ndarray
+) -> np.ndarray:
+    """Mask of the (group code, seq) pairs inside one of their group's ranges."""
+    return _which(ctx, ranges, pg, seq)[0] >= 0
 
 
 def _slots(ctx: Context, paired: dict[Channel, tuple[int, int]]) -> tuple[Table, np.ndarray]:
@@ -224,17 +244,23 @@ def digests(ctx: Context, ask: Ask) -> Digests:
     ctx.view.states_tracked = ask.tracked  # slots number completed ops apart only then
     coll = ctx.view.coll
     pg, rank, seq = coll["pg"], coll["rank"], coll["seq"]
-    ranges: dict[Pair, tuple[int, int, int]] = {}
-    rows = np.flatnonzero(_inside(ctx, ask.candidates, pg, seq))
+    ranges: dict[tuple[str, int, int], tuple[int, int, int]] = {}
+    which, first_seq = _which(ctx, ask.candidates, pg, seq)
+    rows = np.flatnonzero(which >= 0)
     if len(rows):
         digest = _digest(seq[rows], _signatures(ctx, coll.take(rows)))
         done = (coll["state"][rows] == 2).astype(np.int64)
-        order, starts = runs(pg[rows], rank[rows])
+        order, starts = runs(which[rows], rank[rows])
         first = rows[order[starts]]
         n = np.diff(np.r_[starts, len(order)])
         d = np.add.reduceat(done[order], starts)
         sums = np.add.reduceat(digest[order], starts)
-        keys = zip(_names(ctx, pg[first]), rank[first].tolist(), strict=True)
+        keys = zip(
+            _names(ctx, pg[first]),
+            first_seq[which[first]].tolist(),
+            rank[first].tolist(),
+            strict=True,
+        )
         ranges = {k: (int(a), int(b), int(c)) for k, a, b, c in zip(keys, n, d, sums, strict=True)}
     ends: dict[End, int] = {}
     if ask.paired and ask.tracked:
@@ -361,7 +387,7 @@ def plan(job: Tally, members: dict[str, list[int]], dumped: set[int]) -> Ask:
     holders: dict[str, set[int]] = {}
     for g, r in job.lowest:
         holders.setdefault(g, set()).add(r)
-    candidates: dict[str, tuple[int, int]] = {}
+    candidates: dict[str, list[Span]] = {}
     voters: dict[str, int] = {}
     for g, have in holders.items():
         if have != set(members.get(g, [])) & dumped:  # a member dumped none, or an outsider
@@ -372,7 +398,7 @@ def plan(job: Tally, members: dict[str, list[int]], dumped: set[int]) -> Ask:
         lo = max(max(job.lowest[(g, m)] for m in have), job.cut_lo.get(g, 0))
         hi = min(job.highest_done[(g, m)] for m in have) - 1
         if hi >= lo:
-            candidates[g], voters[g] = (lo, hi), len(have)
+            candidates[g], voters[g] = [(lo, hi)], len(have)
     paired: dict[Channel, tuple[int, int]] = {}
     for g, src, dst, _side in job.ends:
         if (g, src, dst) in paired:
@@ -385,19 +411,20 @@ def plan(job: Tally, members: dict[str, list[int]], dumped: set[int]) -> Ask:
 
 def decide(ask: Ask, answers: list[Digests]) -> Verdict:
     """The ranges every member that dumped digested alike, and the channels whose ends agree."""
-    per_group: dict[str, list[tuple[int, int, int]]] = {}
+    per_range: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
     for a in answers:
-        for (g, _r), v in a.ranges.items():
-            per_group.setdefault(g, []).append(v)
-    ranges = {}
-    for g, (lo, hi) in ask.candidates.items():
-        got, want = per_group.get(g, []), hi - lo + 1
-        if (
-            len(got) == ask.voters[g]
-            and all(n == want and d == want for n, d, _s in got)
-            and len({s for _n, _d, s in got}) == 1
-        ):
-            ranges[g] = (lo, hi)
+        for (g, lo, _r), v in a.ranges.items():
+            per_range.setdefault((g, lo), []).append(v)
+    ranges: dict[str, list[Span]] = {}
+    for g, spans in ask.candidates.items():
+        for lo, hi in spans:
+            got, want = per_range.get((g, lo), []), hi - lo + 1
+            if (
+                len(got) == ask.voters[g]
+                and all(n == want and d == want for n, d, _s in got)
+                and len({s for _n, _d, s in got}) == 1
+            ):
+                ranges.setdefault(g, []).append((lo, hi))
     ends: dict[End, int] = {}
     for a in answers:
         ends.update(a.ends)
@@ -410,6 +437,37 @@ def decide(ask: Ask, answers: list[Digests]) -> Verdict:
         if uses[c[1:]] == 1 and ends.get((*c, SEND), 0) == ends.get((*c, RECV), 0)
     }
     return Verdict(ranges, channels, ask.paired)
+
+
+def refine(ask: Ask, got: Verdict) -> Ask | None:
+    """The next round's question: each of `ask`'s ranges that did not settle (`got`), cut into
+    SPLIT pieces, so an old mismatch (or a shape not foreseen) keeps the piece around it, not
+    its group's whole history. None when no range is left worth cutting."""
+    settled = {(g, lo) for g, spans in got.ranges.items() for lo, _hi in spans}
+    pieces: dict[str, list[Span]] = {}
+    for g, spans in ask.candidates.items():
+        for lo, hi in spans:
+            if (g, lo) in settled or hi - lo + 1 < 2 * FINEST:
+                continue
+            step = max(FINEST, -(-(hi - lo + 1) // SPLIT))
+            pieces.setdefault(g, []).extend(
+                (a, min(a + step - 1, hi)) for a in range(lo, hi + 1, step)
+            )
+    return Ask(ask.tracked, pieces, ask.voters, {}, ask.method) if pieces else None
+
+
+def settle_rounds(ask: Ask, answer: Callable[[Ask], list[Digests]]) -> Verdict:
+    """Round 2 (`answer` asks every partition for its digests) and up to REFINE rounds over
+    the pieces of the ranges that did not settle; the channels are decided in round 2."""
+    verdict = got = decide(ask, answer(ask))
+    for _ in range(REFINE):
+        more = refine(ask, got)
+        if more is None:
+            break
+        ask, got = more, decide(more, answer(more))
+        for g, spans in got.ranges.items():
+            verdict.ranges[g] = sorted(verdict.ranges.get(g, []) + spans)
+    return verdict
 
 
 def settled_facts(
@@ -454,7 +512,7 @@ def settle(trace: Trace) -> Trace:
     members, dumped = members_of(trace.group_table), ctx.dumped
     job = tally(ctx)
     ask = plan(job, members, dumped)
-    verdict = decide(ask, [digests(ctx, ask)])
+    verdict = settle_rounds(ask, lambda question: [digests(ctx, question)])
     left_out = prune(ctx, verdict)
     code = {name: i for i, name in enumerate(ctx.pg_names)}
     lags = timing.lag_stats(ctx, TOP)

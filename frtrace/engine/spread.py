@@ -6,8 +6,9 @@
 3. Workers merge their partition into a table in job-wide terms (global p2p peers and stack
    ids) and build its Context with the job's Scope: a rank's op states need only its own
    entries and the job-wide status.
-4. Settling (frtrace.engine.settle), two rounds of per-(group, rank) and per-channel-end
-   aggregates; the arrival lags by a shuffle between workers (per collective: earliest and
+4. Settling (frtrace.engine.settle), rounds of per-(group, rank) and per-channel-end
+   aggregates (two, and up to two more over pieces of ranges that did not settle); the
+   arrival lags by a shuffle between workers (per collective: earliest and
    latest arrival, bucketed by key, each bucket combined on one worker, then per rank).
 5. Workers send what did not settle; the client remaps its codes into the job's labels and
    analyzes that with the Settled facts. A rank's whole history, when the analysis asks for
@@ -208,8 +209,12 @@ def _settled_trace(
     whole = st.merge_tallies(tallies)
     dumped = {int(r) for r in job.files["rank"]}
     ask = st.plan(whole, members, dumped)
-    answers = list(_gather([submit(st.digests, c, ask, pure=False) for c in contexts]))
-    verdict = st.decide(ask, answers)
+    verdict = st.settle_rounds(
+        ask,
+        lambda question: list(
+            _gather([submit(st.digests, c, question, pure=False) for c in contexts])
+        ),
+    )
     index, sizes = st.group_sizes(job.groups)
     buckets = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
     maps = [submit(st.lag_partials, c, ask.method, index, buckets, pure=False) for c in contexts]
