@@ -7,6 +7,7 @@ fixture and on generated jobs with each kind of fault and the awkward shapes rea
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from builders import FIXTURES
 import frtrace
 from frtrace.analysis.context import cut_blocks
 from frtrace.analysis.engine import Analysis, analyze
-from frtrace.engine.settle import settle
+from frtrace.engine.settle import ANSWERS, Ask, Verdict, refine, settle
 from frtrace.synth import Fault, JobSpec, Layout, simulate, write_job
 from frtrace.tables.load import load_trace
 from frtrace.tables.trace import Trace
@@ -215,6 +216,23 @@ def test_an_old_mismatch_keeps_the_piece_of_its_group_around_it(tmp_path: Path) 
     kept = reduced.table.take(reduced.table["pg_name"] == reduced.table.code("pg_name", name))
     assert len(kept) < whole // 4
     assert int(np.sum(kept["collective_seq_id"] == entry["collective_seq_id"])) == 4
+
+
+@pytest.mark.parametrize("members", [4, 100_000, 20_000_000])
+def test_pieces_asked_again_stay_within_the_answer_budget(members: int) -> None:
+    # Where a 100,000-rank group disagrees everywhere, 16 pieces per member would be 1.6 M
+    # answers on the client: the pieces grow instead, and none are asked for where even two
+    # would be over budget.
+    ask = Ask(True, {"0": [(5, 10_004)]}, {"0": members}, {}, "none")
+    more = refine(ask, Verdict({}, set(), {}))
+    if members > ANSWERS // 2:
+        assert more is None
+        return
+    assert more is not None
+    pieces = more.candidates["0"]
+    assert 2 <= len(pieces) <= 16 and len(pieces) * members <= ANSWERS
+    assert pieces[0][0] == 5 and pieces[-1][1] == 10_004
+    assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(pieces))
 
 
 def test_an_old_all_gather_with_the_wrong_numel_keeps_its_group(tmp_path: Path) -> None:

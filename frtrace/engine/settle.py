@@ -18,10 +18,9 @@ name and global rank: counts and order-free digests of (seq, signature), signatu
 from their label strings. So each partition of ranks computes its share where its entries are
 (`tally`, `digests`, `prune`, `lag_partials`, `rank_lags`: worker side, over a partition's
 Context), and the client combines the small answers (`plan`, `decide`, `refine`,
-`join_lags`). The Dask
-engine runs the partitions on its workers (frtrace.engine.spread); `settle` runs the same
-steps on a whole job in one process: the reference the tests compare with the analysis of the
-whole job, and so the check of every step.
+`join_lags`). The Dask engine runs the partitions on its workers (frtrace.engine.spread);
+`settle` runs the same steps on a whole job in one process: the reference the tests compare
+with the analysis of the whole job, and so the check of every step.
 """
 
 from __future__ import annotations
@@ -52,7 +51,8 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 TOP = 5  # stragglers' groups are named for this many slowest ranks
 SPLIT = 16  # a range that did not settle is asked again in this many pieces...
 FINEST = 16  # ...of at least this many seqs...
-REFINE = 2  # ...for at most this many more rounds
+REFINE = 2  # ...for at most this many more rounds,
+ANSWERS = 1_000_000  # ...each with at most this many (piece, member) answers: pieces grow
 
 Pair = tuple[str, int]  # group name, global rank
 End = tuple[str, int, int, int]  # group name, src, dst, side (RECV / SEND)
@@ -202,6 +202,9 @@ def _digest(seq: np.ndarray, sig: np.ndarray) -> np.ndarray:
         return _mix(seq.astype(np.uint64) * _MIX + sig.astype(np.uint64))
 
 
+_SEQS = np.int64(1 << 40)  # seqs stay below this: (group, seq) as one sortable number
+
+
 def _which(
     ctx: Context, ranges: dict[str, list[Span]], pg: np.ndarray, seq: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -216,9 +219,6 @@ def _which(
     i = np.maximum(at, 0)
     ok = (at >= 0) & (g[i] == pg) & (seq >= lo[i]) & (seq <= hi[i])
     return np.where(ok, i, -1), lo
-
-
-_SEQS = np.int64(1 << 40)  # seqs stay below this: (group, seq) as one sortable number
 
 
 def _inside(
@@ -444,12 +444,22 @@ def refine(ask: Ask, got: Verdict) -> Ask | None:
     SPLIT pieces, so an old mismatch (or a shape not foreseen) keeps the piece around it, not
     its group's whole history. None when no range is left worth cutting."""
     settled = {(g, lo) for g, spans in got.ranges.items() for lo, _hi in spans}
+    failed = [
+        (g, lo, hi)
+        for g, spans in ask.candidates.items()
+        for lo, hi in spans
+        if (g, lo) not in settled and hi - lo + 1 >= 2 * FINEST
+    ]
+    steps = [max(FINEST, -(-(hi - lo + 1) // SPLIT)) for _g, lo, hi in failed]
+    answers = sum(
+        ask.voters[g] * -(-(hi - lo + 1) // step)
+        for (g, lo, hi), step in zip(failed, steps, strict=True)
+    )
+    widen = -(-answers // ANSWERS)  # where everything disagrees: fewer, longer pieces
     pieces: dict[str, list[Span]] = {}
-    for g, spans in ask.candidates.items():
-        for lo, hi in spans:
-            if (g, lo) in settled or hi - lo + 1 < 2 * FINEST:
-                continue
-            step = max(FINEST, -(-(hi - lo + 1) // SPLIT))
+    for (g, lo, hi), step in zip(failed, steps, strict=True):
+        step *= widen
+        if step <= hi - lo:
             pieces.setdefault(g, []).extend(
                 (a, min(a + step - 1, hi)) for a in range(lo, hi + 1, step)
             )
