@@ -18,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -244,6 +245,35 @@ def test_rank_history_comes_from_its_worker(client: Any, long_job: Path) -> None
     with pytest.raises(FrtraceError, match="not on the cluster"):
         dask.settled.history(0)
     dask.close()  # twice is harmless
+
+
+def _held_specs(dask_scheduler: Any) -> dict[str, int]:
+    """On the scheduler: the tasks whose results it holds, and their specs' pickled sizes."""
+    return {
+        str(key): len(pickle.dumps(ts.run_spec)) if ts.run_spec is not None else 0
+        for key, ts in dask_scheduler.tasks.items()
+        if ts.state == "memory"
+    }
+
+
+def test_the_scheduler_keeps_the_jobs_groups_once(client: Any, long_job: Path) -> None:
+    """The partitions' contexts are held for the Trace's life, and so are their task specs:
+    the job-wide groups and pg_status must be one object they share, not a copy per partition
+    (a thousand partitions on a large cluster)."""
+    before = set(client.run_on_scheduler(_held_specs))
+    trace = frtrace.load(str(long_job), engine="dask", client=client)
+    held = {k: n for k, n in client.run_on_scheduler(_held_specs).items() if k not in before}
+    groups = len(pickle.dumps(trace.group_table))
+    specs = [n for n in held.values() if n]
+    assert len(specs) >= 2  # a context per partition
+    assert max(specs) < groups
+    trace.close()
+    for _ in range(200):  # the scheduler hears of released futures a moment later
+        left = set(held) & set(client.run_on_scheduler(_held_specs))
+        if not left:
+            break
+        time.sleep(0.05)
+    assert not left
 
 
 def test_straggler_lags_shuffled_between_workers(client: Any, tmp_path: Path) -> None:

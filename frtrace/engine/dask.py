@@ -78,6 +78,16 @@ def submit_partitions(
     return parts, futures, given
 
 
+def share(client: Any, obj: Any) -> Any:
+    """One copy of `obj` on the cluster for the tasks that all take it. Passed by value, it
+    would be copied into every task's spec, and the scheduler keeps a task's spec for as long
+    as its result is held (a partition's Context is, for the Trace's life): one copy of the
+    job's groups and pg_status per partition, thousands of partitions on a large cluster.
+    A future of it is a key in each spec instead. (A list, since scatter splits a dict.)"""
+    [future] = client.scatter([obj], hash=False)
+    return future
+
+
 def task_error(exc: BaseException) -> str:
     """One line for a failed task, with the usual cause of a cluster that cannot run them."""
     text = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"

@@ -308,11 +308,12 @@ def write_raw(
 ) -> RawResult:
     """Parse on the workers, infer memberships on the client, write Parquet on the workers."""
     from frtrace.cli import matching_groups
-    from frtrace.engine.dask import submit_partitions, task_error
+    from frtrace.engine.dask import share, submit_partitions, task_error
     from frtrace.report.parquet import prepare_folder
 
     prepare_folder(out, storage_options)
     parts, parsed, given = submit_partitions(client, items, remote, storage_options)
+    shared: list[Any] = []
     try:
         summaries = gather_summaries(client, parsed, given)
         job = assemble(trace_dir, summaries, skipped)
@@ -320,17 +321,10 @@ def write_raw(
         names = matching_groups(groups, pg_filters)
         base = out.rstrip("/")
         paths = [f"{base}/part-{k:05d}.parquet" for k in range(len(parts))]
+        shared = [share(client, x) for x in (groups, stack_ids, names)]
         writes = [
             client.submit(
-                write_partition,
-                p,
-                groups,
-                stack_ids,
-                names,
-                with_frames,
-                path,
-                storage_options,
-                pure=False,
+                write_partition, p, *shared, with_frames, path, storage_options, pure=False
             )
             for p, path in zip(parsed, paths, strict=True)
         ]
@@ -340,6 +334,6 @@ def write_raw(
     except Exception as exc:  # a worker lost repeatedly, a store refusing a write
         raise FrtraceError(f"the Dask raw-mode tasks failed: {task_error(exc)}") from exc
     finally:
-        for future in parsed:
+        for future in parsed + shared:
             future.release()
     return RawResult(total, paths, skipped, warnings, notes, groups)

@@ -32,6 +32,7 @@ import numpy as np
 from frtrace.analysis import timing
 from frtrace.analysis.context import Context, Scope, build_context, status_by_name
 from frtrace.engine import settle as st
+from frtrace.engine.dask import share, submit_partitions, task_error
 from frtrace.engine.plan import Item
 from frtrace.engine.raw import Skeleton, _fresh, assemble, gather_summaries, job_table
 from frtrace.errors import FrtraceError
@@ -113,6 +114,7 @@ class Remote:
         self.client = client
         self.contexts = contexts
         self.where = {r: k for k, rs in enumerate(ranks) for r in rs}
+        self.shared: list[Any] = []  # what every context was built from (dask.share)
         self.closers: list[Callable[[], None]] = []
 
     def history(self, codes: Codes, rank: int) -> Table:
@@ -124,10 +126,8 @@ class Remote:
         return codes.remap(table)
 
     def close(self) -> None:
-        for future in self.contexts:
-            if future is not None:
-                future.release()
-        self.contexts = []
+        _release(self.contexts + self.shared)
+        self.contexts, self.shared = [], []
         while self.closers:
             self.closers.pop()()
 
@@ -151,10 +151,9 @@ def analyze_on_cluster(
     """The Trace of a job whose entries stay on the cluster, but for the unsettled ones.
     `on_close` runs when the Trace is closed (or collected), after its partitions are
     released: to stop a cluster started for it."""
-    from frtrace.engine.dask import submit_partitions
-
     _parts, parsed, given = submit_partitions(client, items, remote, storage_options)
     opened: list[Any] = []
+    shared: list[Any] = []
     try:
         summaries = gather_summaries(client, parsed, given)
         if progress is not None:
@@ -165,10 +164,8 @@ def analyze_on_cluster(
         gloo = "gloo" in job.backends
         status = pg_status_table(job.metas, job.pg_ids)
         scope = Scope(gloo, {} if gloo else status_by_name(status, members, job.p2p_groups))
-        opened = [
-            client.submit(open_part, p, job.groups, job.stack_ids, scope, pure=False)
-            for p in parsed
-        ]
+        shared = [share(client, x) for x in (job.groups, job.stack_ids, scope)]
+        opened = [client.submit(open_part, p, *shared, pure=False) for p in parsed]
         for future in parsed:
             future.release()
         parsed = []
@@ -176,17 +173,25 @@ def analyze_on_cluster(
         contexts = [c for c, rs in zip(opened, ranks, strict=True) if rs]
         _release([c for c, rs in zip(opened, ranks, strict=True) if not rs])
         held = Remote(client, contexts, [rs for rs in ranks if rs])
+        held.shared = shared  # a context lost with its worker is made again from them
         if on_close is not None:
             held.closers.append(on_close)
         return _settled_trace(held, job, members, status, trace_dir, prefix, skipped)
     except FrtraceError:
-        _release(parsed + opened)
+        _release(parsed + opened + shared)
         raise
     except Exception as exc:  # a worker lost repeatedly on one task
-        from frtrace.engine.dask import task_error
-
-        _release(parsed + opened)
+        _release(parsed + opened + shared)
         raise FrtraceError(f"the Dask analysis tasks failed: {task_error(exc)}") from exc
+
+
+def _each(client: Any, work: Callable[[Any, Any], Any], contexts: list[Any], arg: Any) -> list[Any]:
+    """`work(context, arg)` on every partition, with one copy of `arg` on the cluster."""
+    one = share(client, arg)
+    try:
+        return list(_gather([client.submit(work, c, one, pure=False) for c in contexts]))
+    finally:
+        one.release()
 
 
 def _release(futures: list[Any]) -> None:
@@ -209,27 +214,23 @@ def _settled_trace(
     whole = st.merge_tallies(tallies)
     dumped = {int(r) for r in job.files["rank"]}
     ask = st.plan(whole, members, dumped)
-    verdict = st.settle_rounds(
-        ask,
-        lambda question: list(
-            _gather([submit(st.digests, c, question, pure=False) for c in contexts])
-        ),
-    )
+    verdict = st.settle_rounds(ask, lambda question: _each(client, st.digests, contexts, question))
     index, sizes = st.group_sizes(job.groups)
     buckets = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
-    maps = [submit(st.lag_partials, c, ask.method, index, buckets, pure=False) for c in contexts]
+    by_group = share(client, index)
+    maps = [submit(st.lag_partials, c, ask.method, by_group, buckets, pure=False) for c in contexts]
     pieces = [[submit(operator.getitem, m, b, pure=False) for m in maps] for b in range(buckets)]
     combined = [submit(timing.combine_lags, p, sizes, pure=False) for p in pieces]
     collectives = sum(_gather([submit(len, c, pure=False) for c in combined]))
     per_part = list(
         _gather(
-            [submit(st.rank_lags, c, ask.method, index, combined, pure=False) for c in contexts]
+            [submit(st.rank_lags, c, ask.method, by_group, combined, pure=False) for c in contexts]
         )
     )
-    _release(maps + [p for ps in pieces for p in ps] + combined)
+    _release([by_group, *maps, *[p for ps in pieces for p in ps], *combined])
     codes = Codes()
     kept, left_out = [], 0
-    for table, left in _gather([submit(reduced, c, verdict, pure=False) for c in contexts]):
+    for table, left in _each(client, reduced, contexts, verdict):
         codes.learn(table)
         kept.append(table)
         left_out += left
