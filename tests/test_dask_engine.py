@@ -27,6 +27,7 @@ import pytest
 from builders import FIXTURES, REPO
 
 import frtrace
+import frtrace.engine.dask
 from frtrace.errors import FrtraceError
 from frtrace.synth import Fault, JobSpec, Layout, simulate, write_job
 
@@ -59,6 +60,7 @@ def client() -> Iterator[Any]:
             processes=True,
             threads_per_worker=1,
             dashboard_address=None,
+            scheduler_kwargs={"dashboard_address": ":0"},
         ) as cluster,
         distributed.Client(cluster) as c,
     ):
@@ -256,24 +258,54 @@ def _held_specs(dask_scheduler: Any) -> dict[str, int]:
     }
 
 
-def test_the_scheduler_keeps_the_jobs_groups_once(client: Any, long_job: Path) -> None:
+def test_a_partition_adds_less_than_the_group_table_to_the_scheduler(
+    client: Any, long_job: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The partitions' contexts are held for the Trace's life, and so are their task specs:
     the job-wide groups and pg_status must be one object they share, not a copy per partition
-    (a thousand partitions on a large cluster)."""
-    before = set(client.run_on_scheduler(_held_specs))
-    trace = frtrace.load(str(long_job), engine="dask", client=client)
-    held = {k: n for k, n in client.run_on_scheduler(_held_specs).items() if k not in before}
-    groups = len(pickle.dumps(trace.group_table))
-    specs = [n for n in held.values() if n]
-    assert len(specs) >= 2  # a context per partition
-    assert max(specs) < groups
-    trace.close()
-    for _ in range(200):  # the scheduler hears of released futures a moment later
-        left = set(held) & set(client.run_on_scheduler(_held_specs))
-        if not left:
-            break
-        time.sleep(0.05)
-    assert not left
+    (a thousand partitions on a large cluster). Loaded in 2, then 8 partitions; closing the
+    Trace releases all it held."""
+    total: dict[int, int] = {}
+    for per_worker in (1, 4):
+        monkeypatch.setattr(frtrace.engine.dask, "TASKS_PER_WORKER", per_worker)
+        before = set(client.run_on_scheduler(_held_specs))
+        trace = frtrace.load(str(long_job), engine="dask", client=client)
+        held = {k: n for k, n in client.run_on_scheduler(_held_specs).items() if k not in before}
+        total[per_worker] = sum(held.values())
+        groups = len(pickle.dumps(trace.group_table))
+        trace.close()
+        for _ in range(200):  # the scheduler hears of released futures a moment later
+            left = set(held) & set(client.run_on_scheduler(_held_specs))
+            if not left:
+                break
+            time.sleep(0.05)
+        assert not left
+    assert 0 < (total[4] - total[1]) / 6 < groups
+
+
+def test_rank_histories_survive_the_loss_of_each_worker(long_job: Path) -> None:
+    """A worker lost after the load takes its partitions' entries: they are made again on
+    the others from their parse tasks and the job-wide facts, which must outlive any one
+    worker. Each worker in turn is restarted empty, then every history is asked for."""
+    local = frtrace.load(str(long_job))
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            processes=True,
+            threads_per_worker=1,
+            dashboard_address=None,
+            scheduler_kwargs={"dashboard_address": ":0"},
+        ) as cluster,
+        distributed.Client(cluster) as own,
+    ):
+        dask = frtrace.load(str(long_job), engine="dask", client=own)
+        assert dask.settled is not None
+        for worker in sorted(own.scheduler_info()["workers"]):
+            own.restart_workers([worker])
+            for rank in (0, 5, 7):
+                fetched = dask.settled.history(rank)
+                assert len(fetched) == int((local.table["rank"] == rank).sum())
+        dask.close()
 
 
 def test_straggler_lags_shuffled_between_workers(client: Any, tmp_path: Path) -> None:
@@ -339,10 +371,16 @@ def test_cli_scheduler_from_environment(client: Any) -> None:
     assert result.stdout.splitlines()[-1].startswith("HUNG: root cause missing_ranks")
 
 
-def test_cli_starts_a_local_cluster() -> None:
-    result = _cli(str(FIXTURES / "tutorial"), "--engine", "dask", "--jobs", "1")
+def test_cli_starts_a_local_cluster_and_says_only_its_own_lines() -> None:
+    """Dask's default dashboard port is often taken (a notebook's cluster): the cluster
+    frtrace starts must not make Dask warn about it on stderr."""
+    with socket.socket() as taken:
+        with contextlib.suppress(OSError):  # already taken is as good
+            taken.bind(("", 8787))
+            taken.listen()
+        result = _cli(str(FIXTURES / "tutorial"), "--engine", "dask", "--jobs", "1")
     assert result.returncode == 1, result.stderr
-    assert "Traceback" not in result.stderr
+    assert all(line.startswith("frtrace: ") for line in result.stderr.splitlines()), result.stderr
 
 
 def test_cli_usage_errors() -> None:

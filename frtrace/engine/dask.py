@@ -55,6 +55,9 @@ def connect(scheduler: str | None = None, workers: int | None = None) -> Iterato
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
+            # its HTTP endpoints (health, metrics) on a free port: on the default one, a
+            # dashboard already there (a notebook's) made Dask warn on stderr
+            scheduler_kwargs={"dashboard_address": ":0"},
             silence_logs=logging.ERROR,
         ) as cluster,
         distributed.Client(cluster, set_as_default=False) as client,
@@ -79,13 +82,17 @@ def submit_partitions(
 
 
 def share(client: Any, obj: Any) -> Any:
-    """One copy of `obj` on the cluster for the tasks that all take it. Passed by value, it
-    would be copied into every task's spec, and the scheduler keeps a task's spec for as long
-    as its result is held (a partition's Context is, for the Trace's life): one copy of the
-    job's groups and pg_status per partition, thousands of partitions on a large cluster.
-    A future of it is a key in each spec instead. (A list, since scatter splits a dict.)"""
-    [future] = client.scatter([obj], hash=False)
-    return future
+    """`obj` as one task's result, for the tasks that all take it. Passed by value, it would
+    be copied into every task's spec, and the scheduler keeps a task's spec for as long as its
+    result is held (a partition's Context is, for the Trace's life): one copy of the job's
+    groups and pg_status per partition, thousands of partitions on a large cluster. Now each
+    spec holds a key, and the scheduler one copy. Not scattered: scattered data is lost with
+    the workers holding it, and a context lost with its worker is rebuilt from this task."""
+    return client.submit(_same, obj, pure=False)
+
+
+def _same(obj: Any) -> Any:
+    return obj
 
 
 def task_error(exc: BaseException) -> str:

@@ -122,7 +122,10 @@ class Remote:
         if not self.contexts:
             raise FrtraceError(f"rank {rank}'s entries are not on the cluster (Trace closed)")
         where = self.contexts[self.where.get(rank, 0)]
-        table = self.client.submit(rank_entries, where, rank, pure=False).result()
+        try:
+            table = self.client.submit(rank_entries, where, rank, pure=False).result()
+        except Exception as exc:  # its partition lost, and not made again
+            raise FrtraceError(f"rank {rank}'s entries: {task_error(exc)}") from exc
         return codes.remap(table)
 
     def close(self) -> None:
