@@ -166,6 +166,7 @@ def analyze_on_cluster(
         members = st.members_of(job.groups)
         gloo = "gloo" in job.backends
         status = pg_status_table(job.metas, job.pg_ids)
+        job.metas = []  # read: a few KB per rank the rest of the load need not hold
         scope = Scope(gloo, {} if gloo else status_by_name(status, members, job.p2p_groups))
         shared = [share(client, x) for x in (job.groups, job.stack_ids, scope)]
         opened = [client.submit(open_part, p, *shared, pure=False) for p in parsed]
@@ -213,8 +214,7 @@ def _settled_trace(
 ) -> Trace:
     client, contexts = remote.client, remote.contexts
     submit = client.submit
-    tallies = list(_gather([submit(st.tally, c, pure=False) for c in contexts]))
-    whole = st.merge_tallies(tallies)
+    whole = st.merge_tallies(list(_gather([submit(st.tally, c, pure=False) for c in contexts])))
     dumped = {int(r) for r in job.files["rank"]}
     ask = st.plan(whole, members, dumped)
     verdict = st.settle_rounds(ask, lambda question: _each(client, st.digests, contexts, question))
