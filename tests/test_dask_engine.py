@@ -28,6 +28,7 @@ from builders import FIXTURES, REPO
 
 import frtrace
 import frtrace.engine.dask
+from frtrace.analysis.context import Scope
 from frtrace.errors import FrtraceError
 from frtrace.synth import Fault, JobSpec, Layout, simulate, write_job
 
@@ -39,6 +40,7 @@ def _require(module: str) -> Any:
 
 
 distributed = _require("distributed")
+dask = _require("dask")
 
 # Workers are spawned with this environment: the S3 tests' credentials must be there first.
 for _name, _value in (
@@ -281,6 +283,55 @@ def test_a_partition_adds_less_than_the_group_table_to_the_scheduler(
             time.sleep(0.05)
         assert not left
     assert 0 < (total[4] - total[1]) / 6 < groups
+
+
+def _fetched(dask_worker: Any) -> list[str]:
+    """On a worker: the keys it fetched from other workers."""
+    return [str(k) for t in dask_worker.transfer_incoming_log for k in t.get("keys", {})]
+
+
+def test_partitions_never_travel_between_workers(tmp_path: Path) -> None:
+    """A partition's columns are hundreds of MB at scale: every task that reads them is
+    placed on the worker holding them, however busy it is (64 ranks: 8 partitions on 2
+    workers). Work stealing is off here: it may still move a task, weighing the partition's
+    size (tested below), and on a job this small moving is cheap."""
+    spec = JobSpec(Layout(tp=4, dp=8, pp=2), steps=40, fault=Fault("missing_ranks", 9, "tp", 30))
+    folder = _write(simulate(spec), tmp_path / "dumps")
+    with (
+        dask.config.set({"distributed.scheduler.work-stealing": False}),
+        distributed.LocalCluster(
+            n_workers=2,
+            processes=True,
+            threads_per_worker=1,
+            dashboard_address=None,
+            scheduler_kwargs={"dashboard_address": ":0"},
+        ) as cluster,
+        distributed.Client(cluster) as own,
+    ):
+        trace = frtrace.load(str(folder), engine="dask", client=own)
+        fetched = [k for ks in own.run(_fetched).values() for k in ks]
+        trace.close()
+    assert fetched  # the lag shuffle's pieces do travel
+    assert not [k for k in fetched if k.startswith(("parse_partition", "open_part"))]
+
+
+def test_dask_weighs_a_partition_by_its_columns(long_job: Path) -> None:
+    """Dask sizes a task's result with sys.getsizeof unless told: a partition weighed at a
+    few bytes is what it ships freely, and what its spilling overlooks."""
+    from dask.sizeof import sizeof
+
+    from frtrace.dumps.limits import budgets
+    from frtrace.engine import plan, raw
+    from frtrace.engine.spread import open_part
+
+    items = [(str(p), int(p.name.rsplit("_", 1)[1].split(".")[0])) for p in long_job.iterdir()]
+    parsed = plan.parse_partition(sorted(items, key=lambda i: i[1]), False, {}, budgets())
+    job = raw.assemble(str(long_job), raw.summarize(parsed), [])
+    context = open_part(parsed, job.groups, job.stack_ids, Scope(False, {}))
+    assert context is not None
+    table = context.trace.table
+    assert sizeof(parsed) >= sum(c.ints["record_id"].nbytes for _r, _p, c, *_ in parsed if c)
+    assert sizeof(context) >= sum(v.nbytes for v in table.cols.values()) > 10_000
 
 
 def test_rank_histories_survive_the_loss_of_each_worker(long_job: Path) -> None:

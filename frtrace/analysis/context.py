@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,12 @@ class Context:
     dump_ns: dict[int, int] = field(default_factory=dict)
     timing: bool = False  # the job recorded start events (TORCH_NCCL_ENABLE_TIMING)
     job_dump_ns: int = 0  # median of the ranks' latest times
+
+    def __sizeof__(self) -> int:
+        """A partition's entries and op view (see Table.__sizeof__: Dask must not think a
+        partition's Context small, or it ships it to a worker holding a task's small input)."""
+        held = sys.getsizeof(self.trace.table) + sys.getsizeof(self.view) + self.states.nbytes
+        return object.__sizeof__(self) + held
 
     def row(self, rank: int, pos: int) -> int:
         """Index into the entries table of a rank's entry at `pos` in its dump (by position:

@@ -17,6 +17,7 @@ its inputs, and the parts of an uneven all_gather / reduce_scatter (`_broadcast_
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,6 +55,9 @@ class OpView:
 
     def label(self, column: str, code: int) -> str:
         return self.labels[column][int(code)]
+
+    def __sizeof__(self) -> int:
+        return object.__sizeof__(self) + sys.getsizeof(self.coll)
 
     def last_seqs(self, completed: bool = False) -> dict[tuple[int, int], int]:
         """{(group code, rank): its highest collective seq} over the ops it issued (only

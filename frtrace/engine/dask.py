@@ -91,6 +91,18 @@ def share(client: Any, obj: Any) -> Any:
     return client.submit(_same, obj, pure=False)
 
 
+def homes(client: Any, futures: list[Any]) -> list[dict[str, Any]]:
+    """Per future, the submit() options that run a task reading it on the worker holding it.
+    Dask would weigh moving a partition (hundreds of MB) against a busy worker's queue, and a
+    moved partition stays on both workers for as long as it is held. Loose: a task whose
+    worker is gone runs where its input is made again."""
+    held = client.who_has(futures)
+    return [
+        {"workers": list(held[f.key]), "allow_other_workers": True} if held.get(f.key) else {}
+        for f in futures
+    ]
+
+
 def _same(obj: Any) -> Any:
     return obj
 

@@ -176,10 +176,21 @@ def summarize_part(results: list[ParseResult]) -> PartSummary:
 
 
 def gather_summaries(client: Any, parsed: list[Any], given: dict[str, str]) -> list[FileSummary]:
-    """Stage 1 on every partition (`parsed`: their futures), paths as the user gave them."""
+    """Stage 1 on every partition (`parsed`: their futures), paths as the user gave them.
+    Each summary is asked for once its partition is parsed, on the worker holding it (see
+    dask.homes: a busy worker's parsed partition would otherwise be shipped to an idle one)."""
+    from distributed import as_completed
+
+    from frtrace.engine.dask import homes
+
+    at = {f.key: k for k, f in enumerate(parsed)}
+    asked: list[Any] = [None] * len(parsed)
+    for batch in as_completed(parsed, loop=client.loop).batches():
+        for f, home in zip(batch, homes(client, batch), strict=True):
+            asked[at[f.key]] = client.submit(summarize_part, f, pure=False, **home)
     out: list[FileSummary] = []
     lists: dict[bytes, bytes] = {}
-    for future in client.map(summarize_part, parsed, pure=False):
+    for future in asked:
         files = future.result().files
         share_lists(files, lists)
         out.extend(dataclasses.replace(s, path=given.get(s.path, s.path)) for s in files)
@@ -308,7 +319,7 @@ def write_raw(
 ) -> RawResult:
     """Parse on the workers, infer memberships on the client, write Parquet on the workers."""
     from frtrace.cli import matching_groups
-    from frtrace.engine.dask import share, submit_partitions, task_error
+    from frtrace.engine.dask import homes, share, submit_partitions, task_error
     from frtrace.report.parquet import prepare_folder
 
     prepare_folder(out, storage_options)
@@ -324,9 +335,9 @@ def write_raw(
         shared = [share(client, x) for x in (groups, stack_ids, names)]
         writes = [
             client.submit(
-                write_partition, p, *shared, with_frames, path, storage_options, pure=False
+                write_partition, p, *shared, with_frames, path, storage_options, pure=False, **home
             )
-            for p, path in zip(parsed, paths, strict=True)
+            for p, path, home in zip(parsed, paths, homes(client, parsed), strict=True)
         ]
         total = sum(int(w.result()) for w in writes)
     except FrtraceError:

@@ -32,7 +32,7 @@ import numpy as np
 from frtrace.analysis import timing
 from frtrace.analysis.context import Context, Scope, build_context, status_by_name
 from frtrace.engine import settle as st
-from frtrace.engine.dask import share, submit_partitions, task_error
+from frtrace.engine.dask import homes, share, submit_partitions, task_error
 from frtrace.engine.plan import Item
 from frtrace.engine.raw import Skeleton, _fresh, assemble, gather_summaries, job_table
 from frtrace.errors import FrtraceError
@@ -113,6 +113,7 @@ class Remote:
     def __init__(self, client: Any, contexts: list[Any], ranks: list[list[int]]) -> None:
         self.client = client
         self.contexts = contexts
+        self.homes = homes(client, contexts)
         self.where = {r: k for k, rs in enumerate(ranks) for r in rs}
         self.shared: list[Any] = []  # what every context was built from (dask.share)
         self.closers: list[Callable[[], None]] = []
@@ -121,12 +122,28 @@ class Remote:
         """A rank's every entry in the job's codes (none for a rank without a dump)."""
         if not self.contexts:
             raise FrtraceError(f"rank {rank}'s entries are not on the cluster (Trace closed)")
-        where = self.contexts[self.where.get(rank, 0)]
         try:
-            table = self.client.submit(rank_entries, where, rank, pure=False).result()
+            table = self.each(rank_entries, rank, only=self.where.get(rank, 0))[0].result()
         except Exception as exc:  # its partition lost, and not made again
             raise FrtraceError(f"rank {rank}'s entries: {task_error(exc)}") from exc
         return codes.remap(table)
+
+    def each(self, work: Callable[..., Any], *args: Any, only: int | None = None) -> list[Any]:
+        """Futures of `work(context, *args)` on every partition (or partition `only`), each
+        where its partition is."""
+        picked = range(len(self.contexts)) if only is None else [only]
+        return [
+            self.client.submit(work, self.contexts[k], *args, pure=False, **self.homes[k])
+            for k in picked
+        ]
+
+    def ask(self, work: Callable[[Any, Any], Any], arg: Any) -> list[Any]:
+        """`work(context, arg)`'s results on every partition, one copy of `arg` on the cluster."""
+        one = share(self.client, arg)
+        try:
+            return list(_gather(self.each(work, one)))
+        finally:
+            one.release()
 
     def close(self) -> None:
         _release(self.contexts + self.shared)
@@ -169,7 +186,10 @@ def analyze_on_cluster(
         job.metas = []  # read: a few KB per rank the rest of the load need not hold
         scope = Scope(gloo, {} if gloo else status_by_name(status, members, job.p2p_groups))
         shared = [share(client, x) for x in (job.groups, job.stack_ids, scope)]
-        opened = [client.submit(open_part, p, *shared, pure=False) for p in parsed]
+        opened = [
+            client.submit(open_part, p, *shared, pure=False, **home)
+            for p, home in zip(parsed, homes(client, parsed), strict=True)
+        ]
         for future in parsed:
             future.release()
         parsed = []
@@ -189,15 +209,6 @@ def analyze_on_cluster(
         raise FrtraceError(f"the Dask analysis tasks failed: {task_error(exc)}") from exc
 
 
-def _each(client: Any, work: Callable[[Any, Any], Any], contexts: list[Any], arg: Any) -> list[Any]:
-    """`work(context, arg)` on every partition, with one copy of `arg` on the cluster."""
-    one = share(client, arg)
-    try:
-        return list(_gather([client.submit(work, c, one, pure=False) for c in contexts]))
-    finally:
-        one.release()
-
-
 def _release(futures: list[Any]) -> None:
     for future in futures:
         future.release()
@@ -212,28 +223,24 @@ def _settled_trace(
     prefix: str,
     skipped: list[Skipped],
 ) -> Trace:
-    client, contexts = remote.client, remote.contexts
+    client = remote.client
     submit = client.submit
-    whole = st.merge_tallies(list(_gather([submit(st.tally, c, pure=False) for c in contexts])))
+    whole = st.merge_tallies(list(_gather(remote.each(st.tally))))
     dumped = {int(r) for r in job.files["rank"]}
     ask = st.plan(whole, members, dumped)
-    verdict = st.settle_rounds(ask, lambda question: _each(client, st.digests, contexts, question))
+    verdict = st.settle_rounds(ask, lambda question: remote.ask(st.digests, question))
     index, sizes = st.group_sizes(job.groups)
     buckets = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
     by_group = share(client, index)
-    maps = [submit(st.lag_partials, c, ask.method, by_group, buckets, pure=False) for c in contexts]
+    maps = remote.each(st.lag_partials, ask.method, by_group, buckets)
     pieces = [[submit(operator.getitem, m, b, pure=False) for m in maps] for b in range(buckets)]
     combined = [submit(timing.combine_lags, p, sizes, pure=False) for p in pieces]
     collectives = sum(_gather([submit(len, c, pure=False) for c in combined]))
-    per_part = list(
-        _gather(
-            [submit(st.rank_lags, c, ask.method, by_group, combined, pure=False) for c in contexts]
-        )
-    )
+    per_part = list(_gather(remote.each(st.rank_lags, ask.method, by_group, combined)))
     _release([by_group, *maps, *[p for ps in pieces for p in ps], *combined])
     codes = Codes()
     kept, left_out = [], 0
-    for table, left in _each(client, reduced, contexts, verdict):
+    for table, left in remote.ask(reduced, verdict):
         codes.learn(table)
         kept.append(table)
         left_out += left

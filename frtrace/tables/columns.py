@@ -28,6 +28,7 @@ from frtrace.tables.check import (
     clean_pg_status,
     meta_text,
 )
+from frtrace.tables.table import LABEL_BYTES
 
 try:  # the C fast path; absent when frtrace was installed without a compiler
     from frtrace.tables import _fastdump
@@ -94,6 +95,13 @@ class RankColumns:
     missing_fields: list[str] = field(default_factory=list)
     coalesced: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
     notes: list[str] = field(default_factory=list)  # values made unset or cut, for -v
+
+    def __sizeof__(self) -> int:
+        """Its columns' bytes, for Dask's weighing of a parse task's result (see Table)."""
+        arrays = [*self.ints.values(), self.duration_ms, self.is_p2p, self.retired, self.coalesced]
+        arrays += [self.stacks.codes, *(c.codes for c in self.cats.values())]
+        uniques = len(self.stacks.uniques) + sum(len(c.uniques) for c in self.cats.values())
+        return object.__sizeof__(self) + sum(a.nbytes for a in arrays) + uniques * LABEL_BYTES
 
     def release_columns(self) -> None:
         """Drop the arrays once merged: at 16M entries they are gigabytes."""

@@ -34,6 +34,9 @@ def distinct(values: np.ndarray) -> np.ndarray:
     return ordered[keep]
 
 
+LABEL_BYTES = 64  # about what one distinct label costs (a short str and its list slot)
+
+
 class Table:
     """Columns of equal length by name; `labels[name]` decodes a categorical column's codes."""
 
@@ -61,6 +64,12 @@ class Table:
 
     def __repr__(self) -> str:
         return f"Table({len(self)} rows: {', '.join(self.cols)})"
+
+    def __sizeof__(self) -> int:
+        """Its arrays' bytes: Dask weighs a task's result by sys.getsizeof, and moves a
+        result it thinks small (a partition's entries) to where a task's other inputs are."""
+        labels = sum(len(v) for v in self.labels.values()) * LABEL_BYTES
+        return object.__sizeof__(self) + sum(v.nbytes for v in self.cols.values()) + labels
 
     def take(self, rows: np.ndarray | slice) -> Table:
         """The rows a mask, an index array or a slice selects (labels are shared)."""
