@@ -54,8 +54,9 @@ FIXTURE_DIRS = sorted(p for p in FIXTURES.iterdir() if p.is_dir())
 TIMING_FIELDS: set[str] = set()  # the report holds no timings today; listed here if it ever does
 
 
-@pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
+@contextlib.contextmanager
+def _cluster() -> Iterator[Any]:
+    """A client of a fresh local cluster of 2 worker processes."""
     with (
         distributed.LocalCluster(
             n_workers=2,
@@ -66,6 +67,12 @@ def client() -> Iterator[Any]:
         ) as cluster,
         distributed.Client(cluster) as c,
     ):
+        yield c
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    with _cluster() as c:
         yield c
 
 
@@ -297,17 +304,7 @@ def test_partitions_never_travel_between_workers(tmp_path: Path) -> None:
     size (tested below), and on a job this small moving is cheap."""
     spec = JobSpec(Layout(tp=4, dp=8, pp=2), steps=40, fault=Fault("missing_ranks", 9, "tp", 30))
     folder = _write(simulate(spec), tmp_path / "dumps")
-    with (
-        dask.config.set({"distributed.scheduler.work-stealing": False}),
-        distributed.LocalCluster(
-            n_workers=2,
-            processes=True,
-            threads_per_worker=1,
-            dashboard_address=None,
-            scheduler_kwargs={"dashboard_address": ":0"},
-        ) as cluster,
-        distributed.Client(cluster) as own,
-    ):
+    with dask.config.set({"distributed.scheduler.work-stealing": False}), _cluster() as own:
         trace = frtrace.load(str(folder), engine="dask", client=own)
         fetched = [k for ks in own.run(_fetched).values() for k in ks]
         trace.close()
@@ -337,26 +334,17 @@ def test_dask_weighs_a_partition_by_its_columns(long_job: Path) -> None:
 def test_rank_histories_survive_the_loss_of_each_worker(long_job: Path) -> None:
     """A worker lost after the load takes its partitions' entries: they are made again on
     the others from their parse tasks and the job-wide facts, which must outlive any one
-    worker. Each worker in turn is restarted empty, then every history is asked for."""
+    worker. Each worker in turn is restarted empty, then histories are asked for."""
     local = frtrace.load(str(long_job))
-    with (
-        distributed.LocalCluster(
-            n_workers=2,
-            processes=True,
-            threads_per_worker=1,
-            dashboard_address=None,
-            scheduler_kwargs={"dashboard_address": ":0"},
-        ) as cluster,
-        distributed.Client(cluster) as own,
-    ):
-        dask = frtrace.load(str(long_job), engine="dask", client=own)
-        assert dask.settled is not None
+    with _cluster() as own:
+        remote = frtrace.load(str(long_job), engine="dask", client=own)
+        assert remote.settled is not None
         for worker in sorted(own.scheduler_info()["workers"]):
             own.restart_workers([worker])
             for rank in (0, 5, 7):
-                fetched = dask.settled.history(rank)
+                fetched = remote.settled.history(rank)
                 assert len(fetched) == int((local.table["rank"] == rank).sum())
-        dask.close()
+        remote.close()
 
 
 def test_straggler_lags_shuffled_between_workers(client: Any, tmp_path: Path) -> None:
