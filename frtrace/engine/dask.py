@@ -85,9 +85,10 @@ def share(client: Any, obj: Any) -> Any:
     """`obj` as one task's result, for the tasks that all take it. Passed by value, it would
     be copied into every task's spec, and the scheduler keeps a task's spec for as long as its
     result is held (a partition's Context is, for the Trace's life): one copy of the job's
-    groups and pg_status per partition, thousands of partitions on a large cluster. Now each
-    spec holds a key, and the scheduler one copy. Not scattered: scattered data is lost with
-    the workers holding it, and a context lost with its worker is rebuilt from this task."""
+    groups and pg_status per partition, thousands of partitions on a large cluster. As a
+    task's result, each spec holds its key and the scheduler one copy. Not scattered:
+    scattered data is lost with the workers holding it, and a context lost with its worker is
+    rebuilt from this task."""
     return client.submit(_same, obj, pure=False)
 
 
