@@ -432,21 +432,27 @@ def _raw_parquet(found: Any, options: dict[str, Any], ranks: Any, pg_filters: li
     from frtrace.engine.dask import connect
     from frtrace.engine.raw import write_raw
     from frtrace.report.fmt import safe
+    from frtrace.report.progress import LoadProgress
 
     work = make_plan(found, ranks)
     out = str(options["raw_output"])
+    progress = LoadProgress()
     with connect(options["scheduler"], options["jobs"]) as client:
-        result = write_raw(
-            client,
-            work.items,
-            work.remote,
-            work.storage_options,
-            work.trace_dir,
-            work.skipped,
-            pg_filters,
-            options["stacks"],
-            out,
-        )
+        try:
+            result = write_raw(
+                client,
+                work.items,
+                work.remote,
+                work.storage_options,
+                work.trace_dir,
+                work.skipped,
+                pg_filters,
+                options["stacks"],
+                out,
+                progress,
+            )
+        finally:
+            progress.close()
     for item in result.skipped:
         click.echo(f"skipped {safe(item.file)}: {safe(item.reason)}", err=True)
     for warning in result.warnings:

@@ -242,6 +242,39 @@ def test_settled_entries_stay_on_the_workers(client: Any, long_job: Path) -> Non
     assert a.root_cause is not None and a.root_cause.culprit_ranks == [5]
 
 
+def _progress_of(work: str, client: Any, job: Path, tmp_path: Path) -> list[tuple[int, ...]]:
+    calls: list[tuple[int, ...]] = []
+
+    def hear(*args: int) -> None:
+        calls.append(args)
+
+    if work == "analysis":
+        frtrace.load(str(job), engine="dask", client=client, progress=hear).close()
+        return calls
+    from frtrace.dumps.discover import discover
+    from frtrace.engine import make_plan
+    from frtrace.engine.raw import write_raw
+
+    plan = make_plan(discover(str(job), None), None)
+    out = str(tmp_path / "raw")
+    write_raw(client, plan.items, plan.remote, {}, str(job), [], [], False, out, hear)
+    return calls
+
+
+@pytest.mark.parametrize("work", ["analysis", "raw"])
+def test_progress_hears_of_each_partition_as_it_is_read(
+    client: Any, long_job: Path, tmp_path: Path, work: str
+) -> None:
+    """8 files on 2 workers are 8 partitions: the terminal's progress line moves 8 times, not
+    once when every file is read (100,000 files take minutes on a cluster)."""
+    entries = frtrace.load(str(long_job)).entry_count
+    calls = _progress_of(work, client, long_job, tmp_path)
+    assert [done for done, _total, _n in calls] == list(range(1, 9))
+    assert {total for _done, total, _n in calls} == {8}
+    counts = [n for _done, _total, n in calls]
+    assert counts == sorted(counts) and 0 < counts[0] < counts[-1] == entries
+
+
 def test_rank_history_comes_from_its_worker(client: Any, long_job: Path) -> None:
     local = frtrace.load(str(long_job))
     dask = frtrace.load(str(long_job), engine="dask", client=client)
@@ -463,18 +496,25 @@ def test_missing_dask_is_one_line() -> None:
     assert len(result.stderr.strip().splitlines()) <= 2  # the prefix note, then the error
 
 
-def test_missing_s3fs_is_one_line() -> None:
+@pytest.mark.parametrize(
+    "url,hint",
+    [
+        ("s3://bucket/job/", "pip install 'frtrace[s3]'"),
+        ("gs://bucket/job/", "pip install 'frtrace[gcs]'"),
+        ("az://container/job/", "adlfs"),  # no extra of ours: fsspec's advice
+        ("nosuchstore://x/job/", "Protocol not known: nosuchstore"),
+    ],
+)
+def test_a_store_without_its_package_is_one_line_naming_it(url: str, hint: str) -> None:
     code = (
-        "import sys; sys.modules['s3fs'] = None; from frtrace.cli import main; main(sys.argv[1:])"
+        "import sys; sys.modules['s3fs'] = sys.modules['gcsfs'] = sys.modules['adlfs'] = None; "
+        "from frtrace.cli import main; main(sys.argv[1:])"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code, "s3://bucket/job/"],
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, "-c", code, url], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 2, result.stderr
-    assert "pip install 'frtrace[s3]'" in result.stderr
+    assert hint in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 
@@ -618,9 +658,15 @@ def test_s3_prefix_ranks_and_bad_object(client: Any, s3: dict[str, Any], local_j
 def test_s3_cli_with_endpoint_from_environment(client: Any, s3: dict[str, Any]) -> None:
     env = {"FSSPEC_S3_ENDPOINT_URL": s3["endpoint"]}
     result = _cli(
-        "s3://dumps/job-7/", "--engine", "dask", "--scheduler", client.scheduler.address,
-        "--format", "json", env=env,
-    )  # fmt: skip
+        "s3://dumps/job-7/",
+        "--engine",
+        "dask",
+        "--scheduler",
+        client.scheduler.address,
+        "--format",
+        "json",
+        env=env,
+    )
     assert result.returncode == 1, result.stderr
     assert "skipped s3://dumps/job-7/node1/fr_node1-host_9: corrupt pickle" in result.stderr
     report = json.loads(result.stdout)
@@ -659,9 +705,16 @@ def test_s3_raw_parquet_written_to_the_store(client: Any, s3: dict[str, Any]) ->
     local = _cli(str(FIXTURES / "cascade_4rank"), "-j")
     address = client.scheduler.address
     result = _cli(
-        "s3://dumps/cascade_4rank/", "-j", "--engine", "dask", "--scheduler", address,
-        "--raw-output", "s3://dumps/raw-out/", env=env,
-    )  # fmt: skip
+        "s3://dumps/cascade_4rank/",
+        "-j",
+        "--engine",
+        "dask",
+        "--scheduler",
+        address,
+        "--raw-output",
+        "s3://dumps/raw-out/",
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     table = pq.read_table("dumps/raw-out", filesystem=s3["fs"])
     assert table.to_pylist() == json.loads(local.stdout)

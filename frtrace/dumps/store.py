@@ -22,7 +22,7 @@ from frtrace.errors import DumpError, FrtraceError
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 # Extras that bring a protocol's fsspec implementation, for the message when one is missing.
-_EXTRA = {"s3": "s3", "s3a": "s3"}
+_EXTRA = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs"}
 ENDPOINT_ENV = "FSSPEC_S3_ENDPOINT_URL"
 
 
@@ -77,12 +77,20 @@ def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple
     try:
         fs, path = fsspec.core.url_to_fs(url, **options)
     except ImportError as exc:
-        extra = _EXTRA.get(protocol)
-        hint = f"pip install 'frtrace[{extra}]'" if extra else f"fsspec's {protocol} package"
-        raise FrtraceError(f"{url}: no reader for {protocol}:// URLs ({hint})") from exc
+        raise FrtraceError(f"{url}: no reader for {protocol}:// URLs ({_hint(protocol)})") from exc
     except ValueError as exc:
         raise FrtraceError(f"{url}: {exc}") from exc
     return fs, path
+
+
+def _hint(protocol: str) -> str:
+    """What to install for a protocol: our extra, else fsspec's own advice (adlfs for az://)."""
+    if protocol in _EXTRA:
+        return f"pip install 'frtrace[{_EXTRA[protocol]}]'"
+    from fsspec.registry import known_implementations
+
+    advice = known_implementations.get(protocol, {}).get("err")
+    return str(advice) if advice else f"fsspec knows no {protocol}:// implementation"
 
 
 def _url(fs: Any, path: str) -> str:

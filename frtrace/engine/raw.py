@@ -22,7 +22,7 @@ import numpy as np
 from frtrace.errors import FrtraceError
 from frtrace.tables.columns import Frame, RankColumns
 from frtrace.tables.load import trace_messages
-from frtrace.tables.parse import NoUsableDumpError, ParseResult
+from frtrace.tables.parse import NoUsableDumpError, ParseResult, Progress
 from frtrace.tables.repair import (
     GATHER_OPS,
     SCATTER_OPS,
@@ -175,26 +175,44 @@ def summarize_part(results: list[ParseResult]) -> PartSummary:
     return PartSummary(out)
 
 
-def gather_summaries(client: Any, parsed: list[Any], given: dict[str, str]) -> list[FileSummary]:
+def gather_summaries(
+    client: Any,
+    parsed: list[Any],
+    given: dict[str, str],
+    files: int = 0,
+    progress: Progress | None = None,
+) -> list[FileSummary]:
     """Stage 1 on every partition (`parsed`: their futures), paths as the user gave them.
     Each summary is asked for once its partition is parsed, on the worker holding it (see
-    dask.homes: a busy worker's parsed partition would otherwise be shipped to an idle one)."""
+    dask.homes: a busy worker's parsed partition would otherwise be shipped to an idle one),
+    and `progress` hears of each partition as its summary arrives (`files`: the total)."""
     from distributed import as_completed
 
     from frtrace.engine.dask import homes
 
-    at = {f.key: k for k, f in enumerate(parsed)}
-    asked: list[Any] = [None] * len(parsed)
-    for batch in as_completed(parsed, loop=client.loop).batches():
-        for f, home in zip(batch, homes(client, batch), strict=True):
-            asked[at[f.key]] = client.submit(summarize_part, f, pure=False, **home)
-    out: list[FileSummary] = []
+    slot = {f.key: k for k, f in enumerate(parsed)}
+    asked: dict[str, int] = {}
+    parts: list[list[FileSummary]] = [[] for _ in parsed]
     lists: dict[bytes, bytes] = {}
-    for future in asked:
-        files = future.result().files
-        share_lists(files, lists)
-        out.extend(dataclasses.replace(s, path=given.get(s.path, s.path)) for s in files)
-    return out
+    done = entries = 0
+    pending = as_completed(parsed, loop=client.loop)
+    for batch in pending.batches():
+        ready = [f for f in batch if f.key in slot]
+        for f, home in zip(ready, homes(client, ready), strict=True):
+            summary = client.submit(summarize_part, f, pure=False, **home)
+            asked[summary.key] = slot[f.key]
+            pending.add(summary)
+        for f in batch:
+            if f.key not in asked:
+                continue
+            part = f.result().files
+            share_lists(part, lists)
+            parts[asked[f.key]] = part
+            done += len(part)
+            entries += sum(s.meta.n for s in part if s.meta is not None)
+            if progress is not None:
+                progress(done, max(files, done), entries)
+    return [dataclasses.replace(s, path=given.get(s.path, s.path)) for p in parts for s in p]
 
 
 def share_lists(files: list[FileSummary], lists: dict[bytes, bytes]) -> None:
@@ -316,6 +334,7 @@ def write_raw(
     pg_filters: list[str],
     with_frames: bool,
     out: str,
+    progress: Progress | None = None,
 ) -> RawResult:
     """Parse on the workers, infer memberships on the client, write Parquet on the workers."""
     from frtrace.cli import matching_groups
@@ -326,7 +345,7 @@ def write_raw(
     parts, parsed, given = submit_partitions(client, items, remote, storage_options)
     shared: list[Any] = []
     try:
-        summaries = gather_summaries(client, parsed, given)
+        summaries = gather_summaries(client, parsed, given, len(items), progress)
         job = assemble(trace_dir, summaries, skipped)
         groups, stack_ids, warnings, notes = job.groups, job.stack_ids, job.warnings, job.notes
         names = matching_groups(groups, pg_filters)

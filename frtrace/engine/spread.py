@@ -175,9 +175,7 @@ def analyze_on_cluster(
     opened: list[Any] = []
     shared: list[Any] = []
     try:
-        summaries = gather_summaries(client, parsed, given)
-        if progress is not None:
-            progress(len(items), len(items), sum(s.meta.n for s in summaries if s.meta))
+        summaries = gather_summaries(client, parsed, given, len(items), progress)
         job = assemble(trace_dir, summaries, skipped)
         del summaries
         members = st.members_of(job.groups)
