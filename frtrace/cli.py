@@ -314,7 +314,7 @@ def run(options: dict[str, Any]) -> int:
         _without_arrow()
     from frtrace.dumps.discover import Discovery
     from frtrace.engine import load_found, locate
-    from frtrace.report.fmt import MarkedStyle, safe, use_color
+    from frtrace.report.fmt import safe
     from frtrace.report.progress import LoadProgress
 
     ranks = parse_ranks(options["selected_ranks"])
@@ -339,91 +339,112 @@ def run(options: dict[str, Any]) -> int:
         return _raw_parquet(found, options, ranks, pg_filters)
     started = time.monotonic()
     progress = LoadProgress()
-    try:
-        trace = load_found(
-            found,
-            engine=engine,
-            scheduler=scheduler,
-            ranks=ranks if options["raw"] else None,
-            jobs=options["jobs"],
-            progress=progress,
-        )
-    finally:
-        progress.close()
-    with contextlib.closing(trace):  # a Dask job keeps its entries on the cluster till then
-        for item in trace.skipped:
-            click.echo(f"skipped {safe(item.file)}: {safe(item.reason)}", err=True)
-        for warning in trace.warnings:
-            click.echo(f"warning: {safe(warning)}", err=True)
-        loaded = time.monotonic()
-        if options["verbose"]:
-            click.echo(
-                f"note: loaded {len(trace.file_table)} dump(s), {trace.entry_count:,} entries in "
-                f"{loaded - started:.2f}s",
-                err=True,
-            )
-            for note in trace.notes:
-                click.echo(f"note: {safe(note)}", err=True)
-        names = matching_groups(trace.group_table, pg_filters)
-        style = MarkedStyle(use_color())
-        if options["raw"]:
-            from frtrace.report.raw import entries_table, write_entries_json
+    with contextlib.ExitStack() as stack:
+        client = None
+        if engine == "dask":  # one cluster for the run: the --since snapshot's too
+            from frtrace.engine.dask import connect
 
-            entries = select_entries(trace.entries, ranks, names)
-            if (options["fmt"] or "json") == "json":
-                write_entries_json(trace, entries, sys.stdout, with_frames=options["stacks"])
-            else:
-                click.echo(safe(entries_table(entries), keep_newlines=True))
-            return EXIT_OK
-        from frtrace.api import analyze
-        from frtrace.report.json_report import render_json
-        from frtrace.report.text import render_text
-
-        analysis = analyze(
-            trace,
-            mismatch_cap=options["mismatch_cap"],
-            straggler_threshold_ms=options["straggler_threshold"],
-        )
-        if options["since_dir"] is not None:
-            from frtrace.api import load
-
-            older = load(
-                options["since_dir"],
-                prefix=options["prefix"],
-                jobs=options["jobs"],
+            client = stack.enter_context(connect(scheduler, options["jobs"]))
+        try:
+            trace = load_found(
+                found,
                 engine=engine,
-                scheduler=scheduler,
+                ranks=ranks if options["raw"] else None,
+                jobs=options["jobs"],
+                progress=progress,
+                client=client,
             )
-            older.close()  # what --since reads of it is in its Settled facts
-            analysis.since(older)
-        if options["verbose"]:
-            click.echo(f"note: analyzed in {time.monotonic() - loaded:.2f}s", err=True)
-        if ranks is not None or names is not None:
-            analysis = analysis.narrowed(ranks, names)
-        as_json = (options["fmt"] or "table") == "json"
-        report = render_json(analysis) if as_json or options["output"] is not None else ""
-        if options["output"] is not None:
-            try:
-                options["output"].write_text(report)
-            except OSError as exc:
-                raise FrtraceError(f"cannot write {options['output']}: {exc.strerror}") from exc
-        if as_json:
-            sys.stdout.write(report)
-        code = EXIT_OK if analysis.ok and not analysis.stopped else EXIT_FINDINGS
-        if "stragglers" in options["fail_on"] and analysis.stragglers and analysis.stragglers.top:
-            code = EXIT_FINDINGS
-        if options["html_path"] is not None:
-            _write_html(analysis, options["html_path"], code)
-        if not as_json:
-            text = render_text(
-                analysis,
-                style,
-                full_stacks=options["stacks"],
-                verbose=options["verbose"],
-                exit_status=code,
-            )
-            sys.stdout.write(style.finish(text))
-        return code
+        finally:
+            progress.close()
+        with contextlib.closing(trace):  # a Dask job keeps its entries on the cluster till then
+            return _answer(trace, options, ranks, pg_filters, started, client)
+
+
+def _answer(
+    trace: Any,
+    options: dict[str, Any],
+    ranks: list[int] | None,
+    pg_filters: list[str],
+    started: float,
+    client: Any,
+) -> int:
+    """Print the loaded trace's entries or report; returns the exit status."""
+    from frtrace.report.fmt import MarkedStyle, safe, use_color
+
+    engine = options["engine"]
+    for item in trace.skipped:
+        click.echo(f"skipped {safe(item.file)}: {safe(item.reason)}", err=True)
+    for warning in trace.warnings:
+        click.echo(f"warning: {safe(warning)}", err=True)
+    loaded = time.monotonic()
+    if options["verbose"]:
+        click.echo(
+            f"note: loaded {len(trace.file_table)} dump(s), {trace.entry_count:,} entries in "
+            f"{loaded - started:.2f}s",
+            err=True,
+        )
+        for note in trace.notes:
+            click.echo(f"note: {safe(note)}", err=True)
+    names = matching_groups(trace.group_table, pg_filters)
+    style = MarkedStyle(use_color())
+    if options["raw"]:
+        from frtrace.report.raw import entries_table, write_entries_json
+
+        entries = select_entries(trace.entries, ranks, names)
+        if (options["fmt"] or "json") == "json":
+            write_entries_json(trace, entries, sys.stdout, with_frames=options["stacks"])
+        else:
+            click.echo(safe(entries_table(entries), keep_newlines=True))
+        return EXIT_OK
+    from frtrace.api import analyze
+    from frtrace.report.json_report import render_json
+    from frtrace.report.text import render_text
+
+    analysis = analyze(
+        trace,
+        mismatch_cap=options["mismatch_cap"],
+        straggler_threshold_ms=options["straggler_threshold"],
+    )
+    if options["since_dir"] is not None:
+        from frtrace.api import load
+
+        older = load(
+            options["since_dir"],
+            prefix=options["prefix"],
+            jobs=options["jobs"],
+            engine=engine,
+            client=client,
+        )
+        older.close()  # what --since reads of it is in its Settled facts
+        analysis.since(older)
+    if options["verbose"]:
+        click.echo(f"note: analyzed in {time.monotonic() - loaded:.2f}s", err=True)
+    if ranks is not None or names is not None:
+        analysis = analysis.narrowed(ranks, names)
+    as_json = (options["fmt"] or "table") == "json"
+    report = render_json(analysis) if as_json or options["output"] is not None else ""
+    if options["output"] is not None:
+        try:
+            options["output"].write_text(report)
+        except OSError as exc:
+            raise FrtraceError(f"cannot write {options['output']}: {exc.strerror}") from exc
+    if as_json:
+        sys.stdout.write(report)
+    code = EXIT_OK if analysis.ok and not analysis.stopped else EXIT_FINDINGS
+    if "stragglers" in options["fail_on"] and analysis.stragglers and analysis.stragglers.top:
+        code = EXIT_FINDINGS
+    if options["html_path"] is not None:
+        _write_html(analysis, options["html_path"], code)
+    if not as_json:
+        text = render_text(
+            analysis,
+            style,
+            full_stacks=options["stacks"],
+            verbose=options["verbose"],
+            exit_status=code,
+        )
+        sys.stdout.write(style.finish(text))
+    return code
 
 
 def _raw_parquet(found: Any, options: dict[str, Any], ranks: Any, pg_filters: list[str]) -> int:

@@ -443,6 +443,45 @@ def test_cli_scheduler_from_environment(client: Any) -> None:
     assert result.stdout.splitlines()[-1].startswith("HUNG: root cause missing_ranks")
 
 
+def test_cli_since_reads_both_snapshots_on_one_cluster_and_reports_as_local(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--since` with the command's own cluster: the older snapshot is read on the cluster that
+    holds the newer one, not on a second cluster started beside it (twice the memory)."""
+    from click.testing import CliRunner
+
+    from frtrace.cli import cli
+
+    job = simulate(JobSpec(Layout(tp=2, dp=2, pp=2), steps=3, fault=Fault("missing_ranks", 5)))
+    stop, others = job.last_activity(5), max(job.last_activity(r) for r in range(8))
+    folders = {}
+    for name, at in (("t1", stop + 1), ("t2", others + 1)):
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        snapshot = job.snapshot_at(at)
+        for rank in snapshot:
+            (folders[name] / f"nccl_trace_rank_{rank}").write_bytes(
+                pickle.dumps(snapshot.peek(rank))
+            )
+    started: list[Any] = []
+    real: Any = distributed.LocalCluster
+
+    class Counted(real):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            started.append(self)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(distributed, "LocalCluster", Counted)
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    args = [str(folders["t2"]), "--since", str(folders["t1"]), "--format", "json"]
+    local = CliRunner().invoke(cli, args)
+    dask = CliRunner().invoke(cli, [*args, "--engine", "dask", "--jobs", "2"])
+    assert dask.exit_code == local.exit_code == 1, dask.output
+    assert json.loads(dask.stdout) == json.loads(local.stdout)
+    assert 5 in json.loads(dask.stdout)["progress"]["stopped"]
+    assert len(started) == 1
+
+
 def test_cli_starts_a_local_cluster_and_says_only_its_own_lines() -> None:
     """Dask's default dashboard port is often taken (a notebook's cluster): the cluster
     frtrace starts must not make Dask warn about it on stderr."""
