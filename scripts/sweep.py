@@ -6,12 +6,18 @@ a straggler, an on-demand snapshot) runs on every layout, with timing on and off
 buffers that wrapped (cutting coalesced blocks at different points per rank) or not, written
 as pickle and as JSON. Prints one row per scenario and a summary; exits 1 on any miss.
 
+With `--engine dask` every case is also analyzed by the Dask engine on a local cluster of 2
+worker processes: that report is the one judged, and its JSON must equal the local engine's
+(a case whose reports differ is a miss).
+
 Usage: python scripts/sweep.py [--quick] [--layouts 2] [--filter KIND] [--verbose]
+                               [--engine dask]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import sys
 import tempfile
@@ -25,6 +31,7 @@ _REPO = Path(__file__).resolve().parent.parent
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
+import frtrace  # noqa: E402
 from frtrace.analysis.engine import analyze  # noqa: E402
 from frtrace.synth import Fault, JobSpec, Layout, simulate, spec_for_entries, write_job  # noqa: E402
 from frtrace.tables.load import load_trace  # noqa: E402
@@ -159,7 +166,13 @@ def adjust(expected: dict[str, Any] | None, sc: Scenario, timing: bool, job: Any
 
 
 def run_case(
-    sc: Scenario, layout: Layout, timing: bool, wrapped: bool, fmt: str, tmp: Path
+    sc: Scenario,
+    layout: Layout,
+    timing: bool,
+    wrapped: bool,
+    fmt: str,
+    tmp: Path,
+    client: Any = None,
 ) -> tuple[Outcome | None, float]:
     fault = fault_for(sc, layout)
     if sc.kind is not None and fault is None:
@@ -188,7 +201,16 @@ def run_case(
     report = analyze(trace)
     expected = adjust(job.expected, sc, timing, job)
     members = job.groups[expected["pg_name"]][1] if expected else []
-    return judge(expected, members, report), time.perf_counter() - t0
+    if client is None:
+        return judge(expected, members, report), time.perf_counter() - t0
+    with contextlib.closing(frtrace.load(str(out), engine="dask", client=client)) as on_cluster:
+        remote = analyze(on_cluster)
+        same = remote.to_json() == report.to_json()
+    outcome = judge(expected, members, remote)
+    if not same:
+        outcome.ok = False
+        outcome.why = "; ".join(w for w in (outcome.why, "Dask report differs from local") if w)
+    return outcome, time.perf_counter() - t0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layouts", type=int, default=len(LAYOUTS))
     parser.add_argument("--filter", default="", help="only scenarios whose name contains this")
     parser.add_argument("--verbose", "-v", action="store_true", help="print every miss")
+    parser.add_argument(
+        "--engine", choices=("local", "dask"), default="local", help="dask: judge its reports"
+    )
     args = parser.parse_args(argv)
     layouts = LAYOUTS[: 2 if args.quick else args.layouts]
     fmts = ("pickle",) if args.quick else ("pickle", "json")
@@ -204,14 +229,20 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, list[int]] = defaultdict(lambda: [0] * 7)
     misses: list[str] = []
     total_t = 0.0
-    with tempfile.TemporaryDirectory(prefix="frtrace-sweep-") as tmp:
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="frtrace-sweep-"))
+        client = None
+        if args.engine == "dask":
+            from frtrace.engine.dask import connect
+
+            client = stack.enter_context(connect(None, 2))
         for sc in SCENARIOS:
             if args.filter and args.filter not in sc.name:
                 continue
             for layout, timing, wrapped, fmt in itertools.product(
                 layouts, (True, False), (True, False), fmts
             ):
-                outcome, secs = run_case(sc, layout, timing, wrapped, fmt, Path(tmp))
+                outcome, secs = run_case(sc, layout, timing, wrapped, fmt, Path(tmp), client)
                 total_t += secs
                 if outcome is None:
                     continue
