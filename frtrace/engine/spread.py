@@ -99,9 +99,11 @@ class Codes:
         return self.labels
 
     def concat(self, tables: list[Table]) -> Table:
+        """`tables` (remapped) as one, emptying them: each column leaves the parts once joined,
+        so the client holds one copy of the unsettled entries and a column, not two copies."""
         labels = self.job_labels()
         names = list(tables[0].cols)
-        cols = {n: np.concatenate([t[n] for t in tables]) for n in names}
+        cols = {n: np.concatenate([t.cols.pop(n) for t in tables]) for n in names}
         for name, values in labels.items():
             cols[name] = cols[name].astype(code_dtype(len(values)), copy=False)
         return Table(cols, labels)
@@ -139,9 +141,13 @@ class Remote:
 
     def ask(self, work: Callable[[Any, Any], Any], arg: Any) -> list[Any]:
         """`work(context, arg)`'s results on every partition, one copy of `arg` on the cluster."""
+        return list(self.stream(work, arg))
+
+    def stream(self, work: Callable[[Any, Any], Any], arg: Any) -> Iterator[Any]:
+        """`ask`'s results one at a time, each fetched when the previous one is done with."""
         one = share(self.client, arg)
         try:
-            return list(_gather(self.each(work, one)))
+            yield from _gather(self.each(work, one))
         finally:
             one.release()
 
@@ -237,12 +243,8 @@ def _settled_trace(
     per_part = list(_gather(remote.each(st.rank_lags, ask.method, by_group, combined)))
     _release([by_group, *maps, *[p for ps in pieces for p in ps], *combined])
     codes = Codes()
-    kept, left_out = [], 0
-    for table, left in remote.ask(reduced, verdict):
-        codes.learn(table)
-        kept.append(table)
-        left_out += left
-    table = codes.concat([codes.remap(t) for t in kept])
+    kept, left_out = _remapped(remote.stream(reduced, verdict), codes)
+    table = codes.concat(kept)
     del kept
     code = {str(n): i for i, n in enumerate(codes.labels.get("pg_name", []))}
     by_index = {index[n]: c for n, c in code.items() if n in index}
@@ -265,6 +267,17 @@ def _settled_trace(
         membership_conflicts=job.conflicts,
         settled=facts,
     )
+
+
+def _remapped(parts: Iterator[tuple[Table, int]], codes: Codes) -> tuple[list[Table], int]:
+    """The partitions' unsettled entries in the job's codes, and how many entries left: each
+    part's own label codes are dropped as the next part is fetched."""
+    kept, left_out = [], 0
+    for part, left in parts:
+        codes.learn(part)
+        kept.append(codes.remap(part))
+        left_out += left
+    return kept, left_out
 
 
 def _ranks(ctx: Context | None) -> list[int]:
