@@ -270,8 +270,8 @@ def _settled_trace(
 
 
 def _remapped(parts: Iterator[tuple[Table, int]], codes: Codes) -> tuple[list[Table], int]:
-    """The partitions' unsettled entries in the job's codes, and how many entries left: each
-    part's own label codes are dropped as the next part is fetched."""
+    """The partitions' unsettled entries in the job's codes, and how many settled (stayed on
+    the workers): each part's own label codes are dropped as the next part is fetched."""
     kept, left_out = [], 0
     for part, left in parts:
         codes.learn(part)
