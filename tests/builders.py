@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import pickle
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from frtrace.synth.sim import DumpMap
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
@@ -77,3 +80,11 @@ def write_json(path: Path, data: Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data))
     return path
+
+
+def write_dumps(dumps: DumpMap, folder: Path) -> Path:
+    """A snapshot's dumps (`job.snapshot_at(ns)`), one pickle per rank."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for rank in dumps:
+        (folder / f"nccl_trace_rank_{rank}").write_bytes(pickle.dumps(dumps.peek(rank)))
+    return folder

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import FIXTURES, REPO
+from builders import FIXTURES, REPO, write_dumps
 
 import frtrace
 import frtrace.engine.dask
@@ -454,15 +454,8 @@ def test_cli_since_reads_both_snapshots_on_one_cluster_and_reports_as_local(
 
     job = simulate(JobSpec(Layout(tp=2, dp=2, pp=2), steps=3, fault=Fault("missing_ranks", 5)))
     stop, others = job.last_activity(5), max(job.last_activity(r) for r in range(8))
-    folders = {}
-    for name, at in (("t1", stop + 1), ("t2", others + 1)):
-        folders[name] = tmp_path / name
-        folders[name].mkdir()
-        snapshot = job.snapshot_at(at)
-        for rank in snapshot:
-            (folders[name] / f"nccl_trace_rank_{rank}").write_bytes(
-                pickle.dumps(snapshot.peek(rank))
-            )
+    older = write_dumps(job.snapshot_at(stop + 1), tmp_path / "t1")
+    newer = write_dumps(job.snapshot_at(others + 1), tmp_path / "t2")
     started: list[Any] = []
     real: Any = distributed.LocalCluster
 
@@ -473,7 +466,7 @@ def test_cli_since_reads_both_snapshots_on_one_cluster_and_reports_as_local(
 
     monkeypatch.setattr(distributed, "LocalCluster", Counted)
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
-    args = [str(folders["t2"]), "--since", str(folders["t1"]), "--format", "json"]
+    args = [str(newer), "--since", str(older), "--format", "json"]
     local = CliRunner().invoke(cli, args)
     dask = CliRunner().invoke(cli, [*args, "--engine", "dask", "--jobs", "2"])
     assert dask.exit_code == local.exit_code == 1, dask.output

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import pickle
 from pathlib import Path
 
 import pytest
+from builders import write_dumps
 from click.testing import CliRunner
 
 from frtrace.analysis.engine import analyze
 from frtrace.cli import cli
 from frtrace.synth import Fault, JobSpec, Layout, simulate, write_job
-from frtrace.synth.sim import DumpMap
 from frtrace.tables.load import load_trace
 
 LAYOUT = Layout(tp=4, dp=4, pp=4)  # 64 ranks
@@ -21,13 +20,6 @@ LAYOUT = Layout(tp=4, dp=4, pp=4)  # 64 ranks
 def report(folder: Path, *args: str) -> tuple[int, dict]:
     result = CliRunner().invoke(cli, [str(folder), "--format", "json", *args])
     return result.exit_code, json.loads(result.stdout)
-
-
-def write_dumps(dumps: DumpMap, folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for rank in dumps:
-        (folder / f"nccl_trace_rank_{rank}").write_bytes(pickle.dumps(dumps.peek(rank)))
-    return folder
 
 
 @pytest.mark.parametrize(
