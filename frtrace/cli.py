@@ -14,13 +14,16 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from frtrace import __version__
 from frtrace.entry import stop_on_signals
 from frtrace.errors import FrtraceError
+
+if TYPE_CHECKING:
+    from frtrace.report.progress import LoadProgress
 
 EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a tool killed by SIGPIPE
@@ -335,8 +338,6 @@ def run(options: dict[str, Any]) -> int:
             f"frtrace: using prefix '{safe(found.prefix)}' (inferred; set it with --prefix)",
             err=True,
         )
-    if raw_parquet:
-        return _raw_parquet(found, options, ranks, pg_filters)
     started = time.monotonic()
     progress = LoadProgress()
     with contextlib.ExitStack() as stack:
@@ -345,6 +346,8 @@ def run(options: dict[str, Any]) -> int:
             from frtrace.engine.dask import connect
 
             client = stack.enter_context(connect(scheduler, options["jobs"]))
+        if raw_parquet:
+            return _raw_parquet(found, options, ranks, pg_filters, client, progress)
         try:
             trace = load_found(
                 found,
@@ -447,33 +450,36 @@ def _answer(
     return code
 
 
-def _raw_parquet(found: Any, options: dict[str, Any], ranks: Any, pg_filters: list[str]) -> int:
+def _raw_parquet(
+    found: Any,
+    options: dict[str, Any],
+    ranks: Any,
+    pg_filters: list[str],
+    client: Any,
+    progress: LoadProgress,
+) -> int:
     """-j --engine dask: the workers parse and write Parquet; no entry comes to this process."""
     from frtrace.engine import make_plan
-    from frtrace.engine.dask import connect
     from frtrace.engine.raw import write_raw
     from frtrace.report.fmt import safe
-    from frtrace.report.progress import LoadProgress
 
     work = make_plan(found, ranks)
     out = str(options["raw_output"])
-    progress = LoadProgress()
-    with connect(options["scheduler"], options["jobs"]) as client:
-        try:
-            result = write_raw(
-                client,
-                work.items,
-                work.remote,
-                work.storage_options,
-                work.trace_dir,
-                work.skipped,
-                pg_filters,
-                options["stacks"],
-                out,
-                progress,
-            )
-        finally:
-            progress.close()
+    try:
+        result = write_raw(
+            client,
+            work.items,
+            work.remote,
+            work.storage_options,
+            work.trace_dir,
+            work.skipped,
+            pg_filters,
+            options["stacks"],
+            out,
+            progress,
+        )
+    finally:
+        progress.close()
     for item in result.skipped:
         click.echo(f"skipped {safe(item.file)}: {safe(item.reason)}", err=True)
     for warning in result.warnings:
