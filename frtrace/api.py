@@ -54,7 +54,9 @@ def load(
     that did not settle (`trace.table` holds those, `trace.settled` the facts of the
     others); close the Trace (`trace.close()`) to release them and stop a cluster started
     for it. Unusable files are skipped (see `trace.skipped`); FrtraceError when none is
-    usable.
+    usable. `progress(files_done, files_total, entries)` hears of the files as they are
+    read; if it also has a `stage(what, done, total)` method, it hears the name of each
+    step after the reading (frtrace.report.progress.LoadProgress is the terminal's line).
     """
     if engine != "local" or (isinstance(path_or_paths, str) and is_url(path_or_paths)):
         if path_or_paths is not None and not isinstance(path_or_paths, (str, os.PathLike)):

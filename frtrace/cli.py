@@ -345,7 +345,7 @@ def run(options: dict[str, Any]) -> int:
         if engine == "dask":  # one cluster for the run: the --since snapshot's too
             from frtrace.engine.dask import connect
 
-            client = stack.enter_context(connect(scheduler, options["jobs"]))
+            client = stack.enter_context(connect(scheduler, options["jobs"], progress))
         if raw_parquet:
             return _raw_parquet(found, options, ranks, pg_filters, client, progress)
         try:
@@ -360,7 +360,7 @@ def run(options: dict[str, Any]) -> int:
         finally:
             progress.close()
         with contextlib.closing(trace):  # a Dask job keeps its entries on the cluster till then
-            return _answer(trace, options, ranks, pg_filters, started, client)
+            return _answer(trace, options, ranks, pg_filters, started, client, progress)
 
 
 def _answer(
@@ -370,6 +370,7 @@ def _answer(
     pg_filters: list[str],
     started: float,
     client: Any,
+    progress: LoadProgress,
 ) -> int:
     """Print the loaded trace's entries or report; returns the exit status."""
     from frtrace.report.fmt import MarkedStyle, safe, use_color
@@ -403,23 +404,29 @@ def _answer(
     from frtrace.report.json_report import render_json
     from frtrace.report.text import render_text
 
-    analysis = analyze(
-        trace,
-        mismatch_cap=options["mismatch_cap"],
-        straggler_threshold_ms=options["straggler_threshold"],
-    )
-    if options["since_dir"] is not None:
-        from frtrace.api import load
-
-        older = load(
-            options["since_dir"],
-            prefix=options["prefix"],
-            jobs=options["jobs"],
-            engine=engine,
-            client=client,
+    try:
+        progress.stage(f"analyzing {trace.entry_count:,} entries")
+        analysis = analyze(
+            trace,
+            mismatch_cap=options["mismatch_cap"],
+            straggler_threshold_ms=options["straggler_threshold"],
         )
-        older.close()  # what --since reads of it is in its Settled facts
-        analysis.since(older)
+        if options["since_dir"] is not None:
+            from frtrace.api import load
+
+            progress.label = "reading the --since snapshot"
+            older = load(
+                options["since_dir"],
+                prefix=options["prefix"],
+                jobs=options["jobs"],
+                engine=engine,
+                client=client,
+                progress=progress,
+            )
+            older.close()  # what --since reads of it is in its Settled facts
+            analysis.since(older)
+    finally:
+        progress.close()
     if options["verbose"]:
         click.echo(f"note: analyzed in {time.monotonic() - loaded:.2f}s", err=True)
     if ranks is not None or names is not None:

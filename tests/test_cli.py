@@ -202,6 +202,47 @@ def test_progress_line_shows_files_and_entries_and_is_erased(
     assert "4/4 files, 8,000 entries" in text and text.endswith("\r\033[K")
 
 
+def test_progress_line_names_the_analysis_and_is_gone_before_the_report(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After the files, the line says what runs (the analysis of 16,384 ranks takes tens of
+    seconds), and it is erased before the report and its exit status."""
+    import functools
+
+    from frtrace.report import progress as progress_module
+
+    monkeypatch.setattr(progress_module, "DELAY_S", 0.0)
+    forced = functools.partial(progress_module.LoadProgress, force=True)
+    monkeypatch.setattr(progress_module, "LoadProgress", forced)
+    result = frtrace(str(FIXTURES / "tutorial"))
+    assert result.exit_code == 1 and "ROOT CAUSE" in result.stdout
+    assert "\r" not in result.stdout
+    err = result.stderr
+    reading, analyzing = err.index("reading dumps ["), err.index("analyzing 9 entries")
+    assert "2/2 files, 9 entries" in err and reading < analyzing
+    assert err.endswith("\r\033[K")
+
+
+def test_a_step_s_clock_keeps_moving_without_news(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step with nothing to count (a settle round of minutes) is redrawn by a ticker."""
+    import io
+    import time
+
+    from frtrace.report import progress as progress_module
+
+    monkeypatch.setattr(progress_module, "DELAY_S", 0.0)
+    monkeypatch.setattr(progress_module, "TICK_S", 0.01)
+    stream = io.StringIO()
+    bar = progress_module.LoadProgress(stream, force=True)
+    bar.stage("settling: comparing signatures, round 1")
+    deadline = time.monotonic() + 30
+    while stream.getvalue().count("round 1, ") < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    bar.close()
+    assert stream.getvalue().count("round 1, ") >= 3
+    assert stream.getvalue().endswith("\r\033[K")
+
+
 def test_progress_stays_silent_when_stderr_is_not_a_terminal() -> None:
     import io
 

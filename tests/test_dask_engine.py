@@ -242,37 +242,70 @@ def test_settled_entries_stay_on_the_workers(client: Any, long_job: Path) -> Non
     assert a.root_cause is not None and a.root_cause.culprit_ranks == [5]
 
 
-def _progress_of(work: str, client: Any, job: Path, tmp_path: Path) -> list[tuple[int, ...]]:
-    calls: list[tuple[int, ...]] = []
+class Heard:
+    """A progress hook like the terminal's line: files read, and the steps named after."""
 
-    def hear(*args: int) -> None:
-        calls.append(args)
+    def __init__(self) -> None:
+        self.files: list[tuple[int, int, int]] = []
+        self.steps: list[tuple[str, int, int]] = []
 
+    def __call__(self, done: int, total: int, entries: int) -> None:
+        self.files.append((done, total, entries))
+
+    def stage(self, what: str, done: int = 0, total: int = 0) -> None:
+        self.steps.append((what, done, total))
+
+
+def _progress_of(work: str, client: Any, job: Path, tmp_path: Path) -> Heard:
+    heard = Heard()
     if work == "analysis":
-        frtrace.load(str(job), engine="dask", client=client, progress=hear).close()
-        return calls
+        frtrace.load(str(job), engine="dask", client=client, progress=heard).close()
+        return heard
     from frtrace.dumps.discover import discover
     from frtrace.engine import make_plan
     from frtrace.engine.raw import write_raw
 
     plan = make_plan(discover(str(job), None), None)
     out = str(tmp_path / "raw")
-    write_raw(client, plan.items, plan.remote, {}, str(job), [], [], False, out, hear)
-    return calls
+    write_raw(client, plan.items, plan.remote, {}, str(job), [], [], False, out, heard)
+    return heard
 
 
 @pytest.mark.parametrize("work", ["analysis", "raw"])
 def test_progress_hears_of_each_partition_as_it_is_read(
     client: Any, long_job: Path, tmp_path: Path, work: str
 ) -> None:
-    """8 files on 2 workers are 8 partitions: the terminal's progress line moves 8 times, not
-    once when every file is read (100,000 files take minutes on a cluster)."""
+    """8 files on 2 workers are 8 partitions: the terminal's progress line shows 0 of 8 at
+    once, then moves 8 times, not once when every file is read (100,000 files take minutes
+    on a cluster)."""
     entries = frtrace.load(str(long_job)).entry_count
-    calls = _progress_of(work, client, long_job, tmp_path)
-    assert [done for done, _total, _n in calls] == list(range(1, 9))
+    calls = _progress_of(work, client, long_job, tmp_path).files
+    assert [done for done, _total, _n in calls] == list(range(9))
     assert {total for _done, total, _n in calls} == {8}
     counts = [n for _done, _total, n in calls]
-    assert counts == sorted(counts) and 0 < counts[0] < counts[-1] == entries
+    assert counts == sorted(counts) and 0 == counts[0] < counts[1] < counts[-1] == entries
+
+
+def test_progress_names_each_step_after_the_reading(client: Any, long_job: Path) -> None:
+    """The line does not sit at 100% while the cluster settles the job: it names each step,
+    in order, and counts the partitions whose unsettled entries have come back."""
+    steps = _progress_of("analysis", client, long_job, Path()).steps
+    names = [what for what, _done, _total in steps]
+    order = ["inferring", "indexing", "settling: counting", "settling: comparing", "timing"]
+    firsts = [next(i for i, n in enumerate(names) if n.startswith(o)) for o in order]
+    assert firsts == sorted(firsts)
+    assert "settling: comparing signatures, round 1" in names
+    fetched = [(done, total) for what, done, total in steps if what.startswith("fetching")]
+    assert fetched[0] == (0, 8) and fetched[-1] == (8, 8)
+    assert [done for done, _total in fetched] == list(range(9))
+
+
+def test_raw_mode_counts_the_parquet_partitions_as_they_are_written(
+    client: Any, long_job: Path, tmp_path: Path
+) -> None:
+    steps = _progress_of("raw", client, long_job, tmp_path).steps
+    written = [(done, total) for what, done, total in steps if what.startswith("writing Parquet")]
+    assert written == [(k, 8) for k in range(9)]
 
 
 def test_rank_history_comes_from_its_worker(client: Any, long_job: Path) -> None:

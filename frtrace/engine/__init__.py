@@ -131,7 +131,8 @@ def load_found(
     # is closed (Trace.close, or when it is collected), which stops it.
     stack = contextlib.ExitStack()
     try:
-        return on(stack.enter_context(dask_engine.connect(scheduler, jobs)), stack.close)
+        cluster = stack.enter_context(dask_engine.connect(scheduler, jobs, progress))
+        return on(cluster, stack.close)
     except BaseException:
         stack.close()
         raise

@@ -20,6 +20,7 @@ from typing import Any
 from frtrace.dumps.limits import budgets
 from frtrace.engine.plan import Item, parse_partition, partitions
 from frtrace.errors import FrtraceError
+from frtrace.tables.parse import Progress, tell
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 TASKS_PER_WORKER = 4  # several tasks per worker even out files of different sizes
@@ -35,12 +36,16 @@ def _distributed() -> Any:
 
 
 @contextlib.contextmanager
-def connect(scheduler: str | None = None, workers: int | None = None) -> Iterator[Any]:
+def connect(
+    scheduler: str | None = None, workers: int | None = None, progress: Progress | None = None
+) -> Iterator[Any]:
     """A client of the scheduler at `scheduler` (else $DASK_SCHEDULER_ADDRESS), or of a local
-    cluster of worker processes started for this run and stopped after it."""
+    cluster of worker processes started for this run and stopped after it (`progress` hears
+    which, as both take seconds)."""
     distributed = _distributed()
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None
     if address:
+        tell(progress, "connecting to the Dask scheduler")
         try:
             client = distributed.Client(address, timeout="15s", set_as_default=False)
         except (OSError, TimeoutError) as exc:
@@ -49,6 +54,7 @@ def connect(scheduler: str | None = None, workers: int | None = None) -> Iterato
             yield client
         return
     n = workers or os.cpu_count() or 1
+    tell(progress, f"starting a local Dask cluster of {n} worker processes")
     with (
         distributed.LocalCluster(
             n_workers=n,

@@ -22,7 +22,7 @@ import numpy as np
 from frtrace.errors import FrtraceError
 from frtrace.tables.columns import Frame, RankColumns
 from frtrace.tables.load import trace_messages
-from frtrace.tables.parse import NoUsableDumpError, ParseResult, Progress
+from frtrace.tables.parse import NoUsableDumpError, ParseResult, Progress, tell
 from frtrace.tables.repair import (
     GATHER_OPS,
     SCATTER_OPS,
@@ -195,6 +195,8 @@ def gather_summaries(
     parts: list[list[FileSummary]] = [[] for _ in parsed]
     lists: dict[bytes, bytes] = {}
     done = entries = 0
+    if progress is not None:  # the line shows, and its clock runs, before a partition is in
+        progress(0, files, 0)
     pending = as_completed(parsed, loop=client.loop)
     for batch in pending.batches():
         ready = [f for f in batch if f.key in slot]
@@ -213,6 +215,18 @@ def gather_summaries(
             if progress is not None:
                 progress(done, max(files, done), entries)
     return [dataclasses.replace(s, path=given.get(s.path, s.path)) for p in parts for s in p]
+
+
+def _written(client: Any, writes: list[Any], progress: Progress | None) -> int:
+    """Entries the workers wrote, the progress line counting the partitions as they finish."""
+    from distributed import as_completed
+
+    total = 0
+    tell(progress, "writing Parquet on the workers", 0, len(writes))
+    for done, write in enumerate(as_completed(writes, loop=client.loop), start=1):
+        total += int(write.result())
+        tell(progress, "writing Parquet on the workers", done, len(writes))
+    return total
 
 
 def share_lists(files: list[FileSummary], lists: dict[bytes, bytes]) -> None:
@@ -358,7 +372,7 @@ def write_raw(
             )
             for p, path, home in zip(parsed, paths, homes(client, parsed), strict=True)
         ]
-        total = sum(int(w.result()) for w in writes)
+        total = _written(client, writes, progress)
     except FrtraceError:
         raise
     except Exception as exc:  # a worker lost repeatedly, a store refusing a write

@@ -37,7 +37,7 @@ from frtrace.engine.plan import Item
 from frtrace.engine.raw import Skeleton, _fresh, assemble, gather_summaries, job_table
 from frtrace.errors import FrtraceError
 from frtrace.tables.columns import Frame
-from frtrace.tables.parse import ParseResult, Progress, Skipped
+from frtrace.tables.parse import ParseResult, Progress, Skipped, tell
 from frtrace.tables.repair import pg_status_table
 from frtrace.tables.table import Table
 from frtrace.tables.trace import Trace, code_dtype
@@ -182,6 +182,7 @@ def analyze_on_cluster(
     shared: list[Any] = []
     try:
         summaries = gather_summaries(client, parsed, given, len(items), progress)
+        tell(progress, "inferring process groups")
         job = assemble(trace_dir, summaries, skipped)
         del summaries
         members = st.members_of(job.groups)
@@ -190,6 +191,7 @@ def analyze_on_cluster(
         job.metas = []  # read: a few KB per rank the rest of the load need not hold
         scope = Scope(gloo, {} if gloo else status_by_name(status, members, job.p2p_groups))
         shared = [share(client, x) for x in (job.groups, job.stack_ids, scope)]
+        tell(progress, "indexing entries on the workers")
         opened = [
             client.submit(open_part, p, *shared, pure=False, **home)
             for p, home in zip(parsed, homes(client, parsed), strict=True)
@@ -204,7 +206,7 @@ def analyze_on_cluster(
         held.shared = shared  # a context lost with its worker is made again from them
         if on_close is not None:
             held.closers.append(on_close)
-        return _settled_trace(held, job, members, status, trace_dir, prefix, skipped)
+        return _settled_trace(held, job, members, status, trace_dir, prefix, skipped, progress)
     except FrtraceError:
         _release(parsed + opened + shared)
         raise
@@ -226,13 +228,23 @@ def _settled_trace(
     trace_dir: str,
     prefix: str,
     skipped: list[Skipped],
+    progress: Progress | None = None,
 ) -> Trace:
     client = remote.client
     submit = client.submit
+    parts = len(remote.contexts)
+    tell(progress, "settling: counting each group's collectives")
     whole = st.merge_tallies(list(_gather(remote.each(st.tally))))
     dumped = {int(r) for r in job.files["rank"]}
     ask = st.plan(whole, members, dumped)
-    verdict = st.settle_rounds(ask, lambda question: remote.ask(st.digests, question))
+    rounds = iter(range(1, 1 + 1 + st.REFINE))
+
+    def answer(question: st.Ask) -> list[st.Digests]:
+        tell(progress, f"settling: comparing signatures, round {next(rounds)}")
+        return remote.ask(st.digests, question)
+
+    verdict = st.settle_rounds(ask, answer)
+    tell(progress, "timing: each collective's lag")
     index, sizes = st.group_sizes(job.groups)
     buckets = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
     by_group = share(client, index)
@@ -243,7 +255,8 @@ def _settled_trace(
     per_part = list(_gather(remote.each(st.rank_lags, ask.method, by_group, combined)))
     _release([by_group, *maps, *[p for ps in pieces for p in ps], *combined])
     codes = Codes()
-    kept, left_out = _remapped(remote.stream(reduced, verdict), codes)
+    tell(progress, "fetching the unsettled entries", 0, parts)
+    kept, left_out = _remapped(remote.stream(reduced, verdict), codes, progress, parts)
     table = codes.concat(kept)
     del kept
     code = {str(n): i for i, n in enumerate(codes.labels.get("pg_name", []))}
@@ -269,14 +282,20 @@ def _settled_trace(
     )
 
 
-def _remapped(parts: Iterator[tuple[Table, int]], codes: Codes) -> tuple[list[Table], int]:
+def _remapped(
+    parts: Iterator[tuple[Table, int]],
+    codes: Codes,
+    progress: Progress | None = None,
+    total: int = 0,
+) -> tuple[list[Table], int]:
     """The partitions' unsettled entries in the job's codes, and how many settled (stayed on
     the workers): each part's own label codes are dropped as the next part is fetched."""
     kept, left_out = [], 0
-    for part, left in parts:
+    for done, (part, left) in enumerate(parts, start=1):
         codes.learn(part)
         kept.append(codes.remap(part))
         left_out += left
+        tell(progress, "fetching the unsettled entries", done, total)
     return kept, left_out
 
 

@@ -25,6 +25,7 @@ from frtrace.tables.parse import (
     select_files,
     skipped_by,
     start_parsing,
+    tell,
 )
 from frtrace.tables.repair import (
     Memberships,
@@ -170,6 +171,7 @@ def assemble_trace(
         raise NoUsableDumpError(
             f"no usable dump in {trace_dir} ({len(skipped)} file(s) skipped)", skipped
         )
+    tell(progress, f"merging {entries_seen:,} entries")
     # From here on, `parts` keep only their small metadata.
     entries, stacks = merge_chunks(merger.finish(), merger.symbols)
     return_freed_memory()

@@ -34,6 +34,15 @@ Progress = Callable[[int, int, int], None]  # files done, files total, entries s
 ParseResult = tuple[int, str, RankColumns | None, str, bool, str]
 Item = tuple[str, int]  # path or URL, rank
 
+
+def tell(progress: Progress | None, what: str, done: int = 0, total: int = 0) -> None:
+    """Name a step after the reading to a progress hook that listens: one with a `stage`
+    method, as the CLI's line (report.progress) has; a plain callable hears only of files."""
+    stage = getattr(progress, "stage", None)
+    if callable(stage):
+        stage(what, done, total)
+
+
 # Below this much data, starting workers costs more than it saves.
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 PARALLEL_MIN_FILES = 8
