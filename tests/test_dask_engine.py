@@ -308,6 +308,88 @@ def test_raw_mode_counts_the_parquet_partitions_as_they_are_written(
     assert written == [(k, 8) for k in range(9)]
 
 
+def test_no_task_reads_more_than_part_files_files(
+    client: Any, long_job: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partitions are cut for the workers there are, but never above PART_FILES files: a
+    cluster whose workers are still starting would otherwise get a few huge tasks."""
+    monkeypatch.setattr(frtrace.engine.dask, "TASKS_PER_WORKER", 1)
+    monkeypatch.setattr(frtrace.engine.dask, "PART_FILES", 3)
+    calls = _progress_of("analysis", client, long_job, Path()).files
+    assert [done for done, _total, _n in calls] == [0, 3, 6, 8]  # 8 files in 3 + 3 + 2
+
+
+def test_a_scheduler_without_workers_is_waited_for(long_job: Path) -> None:
+    """dask-jobqueue's `scale` returns before Slurm starts a worker: the run says it waits,
+    then reads the job on the workers that come, with the local engine's answer."""
+    import threading
+
+    local = frtrace.analyze(frtrace.load(str(long_job)))
+    heard = Heard()
+    out: list[Any] = []
+    with (
+        distributed.LocalCluster(
+            n_workers=0, processes=True, threads_per_worker=1, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster, set_as_default=False) as c,
+    ):
+
+        def run() -> None:
+            trace = frtrace.load(str(long_job), engine="dask", client=c, progress=heard)
+            out.append(frtrace.analyze(trace))
+            trace.close()
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not heard.steps and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert heard.steps[0][0] == "waiting for a Dask worker to join the scheduler"
+        assert not heard.files  # nothing is cut into partitions before a worker is there
+        cluster.scale(2)
+        thread.join(timeout=180)
+    assert out and _report(out[0]) == _report(local)
+
+
+def _workers_that(preload: str, tmp_path: Path) -> contextlib.AbstractContextManager[Any]:
+    """A real local cluster of one worker process that ran `preload` (Python) as it started."""
+    script = tmp_path / "preload_worker.py"
+    script.write_text(preload)
+    return distributed.LocalCluster(
+        n_workers=1, processes=True, dashboard_address=None, preload=[str(script)]
+    )
+
+
+HIDE_FRTRACE = """import sys
+for name in [n for n in sys.modules if n == "frtrace" or n.startswith("frtrace.")]:
+    del sys.modules[name]
+sys.modules["frtrace"] = None  # an environment without frtrace
+"""
+
+
+def test_workers_without_frtrace_are_one_line_and_exit_2_not_a_hang(tmp_path: Path) -> None:
+    """Such a worker cannot read its task and dies; the run used to wait for it forever."""
+    with _workers_that(HIDE_FRTRACE, tmp_path) as cluster:
+        out = _cli(
+            "fixtures/tutorial", "--engine", "dask", "--scheduler", cluster.scheduler_address
+        )
+    assert out.returncode == 2, out.stderr
+    error = out.stderr.strip().splitlines()[-1]
+    assert error.startswith("frtrace: error: 1 of 1 Dask workers cannot import frtrace")
+    assert "pip install 'frtrace[dask]==" in error and "Traceback" not in out.stderr
+
+
+def test_workers_with_another_frtrace_are_refused(tmp_path: Path) -> None:
+    older = "import frtrace\nfrtrace.__version__ = '0.0.1'\n"
+    with _workers_that(older, tmp_path) as cluster:
+        out = _cli(
+            "fixtures/tutorial", "--engine", "dask", "--scheduler", cluster.scheduler_address
+        )
+    assert out.returncode == 2, out.stderr
+    assert "1 of 1 Dask workers run frtrace '0.0.1'" in out.stderr
+    assert f"this client {frtrace.__version__}: install the same version" in out.stderr
+
+
 def test_rank_history_comes_from_its_worker(client: Any, long_job: Path) -> None:
     local = frtrace.load(str(long_job))
     dask = frtrace.load(str(long_job), engine="dask", client=client)

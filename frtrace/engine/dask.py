@@ -17,6 +17,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from frtrace import __version__
 from frtrace.dumps.limits import budgets
 from frtrace.engine.plan import Item, parse_partition, partitions
 from frtrace.errors import FrtraceError
@@ -24,6 +25,7 @@ from frtrace.tables.parse import Progress, tell
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 TASKS_PER_WORKER = 4  # several tasks per worker even out files of different sizes
+PART_FILES = 1024  # ...and no task reads more files: workers that join late get some
 INSTALL_HINT = "pip install 'frtrace[dask]'"
 
 
@@ -72,19 +74,61 @@ def connect(
 
 
 def submit_partitions(
-    client: Any, items: list[Item], remote: bool, storage_options: dict[str, Any]
+    client: Any,
+    items: list[Item],
+    remote: bool,
+    storage_options: dict[str, Any],
+    progress: Progress | None = None,
 ) -> tuple[list[list[Item]], list[Any], dict[str, str]]:
-    """One parse task per partition of files (a few per worker, in rank order): the
-    partitions, their futures, and absolute paths mapped back to the paths as given."""
-    workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})) or 1)
+    """One parse task per partition of files (a few per worker, at most PART_FILES files
+    each, in rank order): the partitions, their futures, and absolute paths mapped back to
+    the paths as given."""
+    workers = ready_workers(client, progress)
     items, given = absolute_items(items, remote)
-    parts = partitions(items, workers * TASKS_PER_WORKER)
+    count = max(workers * TASKS_PER_WORKER, -(-len(items) // PART_FILES))
+    parts = partitions(items, count)
     limits = budgets()
     futures = [
         client.submit(parse_partition, part, remote, storage_options, limits, pure=False)
         for part in parts
     ]
     return parts, futures, given
+
+
+def ready_workers(client: Any, progress: Progress | None = None) -> int:
+    """How many workers the scheduler has, once it has one, each checked to run this version
+    of frtrace.
+
+    A cluster just asked for (dask-jobqueue's `scale` before Slurm starts the jobs) has none
+    yet: partitions cut for one worker would be few and huge. And a worker without frtrace
+    does not fail its task: it cannot read the task, drops its connection and dies, and the
+    run would wait forever for workers that are gone.
+    """
+    if not client.scheduler_info(n_workers=-1).get("workers"):
+        tell(progress, "waiting for a Dask worker to join the scheduler")
+        client.wait_for_workers(1)
+    # A builtin runs the check, so that the check itself can be read by a worker without
+    # frtrace; the expression is this module's constant.
+    answers = client.run(eval, _VERSION_OF_FRTRACE, on_error="return")
+    broken = {w: a for w, a in answers.items() if isinstance(a, BaseException)}
+    if broken:
+        worker, error = sorted(broken.items())[0]
+        raise FrtraceError(
+            f"{len(broken)} of {len(answers)} Dask workers cannot import frtrace ({worker}: "
+            f"{type(error).__name__}): install it, version {__version__} as here, where the "
+            f"workers run (pip install 'frtrace[dask]=={__version__}')"
+        )
+    other = {w: a for w, a in answers.items() if a != __version__}
+    if other:
+        worker, version = sorted(other.items())[0]
+        raise FrtraceError(
+            f"{len(other)} of {len(answers)} Dask workers run frtrace {str(version)[:40]!r} "
+            f"({worker}), this client {__version__}: install the same version on both"
+        )
+    return len(answers)
+
+
+_VERSION_OF_FRTRACE = "__import__('frtrace').__version__"
 
 
 def share(client: Any, obj: Any) -> Any:

@@ -356,7 +356,7 @@ def write_raw(
     from frtrace.report.parquet import prepare_folder
 
     prepare_folder(out, storage_options)
-    parts, parsed, given = submit_partitions(client, items, remote, storage_options)
+    parts, parsed, given = submit_partitions(client, items, remote, storage_options, progress)
     shared: list[Any] = []
     try:
         summaries = gather_summaries(client, parsed, given, len(items), progress)

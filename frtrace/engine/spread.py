@@ -177,7 +177,7 @@ def analyze_on_cluster(
     """The Trace of a job whose entries stay on the cluster, but for the unsettled ones.
     `on_close` runs when the Trace is closed (or collected), after its partitions are
     released: to stop a cluster started for it."""
-    _parts, parsed, given = submit_partitions(client, items, remote, storage_options)
+    _parts, parsed, given = submit_partitions(client, items, remote, storage_options, progress)
     opened: list[Any] = []
     shared: list[Any] = []
     try:
