@@ -27,6 +27,7 @@ SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 TASKS_PER_WORKER = 4  # several tasks per worker even out files of different sizes
 PART_FILES = 1024  # ...and no task reads more files: workers that join late get some
 INSTALL_HINT = "pip install 'frtrace[dask]'"
+_VERSION_OF_FRTRACE = "__import__('frtrace').__version__"  # what each worker is asked
 
 
 def _distributed() -> Any:
@@ -126,9 +127,6 @@ def ready_workers(client: Any, progress: Progress | None = None) -> int:
             f"({worker}), this client {__version__}: install the same version on both"
         )
     return len(answers)
-
-
-_VERSION_OF_FRTRACE = "__import__('frtrace').__version__"
 
 
 def share(client: Any, obj: Any) -> Any:

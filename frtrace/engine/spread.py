@@ -21,6 +21,7 @@ Trace is closed (`Trace.close`, or when it is garbage-collected).
 
 from __future__ import annotations
 
+import itertools
 import operator
 import weakref
 from collections.abc import Callable, Iterator
@@ -237,7 +238,7 @@ def _settled_trace(
     whole = st.merge_tallies(list(_gather(remote.each(st.tally))))
     dumped = {int(r) for r in job.files["rank"]}
     ask = st.plan(whole, members, dumped)
-    rounds = iter(range(1, 1 + 1 + st.REFINE))
+    rounds = itertools.count(1)
 
     def answer(question: st.Ask) -> list[st.Digests]:
         tell(progress, f"settling: comparing signatures, round {next(rounds)}")

@@ -1,8 +1,9 @@
 """A progress line on stderr while a run works: only on a terminal, only after a second.
 
-Reading moves a bar per file. The steps after it (merging, settling on a Dask cluster, the
-analysis) each name themselves (`stage`), and a ticker keeps their clock moving, so a step of
-minutes at 100,000 ranks never looks like a hang.
+Reading moves a bar per file. The steps around it (a Dask cluster's start, merging, the
+settle rounds on the cluster, the analysis) each name themselves (`stage`), and a ticker keeps
+the clock moving, so a step of minutes at 100,000 ranks, or a first Dask partition still
+being read, never looks like a hang.
 """
 
 from __future__ import annotations
