@@ -221,11 +221,11 @@ def _written(client: Any, writes: list[Any], progress: Progress | None) -> int:
     """Entries the workers wrote, the progress line counting the partitions as they finish."""
     from distributed import as_completed
 
-    total = 0
-    tell(progress, "writing Parquet on the workers", 0, len(writes))
+    total, step = 0, "writing Parquet on the workers"
+    tell(progress, step, 0, len(writes))
     for done, write in enumerate(as_completed(writes, loop=client.loop), start=1):
         total += int(write.result())
-        tell(progress, "writing Parquet on the workers", done, len(writes))
+        tell(progress, step, done, len(writes))
     return total
 
 

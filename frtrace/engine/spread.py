@@ -233,7 +233,6 @@ def _settled_trace(
 ) -> Trace:
     client = remote.client
     submit = client.submit
-    parts = len(remote.contexts)
     tell(progress, "settling: counting each group's collectives")
     whole = st.merge_tallies(list(_gather(remote.each(st.tally))))
     dumped = {int(r) for r in job.files["rank"]}
@@ -256,8 +255,8 @@ def _settled_trace(
     per_part = list(_gather(remote.each(st.rank_lags, ask.method, by_group, combined)))
     _release([by_group, *maps, *[p for ps in pieces for p in ps], *combined])
     codes = Codes()
-    tell(progress, "fetching the unsettled entries", 0, parts)
-    kept, left_out = _remapped(remote.stream(reduced, verdict), codes, progress, parts)
+    parts = remote.stream(reduced, verdict)
+    kept, left_out = _remapped(parts, codes, progress, len(remote.contexts))
     table = codes.concat(kept)
     del kept
     code = {str(n): i for i, n in enumerate(codes.labels.get("pg_name", []))}
@@ -283,6 +282,9 @@ def _settled_trace(
     )
 
 
+FETCHING = "fetching the unsettled entries"
+
+
 def _remapped(
     parts: Iterator[tuple[Table, int]],
     codes: Codes,
@@ -290,13 +292,15 @@ def _remapped(
     total: int = 0,
 ) -> tuple[list[Table], int]:
     """The partitions' unsettled entries in the job's codes, and how many settled (stayed on
-    the workers): each part's own label codes are dropped as the next part is fetched."""
+    the workers): each part's own label codes are dropped as the next part is fetched.
+    `progress` counts the parts fetched of `total`."""
     kept, left_out = [], 0
+    tell(progress, FETCHING, 0, total)
     for done, (part, left) in enumerate(parts, start=1):
         codes.learn(part)
         kept.append(codes.remap(part))
         left_out += left
-        tell(progress, "fetching the unsettled entries", done, total)
+        tell(progress, FETCHING, done, total)
     return kept, left_out
 
 
