@@ -56,15 +56,17 @@ TIMING_FIELDS: set[str] = set()  # the report holds no timings today; listed her
 
 
 @contextlib.contextmanager
-def _cluster() -> Iterator[Any]:
-    """A client of a fresh local cluster of 2 worker processes."""
+def _cluster(workers: int = 2, **options: Any) -> Iterator[Any]:
+    """A client of a fresh local cluster of `workers` worker processes (`options`: more for
+    LocalCluster, e.g. a worker preload)."""
     with (
         distributed.LocalCluster(
-            n_workers=2,
+            n_workers=workers,
             processes=True,
             threads_per_worker=1,
             dashboard_address=None,
             scheduler_kwargs={"dashboard_address": ":0"},
+            **options,
         ) as cluster,
         distributed.Client(cluster) as c,
     ):
@@ -329,12 +331,7 @@ def test_a_scheduler_without_workers_is_waited_for(long_job: Path) -> None:
     local = frtrace.analyze(frtrace.load(str(long_job)))
     heard = Heard()
     out: list[Any] = []
-    with (
-        distributed.LocalCluster(
-            n_workers=0, processes=True, threads_per_worker=1, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster, set_as_default=False) as c,
-    ):
+    with _cluster(0) as c:
 
         def run() -> None:
             trace = frtrace.load(str(long_job), engine="dask", client=c, progress=heard)
@@ -348,18 +345,17 @@ def test_a_scheduler_without_workers_is_waited_for(long_job: Path) -> None:
             time.sleep(0.05)
         assert heard.steps[0][0] == "waiting for a Dask worker to join the scheduler"
         assert not heard.files  # nothing is cut into partitions before a worker is there
-        cluster.scale(2)
+        c.cluster.scale(2)
         thread.join(timeout=180)
     assert out and _report(out[0]) == _report(local)
 
 
 def _workers_that(preload: str, tmp_path: Path) -> contextlib.AbstractContextManager[Any]:
-    """A real local cluster of one worker process that ran `preload` (Python) as it started."""
+    """A client of a real local cluster of one worker process that ran `preload` (Python) as
+    it started."""
     script = tmp_path / "preload_worker.py"
     script.write_text(preload)
-    return distributed.LocalCluster(
-        n_workers=1, processes=True, dashboard_address=None, preload=[str(script)]
-    )
+    return _cluster(1, preload=[str(script)])
 
 
 HIDE_FRTRACE = """import sys
@@ -371,10 +367,8 @@ sys.modules["frtrace"] = None  # an environment without frtrace
 
 def test_workers_without_frtrace_are_one_line_and_exit_2_not_a_hang(tmp_path: Path) -> None:
     """Such a worker cannot read its task and dies; the run used to wait for it forever."""
-    with _workers_that(HIDE_FRTRACE, tmp_path) as cluster:
-        out = _cli(
-            "fixtures/tutorial", "--engine", "dask", "--scheduler", cluster.scheduler_address
-        )
+    with _workers_that(HIDE_FRTRACE, tmp_path) as c:
+        out = _cli("fixtures/tutorial", "--engine", "dask", "--scheduler", c.scheduler.address)
     assert out.returncode == 2, out.stderr
     error = out.stderr.strip().splitlines()[-1]
     assert error.startswith("frtrace: error: 1 of 1 Dask workers cannot import frtrace")
@@ -383,10 +377,8 @@ def test_workers_without_frtrace_are_one_line_and_exit_2_not_a_hang(tmp_path: Pa
 
 def test_workers_with_another_frtrace_are_refused(tmp_path: Path) -> None:
     older = "import frtrace\nfrtrace.__version__ = '0.0.1'\n"
-    with _workers_that(older, tmp_path) as cluster:
-        out = _cli(
-            "fixtures/tutorial", "--engine", "dask", "--scheduler", cluster.scheduler_address
-        )
+    with _workers_that(older, tmp_path) as c:
+        out = _cli("fixtures/tutorial", "--engine", "dask", "--scheduler", c.scheduler.address)
     assert out.returncode == 2, out.stderr
     assert "1 of 1 Dask workers run frtrace '0.0.1'" in out.stderr
     assert f"this client {frtrace.__version__}: install the same version" in out.stderr
