@@ -56,7 +56,9 @@ def load(
     for it. Unusable files are skipped (see `trace.skipped`); FrtraceError when none is
     usable. `progress(files_done, files_total, entries)` hears of the files as they are
     read; if it also has a `stage(what, done, total)` method, it hears the name of each
-    step after the reading (frtrace.report.progress.LoadProgress is the terminal's line).
+    step after the reading, and a `notice(what)` method hears instead of `stage` of a wait
+    that may last hours (a scheduler with no worker yet). frtrace.report.progress.LoadProgress
+    is the terminal's line.
     """
     if engine != "local" or (isinstance(path_or_paths, str) and is_url(path_or_paths)):
         if path_or_paths is not None and not isinstance(path_or_paths, (str, os.PathLike)):

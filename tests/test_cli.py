@@ -253,3 +253,27 @@ def test_progress_stays_silent_when_stderr_is_not_a_terminal() -> None:
     bar(1, 1, 10)
     bar.close()
     assert stream.getvalue() == ""
+
+
+def test_a_long_wait_is_one_line_off_a_terminal_and_the_line_on_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A wait of hours (workers in a Slurm queue) must show in a batch job's log, where the
+    progress line is silent; on a terminal it is the line, erased before the report."""
+    import io
+
+    from frtrace.report import progress as progress_module
+
+    monkeypatch.setattr(progress_module, "DELAY_S", 0.0)
+    log, terminal = io.StringIO(), io.StringIO()
+    for bar in (
+        progress_module.LoadProgress(log),
+        progress_module.LoadProgress(terminal, force=True),
+    ):
+        bar.notice("waiting for a Dask worker")
+        bar(1, 1, 10)
+        bar.close()
+    assert log.getvalue() == "frtrace: waiting for a Dask worker\n"
+    assert (
+        "\n" not in terminal.getvalue() and "\rwaiting for a Dask worker, " in terminal.getvalue()
+    )

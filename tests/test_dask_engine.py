@@ -19,6 +19,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -326,8 +327,6 @@ def test_no_task_reads_more_than_part_files_files(
 def test_a_scheduler_without_workers_is_waited_for(long_job: Path) -> None:
     """dask-jobqueue's `scale` returns before Slurm starts a worker: the run says it waits,
     then reads the job on the workers that come, with the local engine's answer."""
-    import threading
-
     local = frtrace.analyze(frtrace.load(str(long_job)))
     heard = Heard()
     out: list[Any] = []
@@ -343,11 +342,46 @@ def test_a_scheduler_without_workers_is_waited_for(long_job: Path) -> None:
         deadline = time.monotonic() + 60
         while not heard.steps and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert heard.steps[0][0] == "waiting for a Dask worker to join the scheduler"
+        assert heard.steps[0][0] == (
+            f"waiting for a Dask worker to join the scheduler at {c.scheduler.address}"
+        )
         assert not heard.files  # nothing is cut into partitions before a worker is there
         c.cluster.scale(2)
         thread.join(timeout=180)
     assert out and _report(out[0]) == _report(local)
+
+
+def test_a_batch_log_says_the_run_waits_for_workers(long_job: Path) -> None:
+    """Off a terminal the progress line is silent, but a wait for workers may last hours
+    (a Slurm queue): one stderr line says so, then the report comes as usual."""
+    args = [str(long_job), "--prefix", "nccl_trace_rank_", "--format", "json"]
+    local = _cli(*args)
+    with _cluster(0) as c:
+        address = c.scheduler.address
+        run = subprocess.Popen(
+            [sys.executable, "-m", "frtrace", *args, "--engine", "dask", "--scheduler", address],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        try:
+            stream = run.stderr
+            assert stream is not None
+            lines: list[str] = []  # the first line, read aside: silence must fail, not hang
+            reader = threading.Thread(target=lambda: lines.append(stream.readline()))
+            reader.start()
+            reader.join(timeout=120)
+            first = lines[0] if lines else ""
+            c.cluster.scale(2)
+            out, err = run.communicate(timeout=180)
+        finally:
+            run.kill()
+    waiting = "waiting for a Dask worker to join the scheduler at"
+    assert first == f"frtrace: {waiting} {address}\n"
+    assert run.returncode == local.returncode == 1, err
+    assert json.loads(out) == json.loads(local.stdout)
+    assert "waiting" not in err and "Traceback" not in err
 
 
 def _workers_that(preload: str, tmp_path: Path) -> contextlib.AbstractContextManager[Any]:

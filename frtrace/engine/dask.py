@@ -27,6 +27,7 @@ SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 TASKS_PER_WORKER = 4  # several tasks per worker even out files of different sizes
 PART_FILES = 1024  # ...and no task reads more files: workers that join late get some
 INSTALL_HINT = "pip install 'frtrace[dask]'"
+WAITING = "waiting for a Dask worker to join the scheduler"  # a scheduler with none yet
 _VERSION_OF_FRTRACE = "__import__('frtrace').__version__"  # what each worker is asked
 
 
@@ -106,7 +107,8 @@ def ready_workers(client: Any, progress: Progress | None = None) -> int:
     run would wait forever for workers that are gone.
     """
     if not client.scheduler_info(n_workers=-1).get("workers"):
-        tell(progress, "waiting for a Dask worker to join the scheduler")
+        where = getattr(client.scheduler, "address", None)
+        tell(progress, WAITING + (f" at {where}" if where else ""), lasting=True)
         client.wait_for_workers(1)
     # A builtin runs the check, so that the check itself can be read by a worker without
     # frtrace; the expression is this module's constant.

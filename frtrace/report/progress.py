@@ -3,7 +3,8 @@
 Reading moves a bar per file. The steps around it (a Dask cluster's start, merging, the
 settle rounds on the cluster, the analysis) each name themselves (`stage`), and a ticker keeps
 the clock moving, so a step of minutes at 100,000 ranks, or a first Dask partition still
-being read, never looks like a hang.
+being read, never looks like a hang. Off a terminal only a wait with no end in sight
+(`notice`: workers still in a Slurm queue) writes a line, for the batch job's log.
 """
 
 from __future__ import annotations
@@ -49,6 +50,15 @@ class LoadProgress:
         """Name the step now running (`done` of `total` parts when it has parts to count)."""
         if self.enabled:
             self._show(f"{what} {_bar(done, total)} {done}/{total}" if total else what)
+
+    def notice(self, what: str) -> None:
+        """A step that may last long (hours, for a Slurm queue): the line on a terminal, else
+        one line of its own, so that a batch job's log says what the run waits for."""
+        if self.enabled:
+            self.stage(what)
+        else:
+            self.stream.write(f"frtrace: {what}\n")
+            self.stream.flush()
 
     def close(self) -> None:
         """Stop the ticker and erase the line, so results and warnings start clean."""

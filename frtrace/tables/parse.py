@@ -35,9 +35,17 @@ ParseResult = tuple[int, str, RankColumns | None, str, bool, str]
 Item = tuple[str, int]  # path or URL, rank
 
 
-def tell(progress: Progress | None, what: str, done: int = 0, total: int = 0) -> None:
+def tell(
+    progress: Progress | None, what: str, done: int = 0, total: int = 0, *, lasting: bool = False
+) -> None:
     """Name a step after the reading to a progress hook that listens: one with a `stage`
-    method, as the CLI's line (report.progress) has; a plain callable hears only of files."""
+    method, as the CLI's line (report.progress) has; a plain callable hears only of files.
+    A `lasting` step (a wait with no end in sight) goes to the hook's `notice` if it has one,
+    which the CLI prints even off a terminal: a batch job's log says what the run waits for."""
+    notice = getattr(progress, "notice", None) if lasting else None
+    if callable(notice):
+        notice(what)
+        return
     stage = getattr(progress, "stage", None)
     if callable(stage):
         stage(what, done, total)
