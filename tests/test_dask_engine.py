@@ -418,6 +418,29 @@ def test_workers_with_another_frtrace_are_refused(tmp_path: Path) -> None:
     assert f"this client {frtrace.__version__}: install the same version" in out.stderr
 
 
+DIE_IN_PARSING = """import os
+import frtrace.engine.plan
+def _die(*args, **kwargs):
+    os._exit(1)  # as a worker killed for its memory
+frtrace.engine.plan.parse_partition = _die
+"""
+
+
+def test_workers_dying_on_a_task_are_one_line_naming_the_usual_causes(tmp_path: Path) -> None:
+    """Dask gives up on a task that killed its workers (KilledWorker): no error to show, and
+    its text, cut short, named a worker address but no cause."""
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        _workers_that(DIE_IN_PARSING, tmp_path) as c,
+    ):
+        out = _cli("fixtures/tutorial", "--engine", "dask", "--scheduler", c.scheduler.address)
+    assert out.returncode == 2, out.stderr
+    error = out.stderr.strip().splitlines()[-1]
+    assert error.startswith("frtrace: error: the Dask analysis tasks failed: KilledWorker: ")
+    assert "workers short of memory" in error and f"without frtrace {frtrace.__version__}" in error
+    assert "Traceback" not in out.stderr
+
+
 def test_rank_history_comes_from_its_worker(client: Any, long_job: Path) -> None:
     local = frtrace.load(str(long_job))
     dask = frtrace.load(str(long_job), engine="dask", client=client)

@@ -160,7 +160,15 @@ def _same(obj: Any) -> Any:
 
 def task_error(exc: BaseException) -> str:
     """One line for a failed task, with the usual cause of a cluster that cannot run them."""
-    text = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+    said = str(exc).splitlines()[0] if str(exc) else ""
+    if type(exc).__name__ == "KilledWorker":  # no error to show: the workers died
+        # Dask's text goes on to name the last worker, past the 200 characters kept
+        return (
+            f"KilledWorker: {said.split('. ')[0][:200]} (see the workers' logs: the usual "
+            "causes are workers short of memory, or one that joined after the start without "
+            f"frtrace {__version__})"
+        )
+    text = f"{type(exc).__name__}: {said[:200]}"
     if isinstance(exc, ImportError) and "frtrace" in str(exc):
         text += " (install frtrace, the same version, on every worker)"
     return text
