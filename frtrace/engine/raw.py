@@ -352,7 +352,7 @@ def write_raw(
 ) -> RawResult:
     """Parse on the workers, infer memberships on the client, write Parquet on the workers."""
     from frtrace.cli import matching_groups
-    from frtrace.engine.dask import homes, share, submit_partitions, task_error
+    from frtrace.engine.dask import homes, release, share, submit_partitions, task_error
     from frtrace.report.parquet import prepare_folder
 
     prepare_folder(out, storage_options)
@@ -378,6 +378,5 @@ def write_raw(
     except Exception as exc:  # a worker lost repeatedly, a store refusing a write
         raise FrtraceError(f"the Dask raw-mode tasks failed: {task_error(exc)}") from exc
     finally:
-        for future in parsed + shared:
-            future.release()
+        release(parsed + shared)
     return RawResult(total, paths, skipped, warnings, notes, groups)

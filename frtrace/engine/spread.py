@@ -33,7 +33,7 @@ import numpy as np
 from frtrace.analysis import timing
 from frtrace.analysis.context import Context, Scope, build_context, status_by_name
 from frtrace.engine import settle as st
-from frtrace.engine.dask import homes, share, submit_partitions, task_error
+from frtrace.engine.dask import homes, release, share, submit_partitions, task_error
 from frtrace.engine.plan import Item
 from frtrace.engine.raw import Skeleton, _fresh, assemble, gather_summaries, job_table
 from frtrace.errors import FrtraceError
@@ -153,7 +153,7 @@ class Remote:
             one.release()
 
     def close(self) -> None:
-        _release(self.contexts + self.shared)
+        release(self.contexts + self.shared)
         self.contexts, self.shared = [], []
         while self.closers:
             self.closers.pop()()
@@ -197,28 +197,22 @@ def analyze_on_cluster(
             client.submit(open_part, p, *shared, pure=False, **home)
             for p, home in zip(parsed, homes(client, parsed), strict=True)
         ]
-        for future in parsed:
-            future.release()
+        release(parsed)
         parsed = []
         ranks = list(_gather([client.submit(_ranks, c, pure=False) for c in opened]))
         contexts = [c for c, rs in zip(opened, ranks, strict=True) if rs]
-        _release([c for c, rs in zip(opened, ranks, strict=True) if not rs])
+        release([c for c, rs in zip(opened, ranks, strict=True) if not rs])
         held = Remote(client, contexts, [rs for rs in ranks if rs])
         held.shared = shared  # a context lost with its worker is made again from them
         if on_close is not None:
             held.closers.append(on_close)
         return _settled_trace(held, job, members, status, trace_dir, prefix, skipped, progress)
     except FrtraceError:
-        _release(parsed + opened + shared)
+        release(parsed + opened + shared)
         raise
     except Exception as exc:  # a worker lost repeatedly on one task
-        _release(parsed + opened + shared)
+        release(parsed + opened + shared)
         raise FrtraceError(f"the Dask analysis tasks failed: {task_error(exc)}") from exc
-
-
-def _release(futures: list[Any]) -> None:
-    for future in futures:
-        future.release()
 
 
 def _settled_trace(
@@ -253,7 +247,7 @@ def _settled_trace(
     combined = [submit(timing.combine_lags, p, sizes, pure=False) for p in pieces]
     collectives = sum(_gather([submit(len, c, pure=False) for c in combined]))
     per_part = list(_gather(remote.each(st.rank_lags, ask.method, by_group, combined)))
-    _release([by_group, *maps, *[p for ps in pieces for p in ps], *combined])
+    release([by_group, *maps, *[p for ps in pieces for p in ps], *combined])
     codes = Codes()
     parts = remote.stream(reduced, verdict)
     kept, left_out = _remapped(parts, codes, progress, len(remote.contexts))
