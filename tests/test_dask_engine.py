@@ -441,6 +441,59 @@ def test_workers_dying_on_a_task_are_one_line_naming_the_usual_causes(tmp_path: 
     assert "Traceback" not in out.stderr
 
 
+def test_a_folder_the_workers_cannot_see_is_one_line_naming_it(client: Any, tmp_path: Path) -> None:
+    """As on workers without the shared file system: each file was one `skipped` line, then
+    "no usable dump", with nothing saying why (100,000 lines for a large job)."""
+    from frtrace.engine import load_found, locate
+
+    job = tmp_path / "job"
+    shutil.copytree(FIXTURES / "cascade_4rank", job)
+    found = locate(str(job))
+    shutil.rmtree(job)  # listed here, absent where the workers look
+    with pytest.raises(FrtraceError) as info:
+        load_found(found, engine="dask", client=client)
+    said = str(info.value)
+    assert said.startswith(f"2 of 2 Dask workers cannot read {job / 'trace_0'} (tcp://"), said
+    assert said.endswith(
+        ": No such file or directory): a folder must be readable at the same path on every "
+        "worker (a shared file system), or give a store URL"
+    )
+
+
+NO_CREDENTIALS = """import os
+for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+    os.environ.pop(name, None)
+os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.environ["AWS_CONFIG_FILE"] = os.devnull
+os.environ["AWS_EC2_METADATA_DISABLED"] = "true"  # and no instance role to ask
+"""
+
+
+def test_workers_without_the_store_credentials_are_one_line_not_a_line_per_object(
+    s3: dict[str, Any], tmp_path: Path
+) -> None:
+    """The client lists the bucket with its credentials; workers started without them used to
+    skip every object, one line each, and end in "no usable dump"."""
+    with _workers_that(NO_CREDENTIALS, tmp_path) as c:
+        out = _cli(
+            "s3://dumps/cascade_4rank/",
+            "--engine",
+            "dask",
+            "--scheduler",
+            c.scheduler.address,
+            env={"FSSPEC_S3_ENDPOINT_URL": s3["endpoint"]},
+        )
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    start = "frtrace: error: 1 of 1 Dask workers cannot read s3://dumps/cascade_4rank/trace_0"
+    assert lines[-1].startswith(start + " (tcp://"), out.stderr
+    assert "NoCredentialsError: Unable to locate credentials" in lines[-1]
+    assert lines[-1].endswith(
+        "the workers need the store's credentials, endpoint and network access, as this "
+        "client has them"
+    )
+    assert not [line for line in lines if line.startswith("skipped")]
+
+
 def test_rank_history_comes_from_its_worker(client: Any, long_job: Path) -> None:
     local = frtrace.load(str(long_job))
     dask = frtrace.load(str(long_job), engine="dask", client=client)

@@ -160,10 +160,26 @@ def fetch(
             data = f.read(limits.max_file_bytes + 1)
     except DumpError:
         raise
-    except FileNotFoundError as exc:
-        raise DumpError("cannot read (no such object)") from exc
-    except Exception as exc:  # the store's own errors: one line for this object only
-        raise DumpError(f"cannot read ({type(exc).__name__}: {str(exc)[:120]})") from exc
+    except Exception as exc:
+        raise _unreadable(exc) from exc
     if len(data) > limits.max_file_bytes:
         raise DumpError(f"grew past the budget max_file_bytes ({limits.max_file_bytes:,})")
     return bytes(data)
+
+
+def probe(url: str, storage_options: dict[str, Any] | None = None) -> None:
+    """Raise the DumpError fetch would if this process cannot reach the object (credentials,
+    endpoint, network), asking the store for its size only: no dump bytes are read."""
+    fs, path = filesystem(url, storage_options)
+    fs.invalidate_cache(path)  # a size listed earlier in this process proves nothing now
+    try:
+        fs.size(path)
+    except Exception as exc:
+        raise _unreadable(exc) from exc
+
+
+def _unreadable(exc: BaseException) -> DumpError:
+    """A store's own error (its types are its own) as one line for this object only."""
+    if isinstance(exc, FileNotFoundError):
+        return DumpError("cannot read (no such object)")
+    return DumpError(f"cannot read ({type(exc).__name__}: {str(exc)[:120]})")

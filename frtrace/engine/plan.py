@@ -13,11 +13,12 @@ follows their size, as for a folder.
 from __future__ import annotations
 
 import multiprocessing
+import os
 from pathlib import Path
 from typing import Any
 
 from frtrace.dumps.limits import Budgets, set_budgets
-from frtrace.dumps.store import fetch
+from frtrace.dumps.store import fetch, probe
 from frtrace.errors import DumpError
 from frtrace.tables.parse import ParseResult, lost, parse_file
 from frtrace.tables.workers import iter_isolated, scratch_dir
@@ -36,6 +37,23 @@ def partitions(items: list[Item], count: int) -> list[list[Item]]:
         out.append(items[start:end])
         start = end
     return [p for p in out if p]
+
+
+def cannot_read(item: Item, remote: bool, storage_options: dict[str, Any]) -> str | None:
+    """Why this worker cannot reach a file of the job (None when it can), asked of every
+    worker before the parse tasks go out. A worker without the shared folder at that path, or
+    without the store's credentials, would otherwise skip every file it is given, one line
+    each, and the run end in "no usable dump" after reading nothing."""
+    try:
+        if remote:
+            probe(item[0], storage_options)
+        else:
+            os.close(os.open(item[0], os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
+    except DumpError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"cannot read ({exc.strerror or exc})"
+    return None
 
 
 def _allow_children() -> None:
