@@ -971,6 +971,52 @@ def test_s3_raw_parquet_written_to_the_store(client: Any, s3: dict[str, Any]) ->
     assert table.to_pylist() == json.loads(local.stdout)
 
 
+def test_s3_raw_parquet_from_a_folder_reaches_the_clients_store(
+    client: Any, s3: dict[str, Any]
+) -> None:
+    """Dumps in a folder, entries to S3: the workers were started without the endpoint, which
+    only the client's environment names."""
+    pq = _require("pyarrow.parquet")
+    local = _cli(str(FIXTURES / "cascade_4rank"), "-j")
+    result = _cli(
+        str(FIXTURES / "cascade_4rank"),
+        "-j",
+        "--engine",
+        "dask",
+        "--scheduler",
+        client.scheduler.address,
+        "--raw-output",
+        "s3://dumps/raw-from-folder/",
+        env={"FSSPEC_S3_ENDPOINT_URL": s3["endpoint"]},
+    )
+    assert result.returncode == 0, result.stderr
+    table = pq.read_table("dumps/raw-from-folder", filesystem=s3["fs"])
+    assert table.to_pylist() == json.loads(local.stdout)
+
+
+def test_s3_settings_of_the_client_reach_workers_started_without_them(
+    s3: dict[str, Any], tmp_path: Path
+) -> None:
+    """Credentials given to the client as fsspec settings ($FSSPEC_S3_KEY, ...): workers
+    without any of their own read with those, as the client listed the store with them."""
+    env = {
+        "FSSPEC_S3_ENDPOINT_URL": s3["endpoint"],
+        "FSSPEC_S3_KEY": "testing",
+        "FSSPEC_S3_SECRET": "testing",
+    }
+    local = _cli(str(FIXTURES / "cascade_4rank"), "--format", "json")
+    with _workers_that(NO_CREDENTIALS, tmp_path) as c:
+        url = "s3://dumps/cascade_4rank/"
+        out = _cli(
+            url, "--format", "json", "--engine", "dask", "--scheduler", c.scheduler.address, env=env
+        )
+    assert out.returncode == local.returncode == 1, out.stderr
+    report, expected = json.loads(out.stdout), json.loads(local.stdout)
+    assert report["inputs"]["trace_dir"] == "s3://dumps/cascade_4rank"
+    report["inputs"]["trace_dir"] = expected["inputs"]["trace_dir"]
+    assert report == expected
+
+
 def test_s3_missing_bucket_is_one_line(s3: dict[str, Any]) -> None:
     result = _cli("s3://no-such-bucket/x/", env={"FSSPEC_S3_ENDPOINT_URL": s3["endpoint"]})
     assert result.returncode == 2

@@ -10,6 +10,7 @@ by the engine's workers, each checked against the budgets before and while it is
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from dataclasses import dataclass, field
@@ -23,7 +24,6 @@ from frtrace.errors import DumpError, FrtraceError
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 # Extras that bring a protocol's fsspec implementation, for the message when one is missing.
 _EXTRA = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs"}
-ENDPOINT_ENV = "FSSPEC_S3_ENDPOINT_URL"
 
 
 def is_url(source: str | os.PathLike[str] | None) -> bool:
@@ -51,16 +51,29 @@ class StoreDiscovery:
     storage_options: dict[str, Any] = field(default_factory=dict)
 
 
+def protocol(source: str) -> str | None:
+    """A URL's scheme, lower-cased (None for a path)."""
+    match = _SCHEME.match(source)
+    return match.group(1).lower() if match else None
+
+
 def resolved_options(url: str, storage_options: dict[str, Any] | None) -> dict[str, Any]:
-    """The storage options, with the S3 endpoint from $FSSPEC_S3_ENDPOINT_URL when unset: the
-    client resolves it, so workers started without that variable reach the same store."""
+    """The storage options completed by this process's fsspec configuration
+    ($FSSPEC_S3_ENDPOINT_URL, $FSSPEC_S3_ANON, $FSSPEC_GS_PROJECT, ~/.config/fsspec/...), what
+    was given winning. The client resolves them and the workers read with exactly these:
+    settings that let the client list the store are missing on workers started without them."""
     options = dict(storage_options or {})
-    protocol = url.split("://", 1)[0].lower()
-    if protocol in ("s3", "s3a") and "endpoint_url" not in options:
-        endpoint = os.environ.get(ENDPOINT_ENV)
-        if endpoint:
-            options["endpoint_url"] = endpoint
-    return options
+    if protocol(url) is None or local_path(url) is not None:
+        return options
+    try:
+        import fsspec
+        import fsspec.config
+
+        cls = fsspec.get_filesystem_class(protocol(url))
+    except (ImportError, ValueError):
+        return options  # filesystem() says what to install
+    # a copy: nested settings (client_kwargs) stay this process's own
+    return {**copy.deepcopy(fsspec.config.apply_config(cls, {})), **options}
 
 
 def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
@@ -72,25 +85,25 @@ def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple
         raise FrtraceError(
             f"{url}: reading URLs needs fsspec: pip install 'frtrace[s3]' (or fsspec)"
         ) from exc
-    protocol = url.split("://", 1)[0].lower()
+    scheme = url.split("://", 1)[0].lower()
     options = resolved_options(url, storage_options)
     try:
         fs, path = fsspec.core.url_to_fs(url, **options)
     except ImportError as exc:
-        raise FrtraceError(f"{url}: no reader for {protocol}:// URLs ({_hint(protocol)})") from exc
+        raise FrtraceError(f"{url}: no reader for {scheme}:// URLs ({_hint(scheme)})") from exc
     except ValueError as exc:
         raise FrtraceError(f"{url}: {exc}") from exc
     return fs, path
 
 
-def _hint(protocol: str) -> str:
+def _hint(scheme: str) -> str:
     """What to install for a protocol: our extra, else fsspec's own advice (adlfs for az://)."""
-    if protocol in _EXTRA:
-        return f"pip install 'frtrace[{_EXTRA[protocol]}]'"
+    if scheme in _EXTRA:
+        return f"pip install 'frtrace[{_EXTRA[scheme]}]'"
     from fsspec.registry import known_implementations
 
-    advice = known_implementations.get(protocol, {}).get("err")
-    return str(advice) if advice else f"fsspec knows no {protocol}:// implementation"
+    advice = known_implementations.get(scheme, {}).get("err")
+    return str(advice) if advice else f"fsspec knows no {scheme}:// implementation"
 
 
 def _url(fs: Any, path: str) -> str:

@@ -352,10 +352,14 @@ def write_raw(
 ) -> RawResult:
     """Parse on the workers, infer memberships on the client, write Parquet on the workers."""
     from frtrace.cli import matching_groups
+    from frtrace.dumps.store import protocol, resolved_options
     from frtrace.engine.dask import homes, release, share, submit_partitions, task_error
     from frtrace.report.parquet import prepare_folder
 
-    prepare_folder(out, storage_options)
+    # The dumps' options fit the output only in the same kind of store (an endpoint, say).
+    same_store = protocol(out) == protocol(trace_dir)
+    out_options = resolved_options(out, storage_options if same_store else None)
+    prepare_folder(out, out_options)
     parts, parsed, given = submit_partitions(client, items, remote, storage_options, progress)
     shared: list[Any] = []
     try:
@@ -368,7 +372,7 @@ def write_raw(
         shared = [share(client, x) for x in (groups, stack_ids, names)]
         writes = [
             client.submit(
-                write_partition, p, *shared, with_frames, path, storage_options, pure=False, **home
+                write_partition, p, *shared, with_frames, path, out_options, pure=False, **home
             )
             for p, path, home in zip(parsed, paths, homes(client, parsed), strict=True)
         ]
