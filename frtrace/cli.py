@@ -256,7 +256,6 @@ def cli(**options: Any) -> None:
     TRACE_DIR holds one dump per rank (pickle or JSON, optionally gzip-compressed; one level
     of sub-folders is searched too). The rank is the trailing number of each file name.
     """
-    from frtrace.report.fmt import safe
 
     debug = options["debug"]
     for stream in (sys.stdout, sys.stderr):  # a name no locale can encode is still printed
@@ -266,9 +265,10 @@ def cli(**options: Any) -> None:
         code = run(options)
         sys.stdout.flush()
     except FrtraceError as exc:
-        skipped = getattr(exc, "skipped", [])
-        for item in skipped:
-            click.echo(f"skipped {safe(item.file)}: {safe(item.reason)}", err=True)
+        from frtrace.report.skipped import skipped_lines
+
+        for line in skipped_lines(getattr(exc, "skipped", []), options["verbose"]):
+            click.echo(line, err=True)
         if debug:
             raise
         _fail(_explain(exc))
@@ -374,10 +374,11 @@ def _answer(
 ) -> int:
     """Print the loaded trace's entries or report; returns the exit status."""
     from frtrace.report.fmt import MarkedStyle, safe, use_color
+    from frtrace.report.skipped import skipped_lines
 
     engine = options["engine"]
-    for item in trace.skipped:
-        click.echo(f"skipped {safe(item.file)}: {safe(item.reason)}", err=True)
+    for line in skipped_lines(trace.skipped, options["verbose"]):
+        click.echo(line, err=True)
     for warning in trace.warnings:
         click.echo(f"warning: {safe(warning)}", err=True)
     loaded = time.monotonic()
@@ -469,6 +470,7 @@ def _raw_parquet(
     from frtrace.engine import make_plan
     from frtrace.engine.raw import write_raw
     from frtrace.report.fmt import safe
+    from frtrace.report.skipped import skipped_lines
 
     work = make_plan(found, ranks)
     out = str(options["raw_output"])
@@ -487,8 +489,8 @@ def _raw_parquet(
         )
     finally:
         progress.close()
-    for item in result.skipped:
-        click.echo(f"skipped {safe(item.file)}: {safe(item.reason)}", err=True)
+    for line in skipped_lines(result.skipped, options["verbose"]):
+        click.echo(line, err=True)
     for warning in result.warnings:
         click.echo(f"warning: {safe(warning)}", err=True)
     if options["verbose"]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -127,6 +128,46 @@ def test_nothing_usable_exits_2_after_listing_every_skipped_file(tmp_path: Path)
     assert result.exit_code == 2
     assert result.stderr.count("skipped ") == 2
     assert "no usable dump" in result.stderr
+
+
+@pytest.fixture
+def killed_while_dumping(tmp_path: Path) -> Path:
+    """Two good dumps and 23 files cut short alike (a job killed as it dumped), one other."""
+    shutil.copytree(FIXTURES / "tutorial", tmp_path / "job")
+    folder = tmp_path / "job"
+    for rank in range(2, 25):
+        (folder / f"trace_{rank}").write_bytes(b"\x80\x02")
+    (folder / "trace_25").write_text("{}")
+    return folder
+
+
+def test_many_files_skipped_alike_name_ten_and_count_the_rest(killed_while_dumping: Path) -> None:
+    result = frtrace(str(killed_while_dumping), "--format", "json")
+    lines = [line for line in result.stderr.splitlines() if line.startswith("skipped")]
+    truncated = "truncated pickle (file ends early)"
+    assert lines[:10] == [
+        f"skipped {killed_while_dumping}/trace_{r}: {truncated}" for r in range(2, 12)
+    ]
+    assert lines[10].startswith(f"skipped {killed_while_dumping}/trace_25: not a Flight Recorder")
+    assert lines[11:] == [f"skipped 13 more file(s) alike: {truncated} (-v names them all)"]
+    assert len(json.loads(result.stdout)["inputs"]["skipped"]) == 24
+    assert result.exit_code == 1  # the two good dumps' answer
+
+
+def test_verbose_names_every_skipped_file(killed_while_dumping: Path) -> None:
+    result = frtrace(str(killed_while_dumping), "--format", "json", "-v")
+    lines = [line for line in result.stderr.splitlines() if line.startswith("skipped")]
+    assert len(lines) == 24 and not [line for line in lines if "more file(s)" in line]
+
+
+def test_nothing_usable_counts_the_files_skipped_alike(tmp_path: Path) -> None:
+    for rank in range(12):
+        (tmp_path / f"trace_{rank}").write_text("garbage")
+    result = frtrace(str(tmp_path))
+    assert result.exit_code == 2
+    assert result.stderr.count("skipped ") == 11
+    assert "skipped 2 more file(s) alike: neither a pickle nor a JSON dump" in result.stderr
+    assert result.stderr.splitlines()[-1].startswith("frtrace: error: no usable dump")
 
 
 def test_host_names_in_file_names_do_not_confuse_the_rank(tmp_path: Path) -> None:
