@@ -10,6 +10,7 @@ import pytest
 from conftest import FIXTURES, nccl_dump, nccl_entry, write_pickle
 
 from frtrace.dumps.discover import discover
+from frtrace.synth import JobSpec, Layout, simulate
 from frtrace.tables.load import load_trace
 from frtrace.tables.parse import ParseResult
 from frtrace.tables.trace import Trace
@@ -56,7 +57,21 @@ def test_a_mix_of_format_versions_is_loaded_and_warned_about(tmp_path: Path) -> 
     write_pickle(tmp_path / "trace_1", old)
     trace = load_trace(tmp_path)
     assert trace.versions == ["2.10", "2.4"]
-    assert any("mix format versions" in w and "2.4: ranks [1]" in w for w in trace.warnings)
+    assert "dumps mix format versions (2.10: ranks 0; 2.4: ranks 1)" in trace.warnings
+
+
+def test_membership_warnings_of_a_large_job_name_rank_ranges_not_lists(tmp_path: Path) -> None:
+    """A 1,024-rank job whose dumps name a default group of 1,024 ranks and of 1,032: each
+    warning listed every member, a line of 6,000 characters (600,000 at 100,000 ranks)."""
+    job = simulate(JobSpec(Layout(tp=8, dp=128), steps=1))
+    for rank, dump in job.dumps.items():
+        if rank < 8:
+            default = next(c for c in dump["pg_config"].values() if c["desc"] == "default_pg")
+            default["ranks"] = str(list(range(1032)))
+        write_pickle(tmp_path / f"trace_{rank}", dump)
+    warnings = load_trace(tmp_path).warnings
+    assert "pg 0 (default_pg): dumps disagree on its members; using 0-1023" in warnings
+    assert max(len(w) for w in warnings) < 200
 
 
 def test_gloo_memberships_are_inferred_from_entries_despite_the_empty_pg_config() -> None:

@@ -8,25 +8,7 @@ import sys
 from collections.abc import Iterable
 from typing import TextIO
 
-
-def rank_ranges(ranks: Iterable[int], limit: int = 12) -> str:
-    """[0, 1, 2, 3, 8] -> '0-3,8': long rank lists stay readable at 3 a.m."""
-    values = sorted(set(int(r) for r in ranks))
-    if not values:
-        return "-"
-    parts: list[str] = []
-    start = prev = values[0]
-    for v in [*values[1:], None]:
-        if v is not None and v == prev + 1:
-            prev = v
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if v is not None:
-            start = prev = v
-    if len(parts) > limit:
-        shown = ",".join(parts[:limit])
-        return f"{shown},... ({len(values)} ranks)"
-    return ",".join(parts)
+from frtrace.ranks import rank_ranges as rank_ranges  # used by every report
 
 
 def use_color(stream: TextIO | None = None) -> bool:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from frtrace.dumps.discover import Discovery, discover
+from frtrace.ranks import rank_ranges
 from frtrace.tables.columns import RankColumns
 from frtrace.tables.parse import (
     NoUsableDumpError,
@@ -206,7 +207,7 @@ def trace_messages(
         by_version: dict[str, list[int]] = {}
         for version, rank in zip(files["version"], files["rank"], strict=True):
             by_version.setdefault(str(version), []).append(int(rank))
-        detail = "; ".join(f"{v}: ranks {sorted(by_version[v])[:8]}" for v in sorted(by_version))
+        detail = "; ".join(f"{v}: ranks {rank_ranges(by_version[v])}" for v in sorted(by_version))
         warnings.append(f"dumps mix format versions ({detail})")
     notes = list(members.notes)
     for part in parts:

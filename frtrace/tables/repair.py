@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from frtrace.dumps.limits import budgets
+from frtrace.ranks import rank_ranges
 from frtrace.tables.check import unpack_ranks
 from frtrace.tables.columns import RankColumns
 from frtrace.tables.table import Table, first_rows, group_max
@@ -141,13 +142,14 @@ def infer_memberships(
             if len(votes) > 1:
                 conflicts[name] = [list(v) for v, _n in votes.most_common()]
                 warnings.append(
-                    f"pg {name} ({desc}): dumps disagree on its members; using {members}"
+                    f"pg {name} ({desc}): dumps disagree on its members; using "
+                    f"{rank_ranges(members)}"
                 )
             extra = sorted(set(seen) - set(members))
             if extra:
                 members = sorted(set(members) | set(extra))
                 warnings.append(
-                    f"pg {name} ({desc}): ranks {extra} recorded it but are not in "
+                    f"pg {name} ({desc}): ranks {rank_ranges(extra)} recorded it but are not in "
                     "its pg_config; counted as members"
                 )
             source = "pg_config"
@@ -166,7 +168,8 @@ def infer_memberships(
             members = seen
             source = "inferred"
             notes.append(
-                f"pg {name} ({desc}): members {members} inferred from the ranks that recorded it"
+                f"pg {name} ({desc}): members {rank_ranges(members)} inferred from the ranks "
+                "that recorded it"
             )
             hint = hints.get(name, 0)
             if hint > len(members):
