@@ -60,13 +60,14 @@ TIMING_FIELDS: set[str] = set()  # the report holds no timings today; listed her
 def _cluster(workers: int = 2, **options: Any) -> Iterator[Any]:
     """A client of a fresh local cluster of `workers` worker processes (`options`: more for
     LocalCluster, e.g. a worker preload)."""
+    scheduler = {"dashboard_address": ":0", **options.pop("scheduler_kwargs", {})}
     with (
         distributed.LocalCluster(
             n_workers=workers,
             processes=True,
             threads_per_worker=1,
             dashboard_address=None,
-            scheduler_kwargs={"dashboard_address": ":0"},
+            scheduler_kwargs=scheduler,
             **options,
         ) as cluster,
         distributed.Client(cluster) as c,
@@ -660,6 +661,35 @@ def test_cli_scheduler_from_environment(client: Any) -> None:
     result = _cli(folder, "--engine", "dask", env=env)
     assert result.returncode == 1, result.stderr
     assert result.stdout.splitlines()[-1].startswith("HUNG: root cause missing_ranks")
+
+
+def test_cli_scheduler_from_the_file_the_scheduler_wrote(tmp_path: Path) -> None:
+    """As on Slurm: `dask scheduler --scheduler-file sched.json` on a node known only once it
+    runs; the command is given the file."""
+    sched = tmp_path / "sched.json"
+    local = _cli("fixtures/tutorial", "--format", "json")
+    with _cluster(1, scheduler_kwargs={"scheduler_file": str(sched)}):
+        result = _cli(
+            "fixtures/tutorial", "--format", "json", "--engine", "dask", "--scheduler", str(sched)
+        )
+    assert result.returncode == local.returncode == 1, result.stderr
+    assert json.loads(result.stdout) == json.loads(local.stdout)
+
+
+def test_cli_missing_or_foreign_scheduler_file_is_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "sched.json"
+    result = _cli("fixtures/tutorial", "--engine", "dask", "--scheduler", str(missing))
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        f"frtrace: error: no Dask scheduler file at {missing} (the scheduler writes it when "
+        f"started with --scheduler-file {missing})"
+    )
+    missing.write_text('{"type": "Scheduler"}')
+    result = _cli("fixtures/tutorial", "--engine", "dask", "--scheduler", str(missing))
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        f"frtrace: error: {missing}: not a Dask scheduler file (no address in it)"
+    )
 
 
 def test_cli_since_reads_both_snapshots_on_one_cluster_and_reports_as_local(

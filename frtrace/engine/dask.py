@@ -12,6 +12,7 @@ never import it.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 from collections.abc import Iterator
@@ -43,11 +44,13 @@ def _distributed() -> Any:
 def connect(
     scheduler: str | None = None, workers: int | None = None, progress: Progress | None = None
 ) -> Iterator[Any]:
-    """A client of the scheduler at `scheduler` (else $DASK_SCHEDULER_ADDRESS), or of a local
-    cluster of worker processes started for this run and stopped after it (`progress` hears
-    which, as both take seconds)."""
+    """A client of the scheduler at `scheduler` (else $DASK_SCHEDULER_ADDRESS: an address, or
+    the scheduler file it wrote, ending in .json), or of a local cluster of worker processes
+    started for this run and stopped after it (`progress` hears which, as both take seconds)."""
     distributed = _distributed()
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None
+    if address and address.endswith(".json") and "://" not in address:
+        address = scheduler_address(address)
     if address:
         tell(progress, "connecting to the Dask scheduler")
         try:
@@ -73,6 +76,24 @@ def connect(
         distributed.Client(cluster, set_as_default=False) as client,
     ):
         yield client
+
+
+def scheduler_address(path: str) -> str:
+    """The address in the file a scheduler writes (`dask scheduler --scheduler-file F`): on
+    Slurm the scheduler's node is known only once it runs, and the file is on shared storage."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            address = json.load(f).get("address")
+    except FileNotFoundError as exc:
+        raise FrtraceError(
+            f"no Dask scheduler file at {path} (the scheduler writes it when started with "
+            f"--scheduler-file {path})"
+        ) from exc
+    except (OSError, ValueError, AttributeError) as exc:
+        raise FrtraceError(f"{path}: not a Dask scheduler file ({exc})") from exc
+    if not isinstance(address, str) or not address:
+        raise FrtraceError(f"{path}: not a Dask scheduler file (no address in it)")
+    return address
 
 
 def submit_partitions(
