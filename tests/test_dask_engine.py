@@ -199,8 +199,8 @@ def test_client_never_reads_dump_bytes(
         (read, "read_bytes"),
         (read, "read_dump"),
         (read, "read_dump_bytes"),
-        (store, "fetch"),
-        (plan, "fetch"),
+        (store, "download"),
+        (plan, "download"),
         (plan, "iter_isolated"),
         (parse, "read_bytes"),
         (parse, "decode_inflated"),
@@ -1045,6 +1045,23 @@ def test_s3_settings_of_the_client_reach_workers_started_without_them(
     assert report["inputs"]["trace_dir"] == "s3://dumps/cascade_4rank"
     report["inputs"]["trace_dir"] = expected["inputs"]["trace_dir"]
     assert report == expected
+
+
+def test_s3_objects_over_the_file_budget_are_skipped_unread_by_both_engines(
+    client: Any, s3: dict[str, Any]
+) -> None:
+    """The store's size is checked before any byte is read; ranks 0 and 1 (2,165 bytes) are
+    over a budget of 2,100, ranks 2 and 3 are analyzed."""
+    env = {"FSSPEC_S3_ENDPOINT_URL": s3["endpoint"], "FRTRACE_BUDGETS": "max_file_bytes=2100"}
+    url = "s3://dumps/cascade_4rank/"
+    for engine in ([], ["--engine", "dask", "--scheduler", client.scheduler.address]):
+        out = _cli(url, *engine, env=env)
+        skipped = [line for line in out.stderr.splitlines() if line.startswith("skipped")]
+        assert skipped == [
+            f"skipped {url}trace_{r}: 2,165 bytes, above the budget max_file_bytes (2,100)"
+            for r in (0, 1)
+        ], out.stderr
+        assert out.returncode in (0, 1) and "no usable dump" not in out.stderr
 
 
 def test_s3_missing_bucket_is_one_line(s3: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ from frtrace.errors import DumpError, FrtraceError
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 # Extras that bring a protocol's fsspec implementation, for the message when one is missing.
 _EXTRA = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs"}
+CHUNK = 16 << 20  # bytes per read of an object: most dumps are one request
 
 
 def is_url(source: str | os.PathLike[str] | None) -> bool:
@@ -156,32 +157,42 @@ def discover_store(
     return StoreDiscovery(url.rstrip("/"), prefix, inferred, files, skipped, options)
 
 
-def fetch(
-    url: str, storage_options: dict[str, Any] | None = None, limits: Budgets | None = None
-) -> bytes:
-    """An object's bytes, refused when the store says it is over max_file_bytes and never read
-    past that budget (an object may be replaced while it is read)."""
+def download(
+    url: str,
+    dest: str,
+    storage_options: dict[str, Any] | None = None,
+    limits: Budgets | None = None,
+) -> None:
+    """An object's bytes into the new file `dest`, a chunk at a time: refused when the store
+    says it is over max_file_bytes and never read past that budget (an object may be replaced
+    while it is read). In chunks, so that several downloads at once hold no whole object."""
     limits = limits or budgets()
     fs, path = filesystem(url, storage_options)
     try:
-        size = int(fs.size(path) or 0)
-        if size > limits.max_file_bytes:
-            raise DumpError(
-                f"{size:,} bytes, above the budget max_file_bytes ({limits.max_file_bytes:,})"
-            )
-        with fs.open(path, "rb") as f:
-            data = f.read(limits.max_file_bytes + 1)
+        # no read-ahead cache: each read is one ranged request, of at most CHUNK bytes
+        with fs.open(path, "rb", cache_type="none") as f, open(dest, "xb") as out:
+            size = getattr(f, "size", None)  # the store's answer to open(), or None
+            if size is not None and int(size) > limits.max_file_bytes:
+                raise DumpError(
+                    f"{int(size):,} bytes, above the budget max_file_bytes "
+                    f"({limits.max_file_bytes:,})"
+                )
+            total = 0
+            while chunk := f.read(min(CHUNK, limits.max_file_bytes + 1 - total)):
+                total += len(chunk)
+                if total > limits.max_file_bytes:
+                    raise DumpError(
+                        f"grew past the budget max_file_bytes ({limits.max_file_bytes:,})"
+                    )
+                out.write(chunk)
     except DumpError:
         raise
     except Exception as exc:
         raise _unreadable(exc) from exc
-    if len(data) > limits.max_file_bytes:
-        raise DumpError(f"grew past the budget max_file_bytes ({limits.max_file_bytes:,})")
-    return bytes(data)
 
 
 def probe(url: str, storage_options: dict[str, Any] | None = None) -> None:
-    """Raise the DumpError fetch would if this process cannot reach the object (credentials,
+    """Raise the DumpError download would if this process cannot reach the object (credentials,
     endpoint, network), asking the store for its size only: no dump bytes are read."""
     fs, path = filesystem(url, storage_options)
     fs.invalidate_cache(path)  # a size listed earlier in this process proves nothing now

@@ -105,7 +105,7 @@ def load_found(
     if engine == "local":
         from frtrace.engine.local import iter_parsed_store
 
-        results = iter_parsed_store(work.items, work.storage_options)
+        results = iter_parsed_store(work.items, work.storage_options, jobs)
         return assemble_trace(
             work.trace_dir, work.prefix, results, len(work.items), work.skipped, progress, order
         )

@@ -1,24 +1,27 @@
 """The local engine for store URLs: objects fetched by this process, parsed as files are.
 
-Folders take frtrace.tables.parse's path unchanged. For a store, this process fetches the
-objects a few at a time (within max_file_bytes each) and parses them in isolated processes,
-exactly as a Dask worker does (plan.parse_partition), so both engines read a store alike.
+Folders take frtrace.tables.parse's path unchanged. For a store, this process downloads the
+objects several at a time (within max_file_bytes each) and parses them in isolated processes,
+one per core, exactly as a Dask worker does with one (plan.iter_objects), so both engines read
+a store alike.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
 from frtrace.dumps.limits import budgets
-from frtrace.engine.plan import Item, parse_partition
+from frtrace.engine.plan import Item, iter_objects
 from frtrace.tables.parse import ParseResult
 
-BATCH = 16  # objects spooled at a time: bounds the temporary disk to 16 dumps
 
-
-def iter_parsed_store(items: list[Item], storage_options: dict[str, Any]) -> Iterator[ParseResult]:
-    """Parse results of store objects, in the order given."""
-    limits = budgets()
-    for start in range(0, len(items), BATCH):
-        yield from parse_partition(items[start : start + BATCH], True, storage_options, limits)
+def iter_parsed_store(
+    items: list[Item], storage_options: dict[str, Any], jobs: int | None = None
+) -> Iterator[ParseResult]:
+    """Parse results of store objects as they finish, in `jobs` processes (default: a core
+    each)."""
+    cores = os.cpu_count() or 1
+    n_jobs = cores if jobs is None else max(1, min(jobs, 4 * cores))
+    yield from iter_objects(items, storage_options, budgets(), n_jobs)

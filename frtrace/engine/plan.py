@@ -6,24 +6,29 @@ unpickler (frtrace.dumps.read) and columnize it (frtrace.tables.columns), in an 
 process with the same CPU and memory limits (frtrace.tables.workers), so that a hostile file
 costs one `skipped FILE: reason` line with the same reason as in the local engine, never the
 worker. Objects from a store are fetched within max_file_bytes and spooled to a private
-temporary folder first: the isolated parse then reads them as local files, and its CPU budget
-follows their size, as for a folder.
+temporary folder first (several at once, a window ahead of the parse): the isolated parse
+then reads them as local files, and its CPU budget follows their size, as for a folder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from frtrace.dumps.limits import Budgets, set_budgets
-from frtrace.dumps.store import fetch, probe
+from frtrace.dumps.store import download, probe
 from frtrace.errors import DumpError
 from frtrace.tables.parse import ParseResult, lost, parse_file
 from frtrace.tables.workers import iter_isolated, scratch_dir
 
 Item = tuple[str, int]  # path or URL, rank
+FETCHES = 8  # downloads at once per task or run: a store's latency, not its bandwidth, limits
+WINDOW = 16  # objects downloaded ahead of the parse: at most two windows are spooled
 
 
 def partitions(items: list[Item], count: int) -> list[list[Item]]:
@@ -74,22 +79,49 @@ def parse_partition(
     if not remote:
         done = {r[1]: r for r in iter_isolated(items, 1, parse_file, lost, limits)}
         return [done[path] for path, _rank in items]
-    results: dict[str, ParseResult] = {}
+    done = {r[1]: r for r in iter_objects(items, storage_options, limits, 1)}
+    return [done[url] for url, _rank in items]
+
+
+def iter_objects(
+    items: list[Item], storage_options: dict[str, Any], limits: Budgets, jobs: int
+) -> Iterator[ParseResult]:
+    """Parse results of store objects as they finish, in `jobs` isolated processes.
+
+    A store answers each request in tens of milliseconds: FETCHES downloads run at once, a
+    window ahead of the parse, so that the wait for one object hides behind the others and
+    behind the parse. At most two windows of objects are spooled at a time.
+    """
+    windows = [items[k : k + WINDOW] for k in range(0, len(items), WINDOW)]
+    pool = ThreadPoolExecutor(max(1, min(FETCHES, len(items))), thread_name_prefix="fetch")
     with scratch_dir() as tmp:
-        local: list[Item] = []
-        url_of: dict[str, str] = {}
-        for k, (url, rank) in enumerate(items):
-            try:
-                data = fetch(url, storage_options, limits)
-            except DumpError as exc:
-                results[url] = lost((url, rank), str(exc))
-                continue
-            path = str(Path(tmp) / f"{k}")
-            with open(path, "wb") as f:
-                f.write(data)
-            del data
-            local.append((path, rank))
-            url_of[path] = url
-        for rank, path, *rest in iter_isolated(local, 1, parse_file, lost, limits):
-            results[url_of[path]] = (rank, url_of[path], *rest)
-    return [results[url] for url, _rank in items]
+        try:
+
+            def spool(w: int) -> list[tuple[Item, str, Future[None]]]:
+                start = w * WINDOW
+                return [
+                    (item, path, pool.submit(download, item[0], path, storage_options, limits))
+                    for k, item in enumerate(windows[w], start)
+                    for path in [str(Path(tmp) / str(k))]
+                ]
+
+            ahead = spool(0) if windows else []
+            for w in range(len(windows)):
+                current, ahead = ahead, spool(w + 1) if w + 1 < len(windows) else []
+                local: list[Item] = []
+                url_of: dict[str, str] = {}
+                for (url, rank), path, fetched in current:
+                    try:
+                        fetched.result()
+                    except DumpError as exc:
+                        yield lost((url, rank), str(exc))
+                        continue
+                    local.append((path, rank))
+                    url_of[path] = url
+                for rank, path, *rest in iter_isolated(local, jobs, parse_file, lost, limits):
+                    yield (rank, url_of[path], *rest)
+                for path in url_of:
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)  # before the folder goes
