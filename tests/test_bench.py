@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -83,3 +84,24 @@ def test_dask_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert dask["exit"] == 1 and dask["identical_to_local"] is True
     assert 0 < dask["client_peak_rss_mb"] <= dask["peak_rss_mb"]
     assert line["frtrace"]["client_peak_rss_mb"] > 0
+
+
+def test_store_bench_reads_a_folder_and_its_copy_in_s3_alike() -> None:
+    """scripts/store_bench.py on a fixture, through its delaying proxy: four runs, one report."""
+    for module in ("distributed", "moto", "s3fs"):
+        if not importlib.util.find_spec(module):
+            if os.environ.get("FRTRACE_REQUIRE_EXTRAS"):
+                raise AssertionError(f"{module} is not installed (FRTRACE_REQUIRE_EXTRAS)")
+            pytest.skip(f"needs {module}")
+    script = REPO / "scripts" / "store_bench.py"
+    folder = REPO / "fixtures" / "cascade_4rank"
+    done = subprocess.run(
+        [sys.executable, str(script), str(folder), "--latency-ms", "5", "--jobs", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split()[:2] for line in done.stdout.splitlines() if " s  exit 1 " in line]
+    assert rows == [["local", "folder"], ["local", "s3"], ["dask", "folder"], ["dask", "s3"]]
+    assert done.stdout.splitlines()[-1] == "identical reports"
