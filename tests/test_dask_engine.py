@@ -489,8 +489,8 @@ def test_workers_without_the_store_credentials_are_one_line_not_a_line_per_objec
     assert lines[-1].startswith(start + " (tcp://"), out.stderr
     assert "NoCredentialsError: Unable to locate credentials" in lines[-1]
     assert lines[-1].endswith(
-        "the workers need the store's credentials, endpoint and network access, as this "
-        "client has them"
+        "the workers need the store's library, credentials, endpoint and network access, "
+        "as this client has them"
     )
     assert not [line for line in lines if line.startswith("skipped")]
 

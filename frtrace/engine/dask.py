@@ -169,8 +169,8 @@ def check_access(client: Any, first: str, remote: bool, storage_options: dict[st
     elif detail.startswith("cannot read (") and detail.endswith(")"):
         detail = detail[len("cannot read (") : -1]
     advice = (
-        "the workers need the store's credentials, endpoint and network access, as this "
-        "client has them"
+        "the workers need the store's library, credentials, endpoint and network access, "
+        "as this client has them"
         if remote
         else "a folder must be readable at the same path on every worker (a shared file "
         "system), or give a store URL"

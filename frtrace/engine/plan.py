@@ -22,7 +22,7 @@ from typing import Any
 
 from frtrace.dumps.limits import Budgets, set_budgets
 from frtrace.dumps.store import download, probe
-from frtrace.errors import DumpError
+from frtrace.errors import DumpError, FrtraceError
 from frtrace.tables.parse import ParseResult, lost, parse_file
 from frtrace.tables.workers import iter_isolated, scratch_dir
 
@@ -54,7 +54,7 @@ def cannot_read(item: Item, remote: bool, storage_options: dict[str, Any]) -> st
             probe(item[0], storage_options)
         else:
             os.close(os.open(item[0], os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
-    except DumpError as exc:
+    except (DumpError, FrtraceError) as exc:  # FrtraceError: no library for the store here
         return str(exc)
     except OSError as exc:
         return f"cannot read ({exc.strerror or exc})"
@@ -95,16 +95,17 @@ def iter_objects(
     windows = [items[k : k + WINDOW] for k in range(0, len(items), WINDOW)]
     pool = ThreadPoolExecutor(max(1, min(FETCHES, len(items))), thread_name_prefix="fetch")
     with scratch_dir() as tmp:
+
+        def spool(w: int) -> list[tuple[Item, str, Future[None]]]:
+            """Start downloading window w; its objects land in tmp/<index>."""
+            started = []
+            for k, item in enumerate(windows[w], w * WINDOW):
+                path = str(Path(tmp) / str(k))
+                fetched = pool.submit(download, item[0], path, storage_options, limits)
+                started.append((item, path, fetched))
+            return started
+
         try:
-
-            def spool(w: int) -> list[tuple[Item, str, Future[None]]]:
-                start = w * WINDOW
-                return [
-                    (item, path, pool.submit(download, item[0], path, storage_options, limits))
-                    for k, item in enumerate(windows[w], start)
-                    for path in [str(Path(tmp) / str(k))]
-                ]
-
             ahead = spool(0) if windows else []
             for w in range(len(windows)):
                 current, ahead = ahead, spool(w + 1) if w + 1 < len(windows) else []
@@ -120,7 +121,7 @@ def iter_objects(
                     url_of[path] = url
                 for rank, path, *rest in iter_isolated(local, jobs, parse_file, lost, limits):
                     yield (rank, url_of[path], *rest)
-                for path in url_of:
+                for _item, path, _fetched in current:  # a failed download may have left part
                     with contextlib.suppress(OSError):
                         os.unlink(path)
         finally:
