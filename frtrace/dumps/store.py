@@ -86,7 +86,7 @@ def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple
         raise FrtraceError(
             f"{url}: reading URLs needs fsspec: pip install 'frtrace[s3]' (or fsspec)"
         ) from exc
-    scheme = url.split("://", 1)[0].lower()
+    scheme = protocol(url) or ""
     options = resolved_options(url, storage_options)
     try:
         fs, path = fsspec.core.url_to_fs(url, **options)

@@ -14,7 +14,7 @@ from typing import Any
 
 from frtrace.dumps.limits import budgets
 from frtrace.engine.plan import Item, iter_objects
-from frtrace.tables.parse import ParseResult
+from frtrace.tables.parse import ParseResult, job_count
 
 
 def iter_parsed_store(
@@ -22,6 +22,5 @@ def iter_parsed_store(
 ) -> Iterator[ParseResult]:
     """Parse results of store objects as they finish, in `jobs` processes (default: a core
     each)."""
-    cores = os.cpu_count() or 1
-    n_jobs = cores if jobs is None else max(1, min(jobs, 4 * cores))
+    n_jobs = job_count(jobs, os.cpu_count() or 1)
     yield from iter_objects(items, storage_options, budgets(), n_jobs)

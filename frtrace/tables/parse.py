@@ -330,9 +330,13 @@ def start_parsing(items: list[Item], jobs: int | None = None) -> Parsing:
     paths = [p for p, _r in items]
     size = total_bytes(paths)
     tune_allocator(size)
+    return Parsing(items, job_count(jobs, default_jobs(paths, size)))
+
+
+def job_count(jobs: int | None, default: int) -> int:
+    """The parse processes for `--jobs` (`default` when not given), at most 4 per core."""
     cores = os.cpu_count() or 1
-    n_jobs = default_jobs(paths, size) if jobs is None else max(1, min(jobs, 4 * cores))
-    return Parsing(items, n_jobs)
+    return default if jobs is None else max(1, min(jobs, 4 * cores))
 
 
 def _import_what_workers_import() -> None:
