@@ -238,7 +238,7 @@ def _quiet_broken_pipe() -> NoReturn:
     "--scheduler",
     metavar="ADDRESS",
     default=None,
-    help="Dask scheduler: its address (e.g. tcp://host:8786) or the .json file it wrote "
+    help="Dask scheduler: its address (e.g. tcp://host:8786) or the file it wrote "
     "(--scheduler-file) [default: $DASK_SCHEDULER_ADDRESS, else a local cluster].",
 )
 @click.option(

@@ -692,6 +692,37 @@ def test_cli_missing_or_foreign_scheduler_file_is_one_line(tmp_path: Path) -> No
     )
 
 
+@pytest.mark.parametrize(
+    ("address", "why"),
+    [
+        ("nonsense", "missing port number in address 'nonsense'"),
+        ("tcp://10.0.0.2", "missing port number in address '10.0.0.2'"),
+        ("tcp://10.0.0.2:99999", "port 99999 out of range"),
+    ],
+)
+def test_cli_malformed_scheduler_address_is_one_line(address: str, why: str) -> None:
+    """Dask's Client raised a ValueError for these only once started (a traceback, then a 30 s
+    wait for the half-built client to close, exit 3)."""
+    result = _cli("fixtures/tutorial", "--engine", "dask", "--scheduler", address)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"frtrace: error: not a Dask scheduler address: {address} ({why}); give one like "
+        "tcp://10.0.0.2:8786, or the file the scheduler wrote (--scheduler-file)"
+    )
+
+
+def test_cli_scheduler_file_of_any_name(tmp_path: Path) -> None:
+    """A scheduler file is known by existing, not only by ending in .json."""
+    sched = tmp_path / "scheduler-info"
+    local = _cli("fixtures/tutorial", "--format", "json")
+    with _cluster(1, scheduler_kwargs={"scheduler_file": str(sched)}):
+        result = _cli(
+            "fixtures/tutorial", "--format", "json", "--engine", "dask", "--scheduler", str(sched)
+        )
+    assert result.returncode == local.returncode == 1, result.stderr
+    assert json.loads(result.stdout) == json.loads(local.stdout)
+
+
 def test_cli_since_reads_both_snapshots_on_one_cluster_and_reports_as_local(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -49,13 +49,14 @@ def connect(
     started for this run and stopped after it (`progress` hears which, as both take seconds)."""
     distributed = _distributed()
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None
-    if address and address.endswith(".json") and "://" not in address:
+    if address and "://" not in address and (address.endswith(".json") or os.path.isfile(address)):
         address = scheduler_address(address)
     if address:
+        check_address(address)
         tell(progress, "connecting to the Dask scheduler")
         try:
             client = distributed.Client(address, timeout="15s", set_as_default=False)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError) as exc:
             raise FrtraceError(f"cannot reach the Dask scheduler at {address}: {exc}") from exc
         with client:
             yield client
@@ -76,6 +77,24 @@ def connect(
         distributed.Client(cluster, set_as_default=False) as client,
     ):
         yield client
+
+
+def check_address(address: str) -> None:
+    """A malformed address fails here, in one line: Dask's Client, given one, raises only after
+    it has started, and the half-built client then waits 30 s to close."""
+    from distributed.comm.addressing import get_address_host_port, parse_address
+
+    try:
+        scheme, _ = parse_address(address)
+        if scheme in ("tcp", "tls"):
+            _, port = get_address_host_port(address)
+            if not 0 < port < 65536:
+                raise ValueError(f"port {port} out of range")
+    except ValueError as exc:
+        raise FrtraceError(
+            f"not a Dask scheduler address: {address} ({exc}); give one like "
+            "tcp://10.0.0.2:8786, or the file the scheduler wrote (--scheduler-file)"
+        ) from exc
 
 
 def scheduler_address(path: str) -> str:
