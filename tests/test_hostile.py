@@ -177,6 +177,60 @@ def test_sigterm_and_sigint_stop_the_workers_too(
     assert _frtrace_processes(tag) == []
 
 
+def _proc_field(pid: int, name: str) -> str:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((line.split()[1] for line in f if line.startswith(name + ":")), "")
+    except OSError:
+        return ""
+
+
+def _dask_workers(tag: str) -> list[int]:
+    workers = []
+    for pid in _frtrace_processes(tag):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"spawn_main" in f.read():
+                    workers.append(pid)
+        except OSError:
+            continue
+    return workers
+
+
+def test_ctrl_c_on_a_terminal_stops_a_local_dask_cluster_quietly(tmp_path: Path) -> None:
+    """A terminal sends Ctrl-C to every process of the foreground group, the Dask workers of
+    the command's own cluster too: each printed two tracebacks as it died."""
+    pytest.importorskip("distributed")
+    tag = f"FRTRACE_TEST_{uuid.uuid4().hex}"
+    env = dict(os.environ, PYTHONPATH=str(REPO), NO_COLOR="1", **{tag: "1"})
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    args = [str(_slow_folder(tmp_path)), "--engine", "dask", "--jobs", "2"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "frtrace", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # a process group of its own, as a terminal's foreground job
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    sigint = 1 << (signal.SIGINT - 1)
+    deadline = time.monotonic() + 60
+    # the cluster is up: both workers run, and the command hears Ctrl-C again
+    while time.monotonic() < deadline and (
+        len(_dask_workers(tag)) < 2 or int(_proc_field(proc.pid, "SigIgn") or "0", 16) & sigint
+    ):
+        time.sleep(0.05)
+    assert len(_dask_workers(tag)) >= 2, "the cluster did not start"
+    os.killpg(proc.pid, signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert b"Traceback" not in err and b"KeyboardInterrupt" not in err, err.decode()[-2000:]
+    deadline = time.monotonic() + 10
+    while _frtrace_processes(tag) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _frtrace_processes(tag) == []
+
+
 @pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_stop_signal_ends_the_run_even_where_python_would_swallow_the_exception(
     sig: signal.Signals, status: int

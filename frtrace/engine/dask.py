@@ -15,6 +15,8 @@ import contextlib
 import json
 import logging
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -63,8 +65,8 @@ def connect(
         return
     n = workers or os.cpu_count() or 1
     tell(progress, f"starting a local Dask cluster of {n} worker processes")
-    with (
-        distributed.LocalCluster(
+    with _ignoring_ctrl_c():
+        cluster = distributed.LocalCluster(
             n_workers=n,
             threads_per_worker=1,
             processes=True,
@@ -73,10 +75,29 @@ def connect(
             # dashboard already there (a notebook's) made Dask warn on stderr
             scheduler_kwargs={"dashboard_address": ":0"},
             silence_logs=logging.ERROR,
-        ) as cluster,
-        distributed.Client(cluster, set_as_default=False) as client,
-    ):
+        )
+    with cluster, distributed.Client(cluster, set_as_default=False) as client:
         yield client
+
+
+@contextlib.contextmanager
+def _ignoring_ctrl_c() -> Iterator[None]:
+    """Worker processes started within ignore SIGINT (they inherit it): a terminal's Ctrl-C
+    reaches every process of the group, and each Dask worker printed two tracebacks as it
+    died. The command stops them itself as it unwinds, with status 130. (A Ctrl-C in the
+    seconds the cluster takes to start is lost.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is None:  # set outside Python: leave it
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def check_address(address: str) -> None:
