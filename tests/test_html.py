@@ -261,3 +261,41 @@ def test_healthy_and_missing_dump_pages_render_cleanly(browser: Any, tmp_path: P
     rows = browser.execute_script("return D.map.rows.map(r => r.kind)")
     assert "status: no dump" in _hover_rank(browser, rows.index("mesh_tp"), 5)
     assert "rank 5 (culprit): no dump" in browser.find_element(By.ID, "stacks").text
+
+
+def test_skipped_files_are_named_ten_per_reason_and_the_rest_on_demand(
+    browser: Any, tmp_path: Path
+) -> None:
+    """A job killed while it dumped: 23 files cut short alike, one other, three ranks without a
+    dump. The page named every skipped file in one table built at load (100,000 rows at
+    scale) and listed the ranks without a dump one by one."""
+    from selenium.webdriver.common.by import By
+
+    folder = tmp_path / "job"
+    write_job(simulate(spec_for_entries(Layout(tp=2, dp=2, pp=2), 40)), folder)
+    for rank in (5, 6, 7):
+        (folder / f"nccl_trace_rank_{rank}").unlink()
+    for rank in range(100, 123):
+        (folder / f"nccl_trace_rank_{rank}").write_bytes(b"\x80\x02")
+    (folder / "nccl_trace_rank_123").write_text("{}")
+    page = _page(folder, tmp_path / "skipped.html")
+    assert _open(browser, page, "skipped_files.png") == []
+    inputs = browser.find_element(By.ID, "inputs")
+    assert "no dump from\n5-7" in inputs.text
+    blocks = browser.find_elements(By.CSS_SELECTOR, "#skipped .skip-reason")
+    assert [b.find_element(By.TAG_NAME, "p").text for b in blocks] == [
+        "truncated pickle (file ends early) (23 files)",
+        _data(page.read_text())["report"]["inputs"]["skipped"][-1]["reason"] + " (1 file)",
+    ]
+    cut = blocks[0]
+    shown = cut.find_elements(By.CSS_SELECTOR, ":scope > table td")
+    assert [td.text for td in shown] == [
+        str(folder / f"nccl_trace_rank_{r}") for r in range(100, 110)
+    ]
+    more = cut.find_element(By.TAG_NAME, "summary")
+    assert more.text == "13 more alike"
+    assert cut.find_elements(By.CSS_SELECTOR, "details td") == []  # not built until asked
+    more.click()
+    rest = [td.text for td in cut.find_elements(By.CSS_SELECTOR, "details td")]
+    assert rest == [str(folder / f"nccl_trace_rank_{r}") for r in range(110, 123)]
+    assert blocks[1].find_elements(By.TAG_NAME, "details") == []

@@ -18,6 +18,7 @@ import pandas as pd
 
 from frtrace.analysis.engine import Analysis
 from frtrace.report.json_report import report_dict
+from frtrace.report.skipped import SKIPPED_SHOWN
 from frtrace.report.text import (
     _chain,
     _detail,
@@ -309,7 +310,7 @@ def render_html(analysis: Analysis, exit_status: int | None = None) -> str:
     return (
         _PAGE.replace("{{TITLE}}", title)
         .replace("{{CSS}}", _CSS)
-        .replace("{{JS}}", _JS)
+        .replace("{{JS}}", _JS.replace("{{SKIPPED_SHOWN}}", str(SKIPPED_SHOWN)))
         .replace("{{DATA}}", _embed(data))
     )
 
@@ -403,6 +404,7 @@ _JS = r"""
 const D = JSON.parse(document.getElementById("frtrace-data").textContent);
 const COLORS = ["#a5d6a7", "#ffb74d", "#ef6c00", "#d32f2f", "#6d4c41", "#eceff1"];
 const SVGNS = "http://www.w3.org/2000/svg";
+const SKIPPED_SHOWN = {{SKIPPED_SHOWN}};  // files named per reason, as on stderr
 
 function el(tag, attrs, ...kids) {
   const node = document.createElement(tag);
@@ -749,18 +751,58 @@ function renderInputs() {
   const kv = el("dl", { class: "kv" });
   const rows = [["folder", inp.trace_dir], ["files", String(inp.files)],
     ["ranks", String(inp.ranks.length)], ["format versions", inp.versions.join(", ") || "-"],
-    ["no dump from", inp.missing_dumps.length ? inp.missing_dumps.join(",") : "-"],
+    ["no dump from", rankRanges(inp.missing_dumps)],
     ["groups", String(D.report.groups.length)]];
   for (const [k, v] of rows) { kv.appendChild(el("dt", {}, k)); kv.appendChild(el("dd", {}, v)); }
   box.appendChild(kv);
   if (inp.skipped.length) {
     box.appendChild(el("h3", {}, "Skipped files (" + inp.skipped.length + ")"));
-    box.appendChild(table(["file", "reason"], inp.skipped.map(s => [s.file, s.reason])));
+    box.appendChild(skippedFiles(inp.skipped));
   }
   if (D.report.notes.length) {
     box.appendChild(el("h3", {}, "Notes"));
     box.appendChild(el("ul", {}, ...D.report.notes.map(n => el("li", {}, n))));
   }
+}
+
+function rankRanges(ranks) {
+  // [0, 1, 2, 3, 8] -> "0-3,8": thousands of ranks without a dump stay one line
+  const v = [...ranks].sort((a, b) => a - b), parts = [];
+  for (let i = 0; i < v.length;) {
+    let j = i;
+    while (j + 1 < v.length && v[j + 1] === v[j] + 1) j++;
+    parts.push(i === j ? String(v[i]) : v[i] + "-" + v[j]);
+    i = j + 1;
+  }
+  return parts.length ? parts.join(",") : "-";
+}
+
+function skippedFiles(skipped) {
+  // One block per reason, its first SKIPPED_SHOWN files; the rest are drawn when asked for:
+  // 100,000 files cut short by a full disk would be 100,000 rows built at load.
+  const byReason = new Map();
+  for (const s of skipped) {
+    if (!byReason.has(s.reason)) byReason.set(s.reason, []);
+    byReason.get(s.reason).push(s.file);
+  }
+  const box = el("div", { id: "skipped" });
+  for (const [reason, files] of byReason) {
+    const block = el("div", { class: "skip-reason" });
+    block.appendChild(el("p", {}, el("b", {}, reason), " (" + files.length + " file" +
+      (files.length > 1 ? "s" : "") + ")"));
+    block.appendChild(table(["file"], files.slice(0, SKIPPED_SHOWN).map(f => [f])));
+    if (files.length > SKIPPED_SHOWN) {
+      const more = el("details", {}, el("summary", {}, (files.length - SKIPPED_SHOWN) +
+        " more alike"));
+      more.addEventListener("toggle", () => {
+        if (more.open && more.children.length === 1)
+          more.appendChild(table(["file"], files.slice(SKIPPED_SHOWN).map(f => [f])));
+      });
+      block.appendChild(more);
+    }
+    box.appendChild(block);
+  }
+  return box;
 }
 
 function indexWaits() {
