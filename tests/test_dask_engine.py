@@ -419,6 +419,22 @@ def test_workers_with_another_frtrace_are_refused(tmp_path: Path) -> None:
     assert f"this client {frtrace.__version__}: install the same version" in out.stderr
 
 
+def test_a_worker_with_another_frtrace_that_joined_after_the_check_is_refused_by_its_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers are asked which frtrace they run before the tasks go out; one that joins later
+    (an autoscaled cluster) is not, and would parse with other code. Here the start's check
+    does not see the worker, as it would not see a later one."""
+    older = "import frtrace\nfrtrace.__version__ = '0.0.1'\n"
+    monkeypatch.setattr(frtrace.engine.dask, "ready_workers", lambda client, progress=None: 1)
+    with _workers_that(older, tmp_path) as c, pytest.raises(FrtraceError) as caught:
+        frtrace.load(FIXTURES / "tutorial", engine="dask", client=c)
+    assert str(caught.value) == (
+        f"a Dask worker that joined after the start runs frtrace '0.0.1', this client "
+        f"{frtrace.__version__}: install the same version on every worker"
+    )
+
+
 DIE_IN_PARSING = """import os
 import frtrace.engine.plan
 def _die(*args, **kwargs):

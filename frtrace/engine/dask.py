@@ -154,7 +154,9 @@ def submit_partitions(
     parts = partitions(items, count)
     limits = budgets()
     futures = [
-        client.submit(parse_partition, part, remote, storage_options, limits, pure=False)
+        client.submit(
+            parse_partition, part, remote, storage_options, limits, __version__, pure=False
+        )
         for part in parts
     ]
     return parts, futures, given

@@ -71,9 +71,24 @@ def _allow_children() -> None:
 
 
 def parse_partition(
-    items: list[Item], remote: bool, storage_options: dict[str, Any], limits: Budgets
+    items: list[Item],
+    remote: bool,
+    storage_options: dict[str, Any],
+    limits: Budgets,
+    version: str | None = None,
 ) -> list[ParseResult]:
-    """Parse result per item, in the order given (see frtrace.tables.parse.ParseResult)."""
+    """Parse result per item, in the order given (see frtrace.tables.parse.ParseResult).
+
+    `version`, the client's frtrace: every worker is asked which it runs before the tasks go
+    out, but one that joins later (an autoscaled cluster) takes tasks unasked."""
+    import frtrace
+
+    if version is not None and frtrace.__version__ != version:
+        raise FrtraceError(
+            f"a Dask worker that joined after the start runs frtrace "
+            f"{str(frtrace.__version__)[:40]!r}, this client {version}: install the same "
+            "version on every worker"
+        )
     set_budgets(limits)
     _allow_children()
     if not remote:
