@@ -983,6 +983,23 @@ def test_s3_prefix_ranks_and_bad_object(client: Any, s3: dict[str, Any], local_j
     assert explicit.ranks == [0, 1]
 
 
+def test_s3_object_or_two_jobs_are_one_line_as_for_a_folder(s3: dict[str, Any]) -> None:
+    """An object's URL was listed as a folder of one object and inferred a prefix '' before
+    `no dump files found in s3://.../trace_0`; a folder says `not a folder`."""
+    with pytest.raises(FrtraceError) as err:
+        frtrace.load("s3://dumps/cascade_4rank/trace_0", storage_options=s3["options"])
+    assert str(err.value) == (
+        "s3://dumps/cascade_4rank/trace_0: not a folder (give the folder that holds the dumps)"
+    )
+    with pytest.raises(FrtraceError) as err:
+        frtrace.load("s3://dumps/", storage_options=s3["options"])
+    assert str(err.value) == (
+        "two files claim rank 0: s3://dumps/cascade_4rank/trace_0 and "
+        "s3://dumps/tutorial_json/trace_0.json (two jobs' dumps? give the folder of one, "
+        "e.g. s3://dumps/cascade_4rank)"
+    )
+
+
 def test_s3_cli_with_endpoint_from_environment(client: Any, s3: dict[str, Any]) -> None:
     env = {"FSSPEC_S3_ENDPOINT_URL": s3["endpoint"]}
     result = _cli(

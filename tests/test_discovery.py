@@ -61,6 +61,19 @@ def test_two_files_claiming_one_rank_is_an_error_naming_both(tmp_path: Path) -> 
     assert "trace_0 and" in str(err.value) and "trace_0.json" in str(err.value)
 
 
+def test_two_jobs_in_subfolders_are_told_apart_by_their_folder(tmp_path: Path) -> None:
+    """Sub-folders are searched (host folders of one job); two jobs' folders side by side
+    claim each rank twice, and --prefix cannot help there: the advice names a job's folder."""
+    for job in ("job-1", "job-2"):
+        write_pickle(tmp_path / job / "trace_0", nccl_dump(0, 1))
+    with pytest.raises(FrtraceError) as err:
+        discover(tmp_path, None)
+    assert str(err.value) == (
+        f"two files claim rank 0: {tmp_path}/job-1/trace_0 and {tmp_path}/job-2/trace_0 "
+        f"(two jobs' dumps? give the folder of one, e.g. {tmp_path}/job-1)"
+    )
+
+
 def test_default_location_comes_from_the_torch_env_var(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,6 +9,7 @@ folders) are reported as skipped by type, without being opened.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,10 +166,14 @@ def claim_rank(
         )
         return False
     if rank in by_rank:
-        raise FrtraceError(
-            f"two files claim rank {rank}: {by_rank[rank]} and {path} "
-            "(move one away or narrow the selection with --prefix)"
+        first, folder = by_rank[rank], posixpath.dirname(str(by_rank[rank]))
+        advice = (
+            "move one away or narrow the selection with --prefix"
+            if folder == posixpath.dirname(str(path))
+            # subfolders of one folder are searched: two jobs' dumps, say
+            else f"two jobs' dumps? give the folder of one, e.g. {folder}"
         )
+        raise FrtraceError(f"two files claim rank {rank}: {first} and {path} ({advice})")
     by_rank[rank] = path
     return True
 

@@ -127,7 +127,10 @@ def discover_store(
     fs, root = filesystem(url, storage_options)
     root = root.rstrip("/")
     candidates: list[tuple[str, str, int]] = []  # (path, name, size)
-    for item in sorted(_listing(fs, root), key=lambda i: str(i["name"])):
+    listing = _listing(fs, root)
+    if [(i.get("type"), str(i["name"]).rstrip("/")) for i in listing] == [("file", root)]:
+        raise FrtraceError(f"{_url(fs, root)}: not a folder (give the folder that holds the dumps)")
+    for item in sorted(listing, key=lambda i: str(i["name"])):
         name = str(item["name"]).rstrip("/").rsplit("/", 1)[-1]
         if name.startswith(".") or str(item["name"]).rstrip("/") == root:
             continue
