@@ -333,7 +333,7 @@ def run(options: dict[str, Any]) -> int:
     found = locate(options["trace_dir"], options["prefix"])
     if options["output"] is not None and isinstance(found, Discovery):
         check_output(options["output"], found)
-    if found.prefix_inferred:
+    if found.prefix_inferred and (found.files or found.prefix):  # '': no rank-numbered name
         click.echo(
             f"frtrace: using prefix '{safe(found.prefix)}' (inferred; set it with --prefix)",
             err=True,

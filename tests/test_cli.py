@@ -130,6 +130,14 @@ def test_nothing_usable_exits_2_after_listing_every_skipped_file(tmp_path: Path)
     assert "no usable dump" in result.stderr
 
 
+def test_a_folder_without_dumps_is_one_line(tmp_path: Path) -> None:
+    """Not also `using prefix '' (inferred ...)`: no name there carries a rank to infer from."""
+    (tmp_path / "README").write_text("hi")
+    result = frtrace(str(tmp_path))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"frtrace: error: no dump files found in {tmp_path}"]
+
+
 @pytest.fixture
 def killed_while_dumping(tmp_path: Path) -> Path:
     """Two good dumps and 23 files cut short alike (a job killed as it dumped), one other."""
