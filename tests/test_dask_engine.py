@@ -477,6 +477,47 @@ def test_a_folder_the_workers_cannot_see_is_one_line_naming_it(client: Any, tmp_
     )
 
 
+def test_a_folder_a_late_worker_cannot_see_is_one_line_from_its_task(
+    client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that joins after the start's check is not asked; its task asks itself rather
+    than skip its every file and leave their ranks to be blamed as dumpless."""
+    from frtrace.engine import load_found, locate
+
+    monkeypatch.setattr(frtrace.engine.dask, "check_access", lambda *args: None)
+    job = tmp_path / "job"
+    shutil.copytree(FIXTURES / "cascade_4rank", job)
+    found = locate(str(job))
+    shutil.rmtree(job)
+    with pytest.raises(FrtraceError) as info:
+        load_found(found, engine="dask", client=client)
+    assert str(info.value) == (
+        f"a Dask worker that joined after the start cannot read {job / 'trace_0'} (No such "
+        "file or directory): a folder must be readable at the same path on every worker (a "
+        "shared file system), or give a store URL"
+    )
+
+
+def test_a_dump_removed_after_the_listing_is_skipped_not_taken_for_a_missing_folder(
+    client: Any, tmp_path: Path
+) -> None:
+    """Its folder is there: the file went (a cleanup, a rotation), as the local engine says."""
+    from frtrace.engine import load_found, locate
+
+    job = tmp_path / "job"
+    shutil.copytree(FIXTURES / "cascade_4rank", job)
+    found = locate(str(job))
+    (job / "trace_0").unlink()
+    trace = load_found(found, engine="dask", client=client)
+    try:
+        assert trace.ranks == [1, 2, 3]
+        assert [(Path(s.file).name, s.reason) for s in trace.skipped] == [
+            ("trace_0", "cannot read (No such file or directory)")
+        ]
+    finally:
+        trace.close()
+
+
 NO_CREDENTIALS = """import os
 for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
     os.environ.pop(name, None)
@@ -509,6 +550,22 @@ def test_workers_without_the_store_credentials_are_one_line_not_a_line_per_objec
         "as this client has them"
     )
     assert not [line for line in lines if line.startswith("skipped")]
+
+
+def test_a_late_worker_without_the_store_credentials_is_one_line_from_its_task(
+    s3: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(frtrace.engine.dask, "check_access", lambda *args: None)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")  # the client's own credentials
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    options = {"endpoint_url": s3["endpoint"]}
+    with _workers_that(NO_CREDENTIALS, tmp_path) as c, pytest.raises(FrtraceError) as info:
+        frtrace.load("s3://dumps/cascade_4rank/", engine="dask", client=c, storage_options=options)
+    assert str(info.value) == (
+        "a Dask worker that joined after the start cannot read s3://dumps/cascade_4rank/trace_0 "
+        "(NoCredentialsError: Unable to locate credentials): the workers need the store's "
+        "library, credentials, endpoint and network access, as this client has them"
+    )
 
 
 def test_rank_history_comes_from_its_worker(client: Any, long_job: Path) -> None:

@@ -22,7 +22,14 @@ from typing import Any
 
 from frtrace import __version__
 from frtrace.dumps.limits import budgets
-from frtrace.engine.plan import Item, cannot_read, parse_partition, partitions
+from frtrace.engine.plan import (
+    Item,
+    access_advice,
+    lacks_access,
+    parse_partition,
+    partitions,
+    unwrapped,
+)
 from frtrace.errors import FrtraceError
 from frtrace.tables.parse import Progress, tell
 
@@ -200,26 +207,18 @@ def check_access(client: Any, first: str, remote: bool, storage_options: dict[st
     """Every worker can reach the job's first file, or one line saying which cannot and why:
     a worker without the shared folder, or without the store's credentials, would skip
     every file of its partitions with a line each (100,000 lines for a large job)."""
-    answers = client.run(cannot_read, (first, 0), remote, storage_options, on_error="return")
+    answers = client.run(lacks_access, (first, 0), remote, storage_options, on_error="return")
     failed = {w: a for w, a in answers.items() if a is not None}
     if not failed:
         return
     worker, reason = sorted(failed.items())[0]
-    detail = str(reason)
     if isinstance(reason, BaseException):
         detail = f"{type(reason).__name__}: {reason}"
-    elif detail.startswith("cannot read (") and detail.endswith(")"):
-        detail = detail[len("cannot read (") : -1]
-    advice = (
-        "the workers need the store's library, credentials, endpoint and network access, "
-        "as this client has them"
-        if remote
-        else "a folder must be readable at the same path on every worker (a shared file "
-        "system), or give a store URL"
-    )
+    else:
+        detail = unwrapped(str(reason))
     raise FrtraceError(
         f"{len(failed)} of {len(answers)} Dask workers cannot read {first} ({worker}: "
-        f"{detail[:200]}): {advice}"
+        f"{detail[:200]}): {access_advice(remote)}"
     )
 
 

@@ -45,10 +45,7 @@ def partitions(items: list[Item], count: int) -> list[list[Item]]:
 
 
 def cannot_read(item: Item, remote: bool, storage_options: dict[str, Any]) -> str | None:
-    """Why this worker cannot reach a file of the job (None when it can), asked of every
-    worker before the parse tasks go out. A worker without the shared folder at that path, or
-    without the store's credentials, would otherwise skip every file it is given, one line
-    each, and the run end in "no usable dump" after reading nothing."""
+    """Why this worker cannot reach a file of the job (None when it can)."""
     try:
         if remote:
             probe(item[0], storage_options)
@@ -59,6 +56,44 @@ def cannot_read(item: Item, remote: bool, storage_options: dict[str, Any]) -> st
     except OSError as exc:
         return f"cannot read ({exc.strerror or exc})"
     return None
+
+
+def lacks_access(item: Item, remote: bool, storage_options: dict[str, Any]) -> str | None:
+    """Why this worker cannot reach the job's files at all (None when it can, or when only
+    this file is gone: it was listed, and a file removed since is skipped like any other).
+
+    Asked of every worker before the parse tasks go out, and by each parse task (a worker may
+    join later): a worker without the shared folder at that path, or without the store's
+    credentials, would otherwise skip every file it is given, one line each, and the report
+    blame the ranks it could not read."""
+    reason = cannot_read(item, remote, storage_options)
+    if reason is None:
+        return None
+    if remote:
+        return None if reason == "cannot read (no such object)" else reason
+    if os.path.isdir(os.path.dirname(item[0])) and not os.access(item[0], os.F_OK):
+        return None
+    return reason
+
+
+def unwrapped(reason: str) -> str:
+    """'cannot read (X)' -> 'X', for a line that says 'cannot read' itself."""
+    if reason.startswith("cannot read (") and reason.endswith(")"):
+        return reason[len("cannot read (") : -1]
+    return reason
+
+
+def access_advice(remote: bool) -> str:
+    """What a worker that cannot reach the dumps needs, where the client can."""
+    if remote:
+        return (
+            "the workers need the store's library, credentials, endpoint and network access, "
+            "as this client has them"
+        )
+    return (
+        "a folder must be readable at the same path on every worker (a shared file system), "
+        "or give a store URL"
+    )
 
 
 def _allow_children() -> None:
@@ -89,6 +124,13 @@ def parse_partition(
             f"{str(frtrace.__version__)[:40]!r}, this client {version}: install the same "
             "version on every worker"
         )
+    if version is not None and items:
+        lacking = lacks_access(items[0], remote, storage_options)
+        if lacking is not None:
+            raise FrtraceError(
+                f"a Dask worker that joined after the start cannot read {items[0][0]} "
+                f"({unwrapped(lacking)[:200]}): {access_advice(remote)}"
+            )
     set_budgets(limits)
     _allow_children()
     if not remote:
