@@ -492,7 +492,8 @@ def test_a_folder_a_late_worker_cannot_see_is_one_line_from_its_task(
     with pytest.raises(FrtraceError) as info:
         load_found(found, engine="dask", client=client)
     assert str(info.value) == (
-        f"a Dask worker that joined after the start cannot read {job / 'trace_0'} (No such "
+        "a Dask worker (one that joined after the start, or whose access changed since) "
+        f"cannot read {job / 'trace_0'} (No such "
         "file or directory): a folder must be readable at the same path on every worker (a "
         "shared file system), or give a store URL"
     )
@@ -562,7 +563,8 @@ def test_a_late_worker_without_the_store_credentials_is_one_line_from_its_task(
     with _workers_that(NO_CREDENTIALS, tmp_path) as c, pytest.raises(FrtraceError) as info:
         frtrace.load("s3://dumps/cascade_4rank/", engine="dask", client=c, storage_options=options)
     assert str(info.value) == (
-        "a Dask worker that joined after the start cannot read s3://dumps/cascade_4rank/trace_0 "
+        "a Dask worker (one that joined after the start, or whose access changed since) "
+        "cannot read s3://dumps/cascade_4rank/trace_0 "
         "(NoCredentialsError: Unable to locate credentials): the workers need the store's "
         "library, credentials, endpoint and network access, as this client has them"
     )

@@ -205,8 +205,11 @@ def probe(url: str, storage_options: dict[str, Any] | None = None) -> None:
         raise _unreadable(exc) from exc
 
 
+NO_SUCH_OBJECT = "cannot read (no such object)"  # listed, and gone since
+
+
 def _unreadable(exc: BaseException) -> DumpError:
     """A store's own error (its types are its own) as one line for this object only."""
     if isinstance(exc, FileNotFoundError):
-        return DumpError("cannot read (no such object)")
+        return DumpError(NO_SUCH_OBJECT)
     return DumpError(f"cannot read ({type(exc).__name__}: {str(exc)[:120]})")

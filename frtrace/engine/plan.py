@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from frtrace.dumps.limits import Budgets, set_budgets
-from frtrace.dumps.store import download, probe
+from frtrace.dumps.store import NO_SUCH_OBJECT, download, probe
 from frtrace.errors import DumpError, FrtraceError
 from frtrace.tables.parse import ParseResult, lost, parse_file
 from frtrace.tables.workers import iter_isolated, scratch_dir
@@ -70,7 +70,7 @@ def lacks_access(item: Item, remote: bool, storage_options: dict[str, Any]) -> s
     if reason is None:
         return None
     if remote:
-        return None if reason == "cannot read (no such object)" else reason
+        return None if reason == NO_SUCH_OBJECT else reason
     if os.path.isdir(os.path.dirname(item[0])) and not os.access(item[0], os.F_OK):
         return None
     return reason
@@ -128,7 +128,8 @@ def parse_partition(
         lacking = lacks_access(items[0], remote, storage_options)
         if lacking is not None:
             raise FrtraceError(
-                f"a Dask worker that joined after the start cannot read {items[0][0]} "
+                f"a Dask worker (one that joined after the start, or whose access changed "
+                f"since) cannot read {items[0][0]} "
                 f"({unwrapped(lacking)[:200]}): {access_advice(remote)}"
             )
     set_budgets(limits)
