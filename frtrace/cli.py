@@ -338,6 +338,13 @@ def run(options: dict[str, Any]) -> int:
             f"frtrace: using prefix '{safe(found.prefix)}' (inferred; set it with --prefix)",
             err=True,
         )
+    if engine == "local" and not (options["raw"] and ranks):  # raw: only those ranks' files
+        from frtrace.engine.memory import local_shortfall
+        from frtrace.report.wording import memory_warning
+
+        short = local_shortfall(found)
+        if short is not None:
+            click.echo(f"warning: {memory_warning(*short)}", err=True)
     started = time.monotonic()
     progress = LoadProgress()
     with contextlib.ExitStack() as stack:

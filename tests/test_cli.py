@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -136,6 +137,37 @@ def test_a_folder_without_dumps_is_one_line(tmp_path: Path) -> None:
     result = frtrace(str(tmp_path))
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [f"frtrace: error: no dump files found in {tmp_path}"]
+
+
+def test_a_job_too_big_for_this_machine_is_said_before_the_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local engine holds every entry: a job past the memory left was killed by the kernel
+    minutes in, with no report and no word of --engine dask."""
+    from frtrace.engine import memory
+
+    size = sum(p.stat().st_size for p in (FIXTURES / "tutorial").iterdir())
+    monkeypatch.setattr(memory, "available_memory", lambda: size // 2)
+    result = frtrace(str(FIXTURES / "tutorial"))
+    assert result.exit_code == 1  # it still runs: the estimate may be wrong
+    warning = next(line for line in result.stderr.splitlines() if line.startswith("warning:"))
+    assert re.fullmatch(
+        r"warning: these [0-9.]+ KB of dumps may not fit in the [0-9.]+ KB of memory available: "
+        r"the local engine holds every entry \(about 0.75 byte per byte of dumps on the bench "
+        r"jobs\); --engine dask keeps them on a cluster's workers",
+        warning,
+    ), warning
+    monkeypatch.setattr(memory, "available_memory", lambda: size)
+    assert "warning:" not in frtrace(str(FIXTURES / "tutorial")).stderr
+
+
+def test_the_size_of_a_large_folder_is_estimated_from_a_sample(tmp_path: Path) -> None:
+    from frtrace.dumps.discover import discover
+    from frtrace.engine.memory import SAMPLE, dump_bytes
+
+    for rank in range(SAMPLE * 4):
+        (tmp_path / f"trace_{rank}").write_bytes(b"x" * 1000)
+    assert dump_bytes(discover(tmp_path, "trace_")) == SAMPLE * 4 * 1000
 
 
 @pytest.fixture

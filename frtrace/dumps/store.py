@@ -50,6 +50,7 @@ class StoreDiscovery:
     files: list[tuple[str, int]]  # (url, rank), by rank
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (url, reason)
     storage_options: dict[str, Any] = field(default_factory=dict)
+    total_bytes: int = 0  # of the objects in `files`, as listed
 
 
 def protocol(source: str) -> str | None:
@@ -148,16 +149,18 @@ def discover_store(
     skipped: list[tuple[str, str]] = []
     by_rank: dict[int, str] = {}
     max_rank = budgets().max_rank
-    for path, name, _size in candidates:
+    total = 0
+    for path, name, size in candidates:
         rank = rank_from_name(name)
         if not name.startswith(prefix) or rank is None:
             continue
         full = _url(fs, path)
         if claim_rank(by_rank, rank, full, max_rank, skipped):
             files.append((full, rank))
+            total += size
     files.sort(key=lambda f: f[1])
     options = resolved_options(url, storage_options)
-    return StoreDiscovery(url.rstrip("/"), prefix, inferred, files, skipped, options)
+    return StoreDiscovery(url.rstrip("/"), prefix, inferred, files, skipped, options, total)
 
 
 def download(

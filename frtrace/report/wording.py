@@ -433,3 +433,21 @@ def finding_dict(f: Finding) -> dict[str, object]:
         "detail": detail(f),
         "evidence": evidence,
     }
+
+
+def _bytes(size: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:,.1f} {unit}"
+    return f"{size} bytes"
+
+
+def memory_warning(size: int, available: int) -> str:
+    """The local engine will likely not fit: said before the parse, not after an OOM kill."""
+    from frtrace.engine.memory import HELD_PER_DUMP_BYTE
+
+    return (
+        f"these {_bytes(size)} of dumps may not fit in the {_bytes(available)} of memory "
+        f"available: the local engine holds every entry (about {HELD_PER_DUMP_BYTE} byte per "
+        "byte of dumps on the bench jobs); --engine dask keeps them on a cluster's workers"
+    )
