@@ -1059,6 +1059,16 @@ def test_s3_object_or_two_jobs_are_one_line_as_for_a_folder(s3: dict[str, Any]) 
     )
 
 
+def test_s3_listing_gives_the_dumps_size_for_the_memory_estimate(s3: dict[str, Any]) -> None:
+    from frtrace.engine import locate
+    from frtrace.engine.memory import dump_bytes
+
+    found = locate("s3://dumps/cascade_4rank/", storage_options=s3["options"])
+    assert dump_bytes(found) == sum(
+        p.stat().st_size for p in (FIXTURES / "cascade_4rank").iterdir()
+    )
+
+
 def test_s3_cli_with_endpoint_from_environment(client: Any, s3: dict[str, Any]) -> None:
     env = {"FSSPEC_S3_ENDPOINT_URL": s3["endpoint"]}
     result = _cli(
