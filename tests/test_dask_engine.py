@@ -738,10 +738,11 @@ def test_cli_scheduler_from_environment(client: Any) -> None:
     assert result.stdout.splitlines()[-1].startswith("HUNG: root cause missing_ranks")
 
 
-def test_cli_scheduler_from_the_file_the_scheduler_wrote(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["sched.json", "scheduler-info"])
+def test_cli_scheduler_from_the_file_the_scheduler_wrote(tmp_path: Path, name: str) -> None:
     """As on Slurm: `dask scheduler --scheduler-file sched.json` on a node known only once it
-    runs; the command is given the file."""
-    sched = tmp_path / "sched.json"
+    runs; the command is given the file, known by existing whatever its name."""
+    sched = tmp_path / name
     local = _cli("fixtures/tutorial", "--format", "json")
     with _cluster(1, scheduler_kwargs={"scheduler_file": str(sched)}):
         result = _cli(
@@ -784,18 +785,6 @@ def test_cli_malformed_scheduler_address_is_one_line(address: str, why: str) -> 
         f"frtrace: error: not a Dask scheduler address: {address} ({why}); give one like "
         "tcp://10.0.0.2:8786, or the file the scheduler wrote (--scheduler-file)"
     )
-
-
-def test_cli_scheduler_file_of_any_name(tmp_path: Path) -> None:
-    """A scheduler file is known by existing, not only by ending in .json."""
-    sched = tmp_path / "scheduler-info"
-    local = _cli("fixtures/tutorial", "--format", "json")
-    with _cluster(1, scheduler_kwargs={"scheduler_file": str(sched)}):
-        result = _cli(
-            "fixtures/tutorial", "--format", "json", "--engine", "dask", "--scheduler", str(sched)
-        )
-    assert result.returncode == local.returncode == 1, result.stderr
-    assert json.loads(result.stdout) == json.loads(local.stdout)
 
 
 def test_cli_since_reads_both_snapshots_on_one_cluster_and_reports_as_local(
