@@ -170,6 +170,60 @@ def test_the_size_of_a_large_folder_is_estimated_from_a_sample(tmp_path: Path) -
     assert dump_bytes(discover(tmp_path, "trace_")) == SAMPLE * 4 * 1000
 
 
+def _machine(root: Path, cgroup: str, files: dict[str, str]) -> Path:
+    """A /proc and /sys/fs/cgroup as a container shows them: 20 GB available on the host."""
+    for path, text in {
+        "proc/meminfo": "MemTotal: 40000000 kB\nMemAvailable: 20000000 kB\n",
+        "proc/self/cgroup": cgroup,
+        **files,
+    }.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    return root
+
+
+def test_available_memory_is_the_hosts_without_a_cgroup_limit(tmp_path: Path) -> None:
+    from frtrace.engine.memory import available_memory
+
+    root = _machine(tmp_path, "0::/\n", {"sys/fs/cgroup/memory.max": "max\n"})
+    assert available_memory(str(root)) == 20_000_000 * 1024
+
+
+def test_available_memory_is_a_pods_room_under_its_cgroup_v2_limit(tmp_path: Path) -> None:
+    """A Kubernetes pod sees the host's memory in /proc/meminfo; its limit is what kills it.
+    Inactive page cache is reclaimed before that, so it counts as room."""
+    from frtrace.engine.memory import available_memory
+
+    pod = "sys/fs/cgroup/kubepods/pod1"
+    root = _machine(
+        tmp_path,
+        "0::/kubepods/pod1\n",
+        {
+            "sys/fs/cgroup/kubepods/memory.max": "max\n",
+            f"{pod}/memory.max": "1000000000\n",
+            f"{pod}/memory.current": "600000000\n",
+            f"{pod}/memory.stat": "anon 500000000\ninactive_file 100000000\n",
+        },
+    )
+    assert available_memory(str(root)) == 500_000_000
+
+
+def test_available_memory_is_a_slurm_jobs_room_under_its_cgroup_v1_limit(tmp_path: Path) -> None:
+    from frtrace.engine.memory import available_memory
+
+    job = "sys/fs/cgroup/memory/slurm/job_7"
+    root = _machine(
+        tmp_path,
+        "5:cpu,cpuacct:/slurm/job_7\n4:memory:/slurm/job_7\n0::/\n",
+        {
+            "sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n",
+            f"{job}/memory.limit_in_bytes": "2000000000\n",
+            f"{job}/memory.usage_in_bytes": "1500000000\n",
+        },
+    )
+    assert available_memory(str(root)) == 500_000_000
+
+
 @pytest.fixture
 def killed_while_dumping(tmp_path: Path) -> Path:
     """Two good dumps and 23 files cut short alike (a job killed as it dumped), one other."""
