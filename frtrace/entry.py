@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
+import time
 
 
 def main() -> None:
@@ -32,6 +34,7 @@ def stop_on_signals() -> None:
 
 def _stop(signum: int, _frame: object) -> None:
     if "distributed" in sys.modules:
+        _exit_later(128 + signum)
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
         sys.exit(128 + signum)
@@ -46,3 +49,18 @@ def _stop(signum: int, _frame: object) -> None:
         except OSError:
             pass
     os._exit(128 + signum)
+
+
+UNWIND_SECONDS = 15  # Dask closes its cluster in well under a second
+
+
+def _exit_later(status: int) -> None:
+    """End the run with `status` if unwinding has not ended it by then: a signal that lands
+    while Python runs a finalizer (Dask's, an import's) is swallowed there and the run goes
+    on. A local cluster's workers exit when this process does (their pipe to it closes)."""
+
+    def stop() -> None:
+        time.sleep(UNWIND_SECONDS)
+        os._exit(status)
+
+    threading.Thread(target=stop, name="frtrace-stop", daemon=True).start()

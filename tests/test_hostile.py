@@ -221,6 +221,7 @@ def test_ctrl_c_on_a_terminal_stops_a_local_dask_cluster_quietly(tmp_path: Path)
     ):
         time.sleep(0.05)
     assert len(_dask_workers(tag)) >= 2, "the cluster did not start"
+    time.sleep(1)  # past the start (the parse takes 9 s): a Ctrl-C there is another test's
     os.killpg(proc.pid, signal.SIGINT)
     _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
