@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -103,6 +104,7 @@ def main() -> None:
     from moto.server import ThreadedMotoServer
     from s3fs import S3FileSystem
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request, 2,000 a run
     store, proxy = free_port(), free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=store, verbose=False)
     server.start()
