@@ -291,6 +291,7 @@ def page_data(analysis: Analysis, exit_status: int | None = None) -> dict[str, A
         "folded": rows,
         "findings_total": len(analysis.findings),
         "waits": waits,
+        "no_dump_from": ranks_text(analysis.ctx.trace.missing_dumps, 80),
         "map": _map_data(analysis, status_table(analysis)),
         "timelines": _timelines(analysis),
         "stacks": _stacks(analysis),
@@ -751,7 +752,7 @@ function renderInputs() {
   const kv = el("dl", { class: "kv" });
   const rows = [["folder", inp.trace_dir], ["files", String(inp.files)],
     ["ranks", String(inp.ranks.length)], ["format versions", inp.versions.join(", ") || "-"],
-    ["no dump from", rankRanges(inp.missing_dumps)],
+    ["no dump from", D.no_dump_from],
     ["groups", String(D.report.groups.length)]];
   for (const [k, v] of rows) { kv.appendChild(el("dt", {}, k)); kv.appendChild(el("dd", {}, v)); }
   box.appendChild(kv);
@@ -763,18 +764,6 @@ function renderInputs() {
     box.appendChild(el("h3", {}, "Notes"));
     box.appendChild(el("ul", {}, ...D.report.notes.map(n => el("li", {}, n))));
   }
-}
-
-function rankRanges(ranks) {
-  // [0, 1, 2, 3, 8] -> "0-3,8": thousands of ranks without a dump stay one line
-  const v = [...ranks].sort((a, b) => a - b), parts = [];
-  for (let i = 0; i < v.length;) {
-    let j = i;
-    while (j + 1 < v.length && v[j + 1] === v[j] + 1) j++;
-    parts.push(i === j ? String(v[i]) : v[i] + "-" + v[j]);
-    i = j + 1;
-  }
-  return parts.length ? parts.join(",") : "-";
 }
 
 function skippedFiles(skipped) {
