@@ -54,7 +54,7 @@ def connect(
     scheduler: str | None = None, workers: int | None = None, progress: Progress | None = None
 ) -> Iterator[Any]:
     """A client of the scheduler at `scheduler` (else $DASK_SCHEDULER_ADDRESS: an address, or
-    the scheduler file it wrote, ending in .json), or of a local cluster of worker processes
+    the file the scheduler wrote), or of a local cluster of worker processes
     started for this run and stopped after it (`progress` hears which, as both take seconds)."""
     distributed = _distributed()
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None

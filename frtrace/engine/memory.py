@@ -15,6 +15,7 @@ import os
 from typing import TYPE_CHECKING
 
 from frtrace.dumps.store import StoreDiscovery
+from frtrace.tables.parse import total_bytes
 
 if TYPE_CHECKING:
     from frtrace.engine import Found
@@ -31,14 +32,8 @@ def dump_bytes(found: Found) -> int:
     files = found.files
     if not files:
         return 0
-    step = max(1, len(files) // SAMPLE)
-    sizes = []
-    for f in files[::step][:SAMPLE]:
-        try:
-            sizes.append(os.stat(f.path).st_size)
-        except OSError:
-            continue
-    return int(sum(sizes) / len(sizes) * len(files)) if sizes else 0
+    sample = [str(f.path) for f in files[:: max(1, len(files) // SAMPLE)][:SAMPLE]]
+    return int(total_bytes(sample) / len(sample) * len(files))
 
 
 def available_memory(root: str = "/") -> int | None:
