@@ -289,6 +289,17 @@ def cli(**options: Any) -> None:
     sys.exit(code)
 
 
+def _quiet_dask() -> None:
+    """Dask's own log lines off, once it is imported: the command says in one line what
+    went wrong with the cluster, and Dask's would bury it (a lost scheduler's reconnection
+    logged 36 lines with a traceback). A filter on Dask's handler, as its loggers have levels
+    of their own and a local cluster sets the handler's level. --debug keeps them."""
+    import logging
+
+    for handler in logging.getLogger("distributed").handlers:
+        handler.addFilter(lambda _record: False)
+
+
 def _explain(exc: FrtraceError) -> str:
     """The one line for an error the user can fix; mixed jobs get the evidence worded."""
     # Only an analysis raises MixedJobsError: a mistyped folder must not wait for pandas.
@@ -353,6 +364,8 @@ def run(options: dict[str, Any]) -> int:
             from frtrace.engine.dask import connect
 
             client = stack.enter_context(connect(scheduler, options["jobs"], progress))
+            if not options["debug"]:
+                _quiet_dask()
         if raw_parquet:
             return _raw_parquet(found, options, ranks, pg_filters, client, progress)
         try:

@@ -458,6 +458,188 @@ def test_workers_dying_on_a_task_are_one_line_naming_the_usual_causes(tmp_path: 
     assert "Traceback" not in out.stderr
 
 
+HOLD_PARSING = """import os, time
+from frtrace.engine import plan
+_parse = getattr(plan, "unheld", plan.parse_partition)  # a worker runs its preload twice
+def _held(*args, **kwargs):
+    open({started!r}, "w").close()
+    while os.path.exists({hold!r}):
+        time.sleep(0.05)
+    return _parse(*args, **kwargs)
+plan.unheld, plan.parse_partition = _parse, _held
+"""
+
+
+@contextlib.contextmanager
+def _spawned(*argv: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A Dask scheduler or worker as a process of its own, to be killed as a node dies."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+    )
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _until(done: Any, what: str, seconds: float = 120) -> Any:
+    deadline = time.monotonic() + seconds
+    while not (found := done()):
+        assert time.monotonic() < deadline, f"{what} never came"
+        time.sleep(0.05)
+    return found
+
+
+def _address_in(scheduler_file: Path) -> str | None:
+    try:
+        return str(json.loads(scheduler_file.read_text())["address"])
+    except (OSError, ValueError, KeyError):  # not written yet, or half written
+        return None
+
+
+def _holding_worker(
+    address: str, tmp_path: Path
+) -> tuple[contextlib.AbstractContextManager[subprocess.Popen[bytes]], Path, Path]:
+    """A worker process whose parse tasks wait while `hold` exists, having made `started`:
+    the run is surely mid-way when the test breaks the cluster."""
+    started, hold = tmp_path / "started", tmp_path / "hold"
+    hold.touch()
+    script = tmp_path / "hold_parsing.py"
+    script.write_text(HOLD_PARSING.format(started=str(started), hold=str(hold)))
+    worker = _spawned(
+        "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-nanny",
+        "--preload", str(script),
+    )  # fmt: skip
+    return worker, started, hold
+
+
+def _frtrace(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "frtrace", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+
+
+def _heard_until(text: str, stream: Any) -> list[str]:
+    """The lines of `stream` up to the first holding `text`, read aside: a line that never
+    comes must fail the test, not hang it."""
+    lines: list[str] = []
+
+    def read() -> None:
+        while (line := stream.readline()) and text not in line:
+            lines.append(line)
+        lines.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=120)
+    assert lines and text in lines[-1], lines
+    return lines
+
+
+def test_a_scheduler_lost_mid_run_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """A scheduler killed, or its node gone, while the tasks run: Dask cancels every result
+    naming no cause ("FuturesCancelledError: 7 Futures cancelled:"), after 36 lines of its
+    own log with a traceback."""
+    sched = tmp_path / "sched.json"
+    with _spawned(
+        "distributed.cli.dask_scheduler", "--scheduler-file", str(sched), "--port", "0",
+        "--dashboard-address", ":0",
+    ) as scheduler:  # fmt: skip
+        address = _until(lambda: _address_in(sched), "the scheduler file")
+        worker, started, _hold = _holding_worker(address, tmp_path)
+        with worker:
+            run = _frtrace("fixtures/tutorial", "--engine", "dask", "--scheduler", str(sched))
+            try:
+                _until(started.exists, "a parse task")
+                scheduler.kill()
+                _out, err = run.communicate(timeout=120)
+            finally:
+                run.kill()
+    assert run.returncode == 2, err
+    assert err.splitlines()[-1] == (
+        f"frtrace: error: lost the connection to the Dask scheduler at {address} (stopped, or "
+        "its node went away): the work on its cluster is gone; run again once it is back"
+    )
+    assert "Traceback" not in err and "distributed." not in err
+
+
+def test_a_run_whose_workers_all_left_says_it_waits_then_goes_on_with_new_ones(
+    tmp_path: Path,
+) -> None:
+    """Every worker gone mid-run (preempted, or killed for memory): the tasks wait for one to
+    join, and the run used to wait in silence. A batch log now says so, and says when a
+    worker came; the report is then the local engine's."""
+    args = ["fixtures/tutorial", "--format", "json"]
+    local = _cli(*args)
+    with _cluster(0) as c:  # the scheduler; its workers are processes of their own
+        address = c.scheduler.address
+        worker, started, _hold = _holding_worker(address, tmp_path)
+        with worker as process:
+            run = _frtrace(*args, "--engine", "dask", "--scheduler", address)
+            try:
+                _until(started.exists, "a parse task")
+                process.kill()
+                stream = run.stderr
+                assert stream is not None
+                heard = _heard_until("no Dask worker left", stream)
+                again = tmp_path / "again"
+                again.mkdir()
+                second, _started, held = _holding_worker(address, again)
+                with second:
+                    heard += _heard_until("a Dask worker joined", stream)
+                    held.unlink()
+                    out, err = run.communicate(timeout=180)
+            finally:
+                run.kill()
+    assert heard[-2:] == [
+        f"frtrace: no Dask worker left at {address}; waiting for one to join (their "
+        "partitions are read again)\n",
+        f"frtrace: a Dask worker joined {address}; going on\n",
+    ]
+    assert run.returncode == local.returncode == 1, err
+    assert json.loads(out) == json.loads(local.stdout)
+    assert "Traceback" not in "".join(heard) + err
+
+
+class Noticed(Heard):
+    """The progress hook of the command: it also hears of long waits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.notices: list[str] = []
+
+    def notice(self, what: str) -> None:
+        self.notices.append(what)
+
+
+def test_no_worker_left_while_nothing_waits_is_not_told(
+    long_job: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An adaptive cluster scales to no worker once idle, as while the report is written:
+    no task waits for one, so nothing is said."""
+    monkeypatch.setattr(frtrace.engine.dask, "WATCH_SECONDS", 0.05)
+    heard = Noticed()
+    with _cluster(1) as c:
+        trace = frtrace.load(
+            str(long_job), engine="dask", scheduler=c.scheduler.address, progress=heard
+        )
+        try:
+            c.cluster.scale(0)
+            _until(lambda: not c.scheduler_info()["workers"], "no worker")
+            time.sleep(1)  # the watch asks 20 times
+        finally:
+            trace.close()
+    assert heard.notices == []
+
+
 def test_a_folder_the_workers_cannot_see_is_one_line_naming_it(client: Any, tmp_path: Path) -> None:
     """As on workers without the shared file system: each file was one `skipped` line, then
     "no usable dump", with nothing saying why (100,000 lines for a large job)."""

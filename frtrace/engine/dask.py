@@ -37,7 +37,9 @@ SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 TASKS_PER_WORKER = 4  # several tasks per worker even out files of different sizes
 PART_FILES = 1024  # ...and no task reads more files: workers that join late get some
 INSTALL_HINT = "pip install 'frtrace[dask]'"
+WATCH_SECONDS = 2.0  # how often a run asks the scheduler how many workers it has
 WAITING = "waiting for a Dask worker to join the scheduler"  # a scheduler with none yet
+WAITING_AGAIN = "waiting for one to join (their partitions are read again)"  # none left
 _VERSION_OF_FRTRACE = "__import__('frtrace').__version__"  # what each worker is asked
 
 
@@ -67,8 +69,15 @@ def connect(
             client = distributed.Client(address, timeout="15s", set_as_default=False)
         except (OSError, TimeoutError, ValueError) as exc:
             raise FrtraceError(f"cannot reach the Dask scheduler at {address}: {exc}") from exc
-        with client:
-            yield client
+        with client, watching(client, progress, address):
+            try:
+                yield client
+            except Exception as exc:
+                if client.status == "running":
+                    raise
+                # the scheduler killed, or its node gone: Dask cancels every result at once
+                # and names no cause ("FuturesCancelledError: 7 Futures cancelled:")
+                raise scheduler_lost(address) from exc
         return
     n = workers or os.cpu_count() or 1
     tell(progress, f"starting a local Dask cluster of {n} worker processes")
@@ -83,8 +92,69 @@ def connect(
             scheduler_kwargs={"dashboard_address": ":0"},
             silence_logs=logging.ERROR,
         )
-    with cluster, distributed.Client(cluster, set_as_default=False) as client:
+    with (
+        cluster,
+        distributed.Client(cluster, set_as_default=False) as client,
+        watching(client, progress, "the local cluster"),
+    ):
         yield client
+
+
+@contextlib.contextmanager
+def watching(client: Any, progress: Progress | None, where: str) -> Iterator[None]:
+    """While the run uses the cluster, a thread asks the scheduler every WATCH_SECONDS how
+    many workers it has. When every worker is gone (preempted, or killed for memory) the
+    tasks wait, silently, for one to join; `progress` hears of that wait, and of its end, as
+    of the wait at the start (a notice: also a line off a terminal, for a batch log)."""
+    if not callable(getattr(progress, "notice", None)):
+        yield
+        return
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=_watch, args=(client, progress, where, stop), name="frtrace-workers", daemon=True
+    )
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(WATCH_SECONDS)
+
+
+def _watch(client: Any, progress: Any, where: str, stop: threading.Event) -> None:
+    noticed = False
+    while not stop.wait(WATCH_SECONDS):
+        if client.status != "running":
+            return  # closing, or the scheduler lost: the run itself says so
+        try:
+            workers = int(client.scheduler_info(n_workers=0).get("n_workers", 1))
+        except Exception:  # the scheduler lost meanwhile: as above
+            return
+        if stop.is_set():
+            return
+        if not workers and not noticed and _waiting(client):
+            progress.notice(f"no Dask worker left at {where}; {WAITING_AGAIN}")
+            noticed = True
+        elif workers and noticed:
+            progress.notice(f"a Dask worker joined {where}; going on")
+            noticed = False
+
+
+def _waiting(client: Any) -> bool:
+    """Some task of this run not done yet. Else nothing waits for a worker: an adaptive
+    cluster scales to none once idle, as while the report is written."""
+    try:
+        return any(state.status == "pending" for state in list(client.futures.values()))
+    except RuntimeError:  # changed meanwhile
+        return True
+
+
+def scheduler_lost(address: str | None) -> FrtraceError:
+    """The one line for a client whose scheduler went away mid-run."""
+    return FrtraceError(
+        f"lost the connection to the Dask scheduler at {address or 'its address'} (stopped, "
+        "or its node went away): the work on its cluster is gone; run again once it is back"
+    )
 
 
 @contextlib.contextmanager

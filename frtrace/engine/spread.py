@@ -33,7 +33,14 @@ import numpy as np
 from frtrace.analysis import timing
 from frtrace.analysis.context import Context, Scope, build_context, status_by_name
 from frtrace.engine import settle as st
-from frtrace.engine.dask import homes, release, share, submit_partitions, task_error
+from frtrace.engine.dask import (
+    homes,
+    release,
+    scheduler_lost,
+    share,
+    submit_partitions,
+    task_error,
+)
 from frtrace.engine.plan import Item
 from frtrace.engine.raw import Skeleton, _fresh, assemble, gather_summaries, job_table
 from frtrace.errors import FrtraceError
@@ -134,6 +141,8 @@ class Remote:
     def each(self, work: Callable[..., Any], *args: Any, only: int | None = None) -> list[Any]:
         """Futures of `work(context, *args)` on every partition (or partition `only`), each
         where its partition is."""
+        if self.client.status != "running":  # a task submitted now waits 15 s, then fails
+            raise scheduler_lost(getattr(self.client.scheduler, "address", None))
         picked = range(len(self.contexts)) if only is None else [only]
         return [
             self.client.submit(work, self.contexts[k], *args, pure=False, **self.homes[k])
