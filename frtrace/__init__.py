@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["Analysis", "Trace", "__version__", "analyze", "load"]
+__all__ = ["Analysis", "FrtraceError", "Trace", "__version__", "analyze", "load"]
 
 if TYPE_CHECKING:
     from frtrace.analysis.engine import Analysis
     from frtrace.api import analyze, load
+    from frtrace.errors import FrtraceError
     from frtrace.tables.trace import Trace
 
 _LAZY = {
@@ -22,6 +23,7 @@ _LAZY = {
     "analyze": "frtrace.api",
     "Analysis": "frtrace.analysis.engine",
     "Trace": "frtrace.tables.trace",
+    "FrtraceError": "frtrace.errors",
 }
 
 

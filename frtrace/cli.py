@@ -290,12 +290,17 @@ def cli(**options: Any) -> None:
 
 
 def _quiet_dask() -> None:
-    """Dask's own log lines off, once it is imported: the command says in one line what
-    went wrong with the cluster, and Dask's would bury it (a lost scheduler's reconnection
-    logged 36 lines with a traceback). A filter on Dask's handler, as its loggers have levels
-    of their own and a local cluster sets the handler's level. --debug keeps them."""
+    """Dask's own log lines off: the command says in one line what went wrong with the
+    cluster, and Dask's would bury it (a lost scheduler's reconnection logged 36 lines with
+    a traceback, a local cluster that could not start one per worker). A filter on Dask's
+    handler, as its loggers have levels of their own and a local cluster sets the handler's
+    level. --debug keeps them."""
     import logging
 
+    try:
+        import distributed  # noqa: F401  (its import sets up its handler)
+    except ImportError:  # connect says what to install
+        return
     for handler in logging.getLogger("distributed").handlers:
         handler.addFilter(lambda _record: False)
 
@@ -363,9 +368,9 @@ def run(options: dict[str, Any]) -> int:
         if engine == "dask":  # one cluster for the run: the --since snapshot's too
             from frtrace.engine.dask import connect
 
-            client = stack.enter_context(connect(scheduler, options["jobs"], progress))
             if not options["debug"]:
                 _quiet_dask()
+            client = stack.enter_context(connect(scheduler, options["jobs"], progress))
         if raw_parquet:
             return _raw_parquet(found, options, ranks, pg_filters, client, progress)
         try:

@@ -1013,6 +1013,26 @@ def test_cli_starts_a_local_cluster_and_says_only_its_own_lines() -> None:
     assert all(line.startswith("frtrace: ") for line in result.stderr.splitlines()), result.stderr
 
 
+def test_a_script_starting_a_local_cluster_outside_a_main_guard_is_told_why(
+    tmp_path: Path,
+) -> None:
+    """Dask's worker processes import the script, which starts a cluster again: Dask says
+    only "Nanny failed to start.". The error names the script and the fix."""
+    script = tmp_path / "check_job.py"
+    script.write_text(
+        f"import frtrace\nfrtrace.load({str(FIXTURES / 'tutorial')!r}, engine='dask', jobs=1)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=240
+    )
+    assert out.returncode == 1
+    assert out.stderr.splitlines()[-1] == (
+        "frtrace.errors.FrtraceError: cannot start a local Dask cluster: RuntimeError: Nanny "
+        f"failed to start. (in a script such as {script}, start the run under `if __name__ == "
+        "'__main__':`: Dask's worker processes import the script)"
+    )
+
+
 def test_cli_usage_errors() -> None:
     tutorial = str(FIXTURES / "tutorial")
     for args in (

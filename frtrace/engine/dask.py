@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -81,17 +82,20 @@ def connect(
         return
     n = workers or os.cpu_count() or 1
     tell(progress, f"starting a local Dask cluster of {n} worker processes")
-    with _ignoring_ctrl_c():
-        cluster = distributed.LocalCluster(
-            n_workers=n,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            # its HTTP endpoints (health, metrics) on a free port: on the default one, a
-            # dashboard already there (a notebook's) made Dask warn on stderr
-            scheduler_kwargs={"dashboard_address": ":0"},
-            silence_logs=logging.ERROR,
-        )
+    try:
+        with _ignoring_ctrl_c():
+            cluster = distributed.LocalCluster(
+                n_workers=n,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                # its HTTP endpoints (health, metrics) on a free port: on the default one, a
+                # dashboard already there (a notebook's) made Dask warn on stderr
+                scheduler_kwargs={"dashboard_address": ":0"},
+                silence_logs=logging.ERROR,
+            )
+    except Exception as exc:  # Dask's own error names no cause
+        raise FrtraceError(f"cannot start a local Dask cluster: {_start_failure(exc)}") from exc
     with (
         cluster,
         distributed.Client(cluster, set_as_default=False) as client,
@@ -147,6 +151,23 @@ def _waiting(client: Any) -> bool:
         return any(state.status == "pending" for state in list(client.futures.values()))
     except RuntimeError:  # changed meanwhile
         return True
+
+
+def _start_failure(exc: Exception) -> str:
+    """Why a local cluster did not start, in a line. The usual cause: a script that starts
+    one at its top level, as its worker processes import the script and start one again
+    ("RuntimeError: Nanny failed to start.", each worker's traceback logged)."""
+    said = str(exc).splitlines()[0][:200] if str(exc) else ""
+    # a worker process imports the script as __mp_main__ (there, __main__ is Dask's own)
+    main = sys.modules.get("__mp_main__") or sys.modules.get("__main__")
+    script = str(getattr(main, "__file__", "") or "")
+    hint = ""
+    if script and "frtrace" not in script:  # not the command: a user's script
+        hint = (
+            f" (in a script such as {script}, start the run under `if __name__ == "
+            "'__main__':`: Dask's worker processes import the script)"
+        )
+    return f"{type(exc).__name__}: {said}{hint}"
 
 
 def scheduler_lost(address: str | None) -> FrtraceError:
