@@ -956,6 +956,11 @@ def test_cli_missing_or_foreign_scheduler_file_is_one_line(tmp_path: Path) -> No
         ("nonsense", "missing port number in address 'nonsense'"),
         ("tcp://10.0.0.2", "missing port number in address '10.0.0.2'"),
         ("tcp://10.0.0.2:99999", "port 99999 out of range"),
+        (
+            "http://10.0.0.2:8787",  # the dashboard's, copied from the browser
+            "a web address, as the dashboard's; a scheduler's is tcp://, on port 8786 unless "
+            "told otherwise",
+        ),
     ],
 )
 def test_cli_malformed_scheduler_address_is_one_line(address: str, why: str) -> None:
@@ -1056,6 +1061,56 @@ def test_cli_unreachable_scheduler() -> None:
     assert result.returncode == 2, result.stderr
     assert "cannot reach the Dask scheduler" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@contextlib.contextmanager
+def _listener(answer: bytes | None) -> Iterator[str]:
+    """The address of a port where something other than a Dask scheduler listens: it sends
+    `answer` to whoever connects, or nothing, as a web server waiting for a request does."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                held.append(conn)
+                if answer is not None:
+                    conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+
+
+DEFAULT_PORTS = "a scheduler listens on port 8786 unless told otherwise; 8787 is its dashboard"
+
+
+def test_cli_a_port_where_something_else_answers_is_one_line() -> None:
+    """A server that answers with other bytes: Dask's client read them as a frame's length
+    and tried to allocate exabytes (internal error: MemoryError)."""
+    with _listener(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n") as address:
+        result = _cli("fixtures/tutorial", "--engine", "dask", "--scheduler", address)
+    assert result.returncode == 2, result.stderr
+    error = result.stderr.splitlines()[-1]
+    assert error.startswith(f"frtrace: error: no Dask scheduler at {address}: what answered ")
+    assert error.endswith(f"; {DEFAULT_PORTS})")
+
+
+def test_a_port_where_something_else_is_silent_is_one_line() -> None:
+    """A web server waits for a request, and Dask's client waited forever for a handshake."""
+    with _listener(None) as address, pytest.raises(FrtraceError) as caught:
+        frtrace.engine.dask.knock(address, seconds=1)
+    assert str(caught.value) == (
+        f"no Dask scheduler at {address}: something listens there, but did not answer as one "
+        f"in 6 s ({DEFAULT_PORTS})"
+    )
 
 
 def test_missing_dask_is_one_line() -> None:

@@ -39,6 +39,7 @@ TASKS_PER_WORKER = 4  # several tasks per worker even out files of different siz
 PART_FILES = 1024  # ...and no task reads more files: workers that join late get some
 INSTALL_HINT = "pip install 'frtrace[dask]'"
 WATCH_SECONDS = 2.0  # how often a run asks the scheduler how many workers it has
+CONNECT_SECONDS = 15  # for a scheduler to answer (Dask's client also waits this long for it)
 WAITING = "waiting for a Dask worker to join the scheduler"  # a scheduler with none yet
 WAITING_AGAIN = "waiting for one to join (their partitions are read again)"  # none left
 _VERSION_OF_FRTRACE = "__import__('frtrace').__version__"  # what each worker is asked
@@ -66,8 +67,11 @@ def connect(
     if address:
         check_address(address)
         tell(progress, "connecting to the Dask scheduler")
+        knock(address)
         try:
-            client = distributed.Client(address, timeout="15s", set_as_default=False)
+            client = distributed.Client(
+                address, timeout=f"{CONNECT_SECONDS}s", set_as_default=False
+            )
         except (OSError, TimeoutError, ValueError) as exc:
             raise FrtraceError(f"cannot reach the Dask scheduler at {address}: {exc}") from exc
         with client, watching(client, progress, address):
@@ -202,9 +206,16 @@ def check_address(address: str) -> None:
     """A malformed address fails here, in one line: Dask's Client, given one, raises only after
     it has started, and the half-built client then waits 30 s to close."""
     from distributed.comm.addressing import get_address_host_port, parse_address
+    from distributed.comm.registry import get_backend
 
     try:
         scheme, _ = parse_address(address)
+        if scheme in ("http", "https"):
+            raise ValueError(
+                "a web address, as the dashboard's; a scheduler's is tcp://, on port 8786 "
+                "unless told otherwise"
+            )
+        get_backend(scheme)
         if scheme in ("tcp", "tls"):
             _, port = get_address_host_port(address)
             if not 0 < port < 65536:
@@ -214,6 +225,42 @@ def check_address(address: str) -> None:
             f"not a Dask scheduler address: {address} ({exc}); give one like "
             "tcp://10.0.0.2:8786, or the file the scheduler wrote (--scheduler-file)"
         ) from exc
+
+
+def knock(address: str, seconds: float = CONNECT_SECONDS) -> None:
+    """A Dask scheduler answers at `address`, else one line. Given a port where something
+    else listens (its dashboard's, 8787, is a common slip), Dask's Client waited forever for
+    a handshake, and one where a server answered with other bytes made it allocate
+    exabytes. In a thread of its own: a notebook's thread already runs an event loop."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed.comm import connect as dial
+    from distributed.security import Security
+
+    async def shake() -> None:
+        args = Security().get_connection_args("client")
+        # Dask's own timeout is for reaching the port; this one, a little longer, for the rest
+        comm = await asyncio.wait_for(dial(address, timeout=seconds, **args), seconds + 5)
+        await comm.close()
+
+    default = "a scheduler listens on port 8786 unless told otherwise; 8787 is its dashboard"
+    with ThreadPoolExecutor(1, thread_name_prefix="frtrace-knock") as pool:
+        try:
+            pool.submit(asyncio.run, shake()).result()
+        except (asyncio.TimeoutError, TimeoutError) as exc:  # one class from Python 3.11
+            raise FrtraceError(
+                f"no Dask scheduler at {address}: something listens there, but did not answer "
+                f"as one in {seconds + 5:.0f} s ({default})"
+            ) from exc
+        except OSError as exc:  # refused, or unroutable, for all that time
+            raise FrtraceError(f"cannot reach the Dask scheduler at {address}: {exc}") from exc
+        except Exception as exc:
+            said = str(exc).splitlines()[0][:120] if str(exc) else ""
+            raise FrtraceError(
+                f"no Dask scheduler at {address}: what answered there is not one "
+                f"({type(exc).__name__}: {said}; {default})"
+            ) from exc
 
 
 def scheduler_address(path: str) -> str:
