@@ -302,7 +302,12 @@ def _quiet_dask() -> None:
     except ImportError:  # connect says what to install
         return
     for handler in logging.getLogger("distributed").handlers:
-        handler.addFilter(lambda _record: False)
+        if _dropped not in handler.filters:  # the command may run more than once in a process
+            handler.addFilter(_dropped)
+
+
+def _dropped(_record: object) -> bool:
+    return False
 
 
 def _explain(exc: FrtraceError) -> str:

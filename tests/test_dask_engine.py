@@ -600,8 +600,8 @@ def test_a_run_whose_workers_all_left_says_it_waits_then_goes_on_with_new_ones(
             finally:
                 run.kill()
     assert heard[-2:] == [
-        f"frtrace: no Dask worker left at {address}; waiting for one to join (their "
-        "partitions are read again)\n",
+        f"frtrace: no Dask worker left at {address}; waiting for one to join (it reads "
+        "again what the lost ones held)\n",
         f"frtrace: a Dask worker joined {address}; going on\n",
     ]
     assert run.returncode == local.returncode == 1, err

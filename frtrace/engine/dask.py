@@ -41,7 +41,7 @@ INSTALL_HINT = "pip install 'frtrace[dask]'"
 WATCH_SECONDS = 2.0  # how often a run asks the scheduler how many workers it has
 CONNECT_SECONDS = 15  # for a scheduler to answer (Dask's client also waits this long for it)
 WAITING = "waiting for a Dask worker to join the scheduler"  # a scheduler with none yet
-WAITING_AGAIN = "waiting for one to join (their partitions are read again)"  # none left
+WAITING_AGAIN = "waiting for one to join (it reads again what the lost ones held)"  # none left
 _VERSION_OF_FRTRACE = "__import__('frtrace').__version__"  # what each worker is asked
 
 
