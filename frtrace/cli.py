@@ -20,7 +20,7 @@ import click
 
 from frtrace import __version__
 from frtrace.entry import stop_on_signals
-from frtrace.errors import FrtraceError
+from frtrace.errors import FrtraceError, first_line
 
 if TYPE_CHECKING:
     from frtrace.report.progress import LoadProgress
@@ -281,7 +281,7 @@ def cli(**options: Any) -> None:
     except Exception as exc:  # never a traceback for the user
         if debug:
             raise
-        detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+        detail = first_line(exc)
         _fail(
             f"internal error: {type(exc).__name__}: {detail} (rerun with --debug for a traceback)",
             EXIT_INTERNAL,

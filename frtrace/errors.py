@@ -11,3 +11,10 @@ class FrtraceError(Exception):
 
 class DumpError(Exception):
     """One dump file cannot be used; the loader skips it and reports why."""
+
+
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    """The first line of an exception's text, cut at `limit` characters: what a one-line
+    message can quote of another library's error (Dask's run on for lines)."""
+    text = str(exc)
+    return text.splitlines()[0][:limit] if text else ""

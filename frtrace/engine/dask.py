@@ -31,7 +31,7 @@ from frtrace.engine.plan import (
     partitions,
     unwrapped,
 )
-from frtrace.errors import FrtraceError
+from frtrace.errors import FrtraceError, first_line
 from frtrace.tables.parse import Progress, tell
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -161,7 +161,7 @@ def _start_failure(exc: Exception) -> str:
     """Why a local cluster did not start, in a line. The usual cause: a script that starts
     one at its top level, as its worker processes import the script and start one again
     ("RuntimeError: Nanny failed to start.", each worker's traceback logged)."""
-    said = str(exc).splitlines()[0][:200] if str(exc) else ""
+    said = first_line(exc)
     # a worker process imports the script as __mp_main__ (there, __main__ is Dask's own)
     main = sys.modules.get("__mp_main__") or sys.modules.get("__main__")
     script = str(getattr(main, "__file__", "") or "")
@@ -256,7 +256,7 @@ def knock(address: str, seconds: float = CONNECT_SECONDS) -> None:
         except OSError as exc:  # refused, or unroutable, for all that time
             raise FrtraceError(f"cannot reach the Dask scheduler at {address}: {exc}") from exc
         except Exception as exc:
-            said = str(exc).splitlines()[0][:120] if str(exc) else ""
+            said = first_line(exc, 120)
             raise FrtraceError(
                 f"no Dask scheduler at {address}: what answered there is not one "
                 f"({type(exc).__name__}: {said}; {default})"
@@ -396,15 +396,15 @@ def release(futures: list[Any]) -> None:
 
 def task_error(exc: BaseException) -> str:
     """One line for a failed task, with the usual cause of a cluster that cannot run them."""
-    said = str(exc).splitlines()[0] if str(exc) else ""
+    said = first_line(exc)
     if type(exc).__name__ == "KilledWorker":  # no error to show: the workers died
         # Dask's text goes on to name the last worker, past the 200 characters kept
         return (
-            f"KilledWorker: {said.split('. ')[0][:200]} (see the workers' logs: the usual "
+            f"KilledWorker: {said.split('. ')[0]} (see the workers' logs: the usual "
             "causes are workers short of memory, or one that joined after the start without "
             f"frtrace {__version__})"
         )
-    text = f"{type(exc).__name__}: {said[:200]}"
+    text = f"{type(exc).__name__}: {said}"
     if isinstance(exc, ImportError) and "frtrace" in str(exc):
         text += " (install frtrace, the same version, on every worker)"
     return text
