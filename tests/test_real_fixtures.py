@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from functools import cache
@@ -121,6 +122,42 @@ def test_order_inversion_blames_rank_1_for_issuing_right_3_early() -> None:
     root = root_of("order_inversion_4rank")
     assert (root["kind"], root["culprit_ranks"]) == ("order_cycle", [1])
     assert (root["pg_name"], root["pg_desc"], root["collective_seq_id"]) == ("2", "right", 3)
+
+
+# --- cascade_4rank: rank 3 stalls before pair23#3; rank 2 waits for it, ranks 0-1 for rank 2 --
+
+
+def test_cascade_default_group_hang_is_a_consequence_of_rank_3_not_a_second_cause() -> None:
+    rep = report("cascade_4rank")[1]
+    root = root_of("cascade_4rank")
+    assert (root["culprit_ranks"], root["pg_desc"], root["collective_seq_id"]) == ([3], "pair23", 3)
+    others = rep["findings"][1:]
+    assert [f for f in others if not f["secondary"]] == []
+    (default,) = [f for f in others if f["pg_desc"] == "default_pg"]
+    assert (default["kind"], default["collective_seq_id"]) == ("missing_ranks", 3)
+    assert (default["culprit_ranks"], default["waiting_ranks"]) == ([2, 3], [0, 1])
+    assert default["evidence"]["blocked_in"] == {"2": "pair23#3 (pg 2)"}
+
+
+def test_cascade_with_rank_1s_dump_lost_still_spares_rank_0(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    shutil.copytree(FIXTURES / "cascade_4rank", job)
+    (job / "trace_1").write_bytes((job / "trace_1").read_bytes()[:100])  # cut short
+    out = subprocess.run(
+        [sys.executable, "-m", "frtrace", str(job), "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    rep = json.loads(out.stdout)
+    assert (out.returncode, rep["root_cause"]["culprit_ranks"]) == (1, [3])
+    assert all(0 not in f["culprit_ranks"] for f in rep["findings"]), rep["findings"]
+    by_kind = {f["kind"]: f for f in rep["findings"][1:]}
+    assert by_kind["missing_dump"]["culprit_ranks"] == [1]
+    consequence = by_kind["missing_ranks"]
+    assert (consequence["pg_desc"], consequence["secondary"]) == ("default_pg", True)
+    assert consequence["culprit_ranks"] == [2, 3]
+    assert out.stderr.count("\n") == 2 and "trace_1: truncated pickle" in out.stderr
 
 
 # --- broadcast_root_4rank: rank 3 broadcasts from itself, ranks 0-2 from rank 0 -------------

@@ -91,7 +91,7 @@ def test_healthy_report_is_short_and_says_ok() -> None:
 def test_cascade_names_the_root_first_and_roles_of_the_others() -> None:
     out = frtrace(str(FIXTURES / "cascade_4rank")).stdout
     assert out.index("ROOT CAUSE: missing_ranks in pair23#3") < out.index("OTHER FINDINGS")
-    assert "  cause: missing_ranks in default_pg#3" in out
+    assert "  consequence: missing_ranks in default_pg#3" in out
     assert "1. ranks 0-1 wait in default_pg#3 (pg 0) for ranks 2-3" in out
     assert out.splitlines()[-1] == (
         "HUNG: root cause missing_ranks, culprit rank 3, pair23#3 (pg 2); exit 1"

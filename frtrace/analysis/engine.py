@@ -136,10 +136,9 @@ def _key(f: Finding) -> tuple:
     return (f.kind, f.pg_name, f.collective_seq_id, f.p2p_seq_id, tuple(f.culprit_ranks))
 
 
-def mark_same_culprit(findings: list[Finding], roots: list[Finding], blocked: dict) -> None:
-    """A rank that stopped is missing from every later collective of all its groups: those
-    findings repeat the root cause and are listed as its consequences."""
-    stopped = {r for f in roots if f.kind == "missing_ranks" for r in f.culprit_ranks}
+def mark_same_culprit(findings: list[Finding], stopped: frozenset[int], blocked: dict) -> None:
+    """A rank that stopped (a root cause's culprit) is missing from every later collective of
+    all its groups: those findings repeat the root cause and are listed as its consequences."""
     for f in findings:
         absent = f.not_issued_by
         if f.kind != "missing_ranks" or f.secondary or not absent:
@@ -219,8 +218,9 @@ def analyze(trace: Trace, mismatch_cap: int = 10, straggler_threshold_ms: float 
     ]
     waited_for = {r for f in roots if f.kind == "missing_dump" for r in f.culprit_ranks}
     others += _absent_members(ctx, set(trace.missing_dumps) - waited_for)
-    mark_secondary(ctx, others, waits.blocked)
-    mark_same_culprit(others, roots, waits.blocked)
+    stopped = frozenset(r for f in roots if f.kind == "missing_ranks" for r in f.culprit_ranks)
+    mark_secondary(ctx, others, waits.blocked, stopped)
+    mark_same_culprit(others, stopped, waits.blocked)
     primary = [f for f in others if not f.secondary]
     secondary = [f for f in others if f.secondary]
     findings = roots + primary + secondary

@@ -568,9 +568,16 @@ def _chain(
     return hops
 
 
-def mark_secondary(ctx: Context, findings: list[Finding], blocked: dict[int, Blocked]) -> None:
+def mark_secondary(
+    ctx: Context,
+    findings: list[Finding],
+    blocked: dict[int, Blocked],
+    stopped: frozenset[int] = frozenset(),
+) -> None:
     """A finding whose culprits (or, for a missing collective, whose absent members) all wait
-    somewhere else is a consequence, not a cause."""
+    somewhere else is a consequence, not a cause. `stopped`: ranks a root cause found stopped
+    outside collectives; an absent member among them is accounted for too (a hang that
+    cascades: one absent member waits for the stopped one elsewhere, the other is it)."""
     names = {n: i for i, n in enumerate(ctx.pg_names)}
     for f in findings:
         if f.kind not in ("missing_ranks", "state_mismatch") or f.collective_seq_id is None:
@@ -579,6 +586,11 @@ def mark_secondary(ctx: Context, findings: list[Finding], blocked: dict[int, Blo
         here = WaitNode("c", names.get(f.pg_name, -1), seq, -1, -1)
         suspects = f.not_issued_by or f.culprit_ranks
         away = {r: blocked[r].node for r in suspects if r in blocked}
-        if away and len(away) == len(suspects) and all(n != here for n in away.values()):
+        idle = {r for r in suspects if r not in blocked and r in stopped}
+        if (
+            away
+            and len(away) + len(idle) == len(suspects)
+            and all(n != here for n in away.values())
+        ):
             f.blocked_in = {r: ctx.place(n) for r, n in away.items()}
             f.mark_consequence(suspects, "blocked_elsewhere")

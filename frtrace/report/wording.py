@@ -35,6 +35,11 @@ def _at(f: Finding, seq: int | None) -> str:
     return where(Place(f.pg_name, f.pg_desc, seq))
 
 
+def _the_others(count: int) -> str:
+    """'the other member' or 'the other 3 members'."""
+    return "the other member" if count == 1 else f"the other {count} members"
+
+
 def _never_issued(f: Finding) -> str:
     text = f"{who(f.culprit_ranks)} never issued {_at(f, f.collective_seq_id)} ({f.op})"
     return text + f" that {who(f.issued_by)} issued{_idle(f)}"
@@ -42,8 +47,8 @@ def _never_issued(f: Finding) -> str:
 
 def _minority_issued(f: Finding) -> str:
     return (
-        f"ranks {rank_ranges(f.issued_by)} issued {_at(f, f.collective_seq_id)} ({f.op}) that "
-        f"the other {len(f.not_issued_by)} members never issued"
+        f"{who(f.issued_by)} issued {_at(f, f.collective_seq_id)} ({f.op}) that "
+        f"{_the_others(len(f.not_issued_by))} never issued"
     )
 
 
@@ -65,8 +70,8 @@ def _stopped_early(f: Finding) -> str:
 
 def _even_split_missing(f: Finding) -> str:
     return (
-        f"ranks {rank_ranges(f.issued_by)} issued {_at(f, f.collective_seq_id)} ({f.op}) and "
-        f"ranks {rank_ranges(f.not_issued_by)} did not; with two equal sides and no telling "
+        f"{who(f.issued_by)} issued {_at(f, f.collective_seq_id)} ({f.op}) and "
+        f"{who(f.not_issued_by)} did not; with two equal sides and no telling "
         "history this is undecidable: both are named"
     )
 
@@ -88,16 +93,18 @@ def _column(f: Finding) -> str:
 
 def _minority_differs(f: Finding) -> str:
     return (
-        f"{where(f.place)}: ranks {rank_ranges(f.culprit_ranks)} disagree with the other "
-        f"{f.facts.get('majority_size', 0)} members on {_column(f)} "
+        f"{where(f.place)}: {who(f.culprit_ranks)} "
+        f"{verb(f.culprit_ranks, 'disagrees', 'disagree')} with "
+        f"{_the_others(int(f.facts.get('majority_size', 0)))} on {_column(f)} "
         f"({f.facts.get('theirs') or '-'} vs {f.facts.get('ours') or '-'})"
     )
 
 
 def _history_changed(f: Finding) -> str:
     return (
-        f"{where(f.place)}: members split on {_column(f)}; ranks {rank_ranges(f.culprit_ranks)}"
-        " changed what they issue at this call site, the others did not"
+        f"{where(f.place)}: members split on {_column(f)}; {who(f.culprit_ranks)} changed "
+        f"what {verb(f.culprit_ranks, 'it issues', 'they issue')} at this call site, the "
+        "others did not"
     )
 
 
@@ -112,7 +119,7 @@ def _even_split(f: Finding) -> str:
 
 def _numel(f: Finding) -> str:
     return (
-        f"{where(f.place)}: numel of ranks {rank_ranges(f.culprit_ranks)} does not fit a group "
+        f"{where(f.place)}: numel of {who(f.culprit_ranks)} does not fit a group "
         f"of {f.facts.get('group_size')} (input {f.facts.get('input_numel')}, output "
         f"{f.facts.get('output_numel')})"
     )
@@ -144,8 +151,9 @@ def _p2p_pair(f: Finding) -> str:
 def _no_dump(f: Finding) -> str:
     place = _blocking_place(f)
     return (
-        f"{waits_in(f.waiting_ranks, place)} for ranks {rank_ranges(f.culprit_ranks)}, which "
-        "left no dump: look at how those processes ended (crash, OOM kill, lost host)"
+        f"{waits_in(f.waiting_ranks, place)} for {who(f.culprit_ranks)}, which left no dump: "
+        f"look at how {verb(f.culprit_ranks, 'that process', 'those processes')} ended (crash, "
+        "OOM kill, lost host)"
     )
 
 
@@ -207,10 +215,18 @@ def _blocked_elsewhere(f: Finding) -> str:
     places = ", ".join(sorted({where(p) for p in f.blocked_in.values()}))
     ranks = f.culprit_ranks
     done = "started" if f.kind == "state_mismatch" else "issued"
+    away = sorted(f.blocked_in)
+    idle = sorted(set(ranks) - set(away))
+    if not idle:
+        why = f"{verb(ranks, 'it is', 'they are')} blocked in {places}"
+    else:  # the rest stopped: a root cause names them
+        why = (
+            f"{who(away)} {verb(away, 'is', 'are')} blocked in {places}, and {who(idle)} "
+            f"stopped before the root cause's collective"
+        )
     return (
-        f"{who(ranks)} {verb(ranks, 'has', 'have')} not {done} {where(f.place)}: "
-        f"{verb(ranks, 'it is', 'they are')} blocked in {places} (a consequence, see the root "
-        "cause)"
+        f"{who(ranks)} {verb(ranks, 'has', 'have')} not {done} {where(f.place)}: {why} (a "
+        "consequence, see the root cause)"
     )
 
 
@@ -260,7 +276,10 @@ def chain_lines(f: Finding) -> list[str]:
     lines = [f"{waits_in(h.ranks, h.place)} for {who(h.waits_for)}" for h in f.chain[:-1]]
     last: Hop = f.chain[-1]
     if f.chain_end == "together":
-        lines.append(f"ranks {rank_ranges(last.ranks)} are all in {where(last.place)}: {f.kind}")
+        lines.append(
+            f"{who(last.ranks)} {verb(last.ranks, 'is', 'are all')} in {where(last.place)}: "
+            f"{f.kind}"
+        )
         return lines
     lines.append(f"{waits_in(last.ranks, last.place)} for {who(last.waits_for)}")
     if f.reason == "extra_call":
