@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +145,16 @@ def test_any_finding_kind_renders_generically() -> None:
     text = render_text(analysis, width=80)
     assert "ROOT CAUSE: stuck_collective in pair23#3 (pg 2)" in text
     assert text.splitlines()[-1].startswith("HUNG: root cause stuck_collective, culprit rank 3")
+
+
+@pytest.mark.parametrize(
+    "fixture", ["order_inversion_4rank", "tutorial_json", "size_3rank", "cascade_4rank"]
+)
+def test_one_rank_is_never_called_ranks(fixture: str) -> None:
+    out = frtrace(str(FIXTURES / fixture), "-v").stdout
+    assert not re.findall(r"\b[Rr]anks \d+\b(?![-,\d])", out), out
+
+
+def test_a_deadlock_names_its_one_culprit_in_the_singular() -> None:
+    out = frtrace(str(FIXTURES / "order_inversion_4rank"), columns=200).stdout
+    assert "Rank 1 issued right#3 (pg 2) before the collective its peers are in: it calls" in out

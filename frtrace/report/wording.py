@@ -186,11 +186,12 @@ def _never_posted(f: Finding) -> str:
 
 
 def _cycle(f: Finding) -> str:
+    ranks = f.culprit_ranks
     parts = "; ".join(waits_in(h.ranks, h.place) for h in f.chain)
     return (
-        f"deadlock: {parts}; each waits for the other. Ranks {rank_ranges(f.culprit_ranks)} "
-        f"issued {where(f.place)} before the collective their peers are in: they call "
-        "collectives in a different order"
+        f"deadlock: {parts}; each waits for the other. {who(ranks).capitalize()} issued "
+        f"{where(f.place)} before the collective {verb(ranks, 'its', 'their')} peers are in: "
+        f"{verb(ranks, 'it calls', 'they call')} collectives in a different order"
     )
 
 
