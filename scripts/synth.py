@@ -103,6 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="type_mismatch only: leave one part out of the coalesced block holding the op",
     )
     parser.add_argument(
+        "--fault-mid-block",
+        action="store_true",
+        help="missing_ranks only: stall after the first parts of the coalesced block holding "
+        "the op (it never ends the block)",
+    )
+    parser.add_argument(
         "--straggler",
         type=int,
         nargs=2,
@@ -141,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 index=args.fault_index,
                 partner=args.fault_partner,
                 drop_part=args.fault_drop_part,
+                mid_block=args.fault_mid_block,
             )
         common = {
             "microbatches": args.microbatches,

@@ -274,3 +274,78 @@ def test_thousands_of_members_without_dumps_give_one_finding_per_group(tmp_path:
     dumps_missing = [f for f in report["findings"] if f["kind"] == "missing_dump"]
     assert len(dumps_missing) == 1 and len(dumps_missing[0]["culprit_ranks"]) == 4998
     assert len(result.stdout) < 1_000_000  # members x members would be hundreds of MB
+
+
+# --- a rank between two parts of a coalescing block --------------------------------------------
+
+MID_BLOCK = Fault("missing_ranks", rank=37, group="dp", step=1, index=1, mid_block=True)
+
+
+def _block_parts(dump: dict[str, Any], pg_name: str, seq: int) -> list[str]:
+    return [
+        e["profiling_name"]
+        for e in dump["entries"]
+        if e["process_group"][0] == pg_name and e["collective_seq_id"] == seq and not e["is_p2p"]
+    ]
+
+
+def test_a_rank_stalled_inside_a_block_records_parts_but_no_closer_and_no_enqueue() -> None:
+    job = simulate(JobSpec(Layout(tp=4, dp=8, pp=2, ep=2), steps=3, fault=MID_BLOCK))
+    assert job.expected is not None
+    pg, seq = job.expected["pg_name"], job.expected["collective_seq_id"]
+    mine = _block_parts(job.dumps[37], pg, seq)
+    peer = _block_parts(job.dumps[33], pg, seq)
+    assert peer[-1].endswith("coalesced") and 2 <= len(mine) < len(peer)
+    assert mine == peer[: len(mine)]  # the same parts, cut before the end
+    pg_id = next(e["pg_id"] for e in job.dumps[37]["entries"] if e["process_group"][0] == pg)
+    assert job.dumps[37]["pg_status"][str(pg_id)]["last_enqueued_collective"] == seq - 1
+
+
+@pytest.mark.parametrize("timing", [True, False], ids=["timing", "no-timing"])
+def test_a_rank_stalled_inside_a_block_is_missing_there_not_a_mismatch(
+    tmp_path: Path, timing: bool
+) -> None:
+    spec = JobSpec(Layout(tp=4, dp=8, pp=2, ep=2), steps=3, fault=MID_BLOCK, enable_timing=timing)
+    job = simulate(spec)
+    write_job(job, tmp_path)
+    code, out = run(str(tmp_path), "--format", "json")
+    root = json.loads(out)["root_cause"]
+    assert job.expected is not None and code == 1
+    want = job.expected
+    assert (root["kind"], root["culprit_ranks"]) == ("missing_ranks", [37])
+    assert (root["pg_name"], root["collective_seq_id"]) == (
+        want["pg_name"],
+        want["collective_seq_id"],
+    )
+    parts = len(_block_parts(job.dumps[37], want["pg_name"], want["collective_seq_id"]))
+    assert root["evidence"]["reason"] == "not_launched" and root["evidence"]["parts"] == {
+        "37": parts
+    }
+    assert "stopped before the block's end" in root["detail"]
+
+
+def test_a_two_member_block_begun_and_never_ended_needs_no_history(tmp_path: Path) -> None:
+    fault = Fault("missing_ranks", rank=1, group="dp", step=0, index=1, mid_block=True)
+    job = simulate(JobSpec(Layout(tp=2, dp=2), steps=2, fault=fault))
+    write_job(job, tmp_path)
+    analysis = analyze(load_trace(tmp_path))
+    root = analysis.root_cause
+    assert root is not None and job.expected is not None
+    assert (root.culprit_ranks, root.undecidable) == ([1], False)
+    assert root.collective_seq_id == job.expected["collective_seq_id"]
+
+
+def test_a_snapshot_taken_between_two_parts_of_a_block_is_healthy(tmp_path: Path) -> None:
+    job = simulate(JobSpec(Layout(tp=4, dp=8, pp=2, ep=2), steps=2))
+    me = job.engine.ranks[37]
+    # A part followed by another part: a dump right after it cuts the block in two.
+    i = next(i for i in range(len(me.part) - 1) if me.part[i] and me.part[i + 1])
+    dumps = job.snapshot_at(me.times[3 * i])
+    (tmp_path / "job").mkdir()
+    for rank in dumps:
+        (tmp_path / "job" / f"nccl_trace_rank_{rank}").write_bytes(pickle.dumps(dumps.peek(rank)))
+    cut = dumps.peek(37)["entries"][-1]
+    assert cut["state"] == "scheduled" and not cut["profiling_name"].endswith("coalesced")
+    code, out = run(str(tmp_path / "job"), "--format", "json")
+    report = json.loads(out)
+    assert (code, report["findings"]) == (0, [])

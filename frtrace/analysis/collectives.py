@@ -144,6 +144,22 @@ def missing_finding(
     op = _majority_label(ctx, rows, "op")
     typed: dict = {"issued_by": have, "not_issued_by": missing}
     seq_out: int = seq
+    began = {
+        r: ctx.unlaunched[pg, r][1] for r in missing if ctx.unlaunched.get((pg, r), (0,))[0] == seq
+    }
+    if began and len(began) == len(missing):
+        # They stopped while issuing it: recorded (a block's first parts), never launched.
+        return ctx.finding(
+            "missing_ranks",
+            pg,
+            collective_seq_id=seq,
+            op=op,
+            culprit_ranks=missing,
+            waiting_ranks=have,
+            reason="not_launched",
+            facts={"parts": {str(r): n for r, n in sorted(began.items())}},
+            **typed,
+        )
     if len(have) > len(missing):
         culprits, waiting, reason = missing, have, "never_issued"
     elif len(have) < len(missing):

@@ -16,6 +16,7 @@ from frtrace.analysis.ops import (
     build_op_view,
     closer_mask,
     raw_state_codes,
+    unlaunched,
 )
 from frtrace.tables.table import Table, distinct, group_max, group_min, runs
 from frtrace.tables.trace import Trace
@@ -43,6 +44,10 @@ class Context:
     dump_ns: dict[int, int] = field(default_factory=dict)
     timing: bool = False  # the job recorded start events (TORCH_NCCL_ENABLE_TIMING)
     job_dump_ns: int = 0  # median of the ranks' latest times
+    # entry rows a rank recorded but had not launched at its dump (ops.unlaunched), and by
+    # (group code, rank): (seq, entries recorded). Not issued yet: the view leaves them out.
+    unlaunched_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    unlaunched: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
 
     def __sizeof__(self) -> int:
         """A partition's entries and op view (see Table.__sizeof__: Dask must not think a
@@ -165,7 +170,9 @@ class Context:
         if rank not in cache:
             # Built like the job's view, with its codes: ops compare across the two.
             mine = self.history(rank)
-            cache[rank] = build_op_view(mine, block_states(mine, self.status), self.view).coll
+            states = block_states(mine, self.status)
+            left = unlaunched(mine, self.status)
+            cache[rank] = build_op_view(mine, states, self.view, left).coll
         return cache[rank]
 
     def steps(self, rank: int) -> list[tuple[int, int]]:
@@ -248,7 +255,8 @@ def build_context(trace: Trace, mismatch_cap: int = 10, scope: Scope | None = No
         by_name = scope.status if scope is not None else _status_by_group(trace, members)
         status = {code[name]: ranks for name, ranks in by_name.items() if name in code}
     states = block_states(e, status)
-    view = build_op_view(e, states)
+    not_launched = unlaunched(e, status)
+    view = build_op_view(e, states, leave_out=not_launched)
     if settled is not None and settled.left_out:
         view.states_tracked = True  # settled entries are completed ones
     if scope is not None and scope.states_tracked is not None:
@@ -302,6 +310,8 @@ def build_context(trace: Trace, mismatch_cap: int = 10, scope: Scope | None = No
         dump_ns = {int(r): int(v) for r, v in group_max(e["rank"], latest).items()}
         timing = bool((states == 1).any() or np.isfinite(e["duration_ms"]).any())
     return Context(
+        unlaunched_rows=not_launched,
+        unlaunched=_by_pair(e, not_launched),
         job_dump_ns=int(np.median(list(dump_ns.values()))) if dump_ns else 0,
         dump_ns=dump_ns,
         timing=timing,
@@ -318,6 +328,19 @@ def build_context(trace: Trace, mismatch_cap: int = 10, scope: Scope | None = No
         mismatch_cap=mismatch_cap,
         status=status,
     )
+
+
+def _by_pair(e: Table, rows: np.ndarray) -> dict[tuple[int, int], tuple[int, int]]:
+    """(group code, rank) -> (seq, entries recorded) of the unlaunched ops at `rows`."""
+    out: dict[tuple[int, int], tuple[int, int]] = {}
+    for pg, rank, seq in zip(
+        e["pg_name"][rows].tolist(),
+        e["rank"][rows].tolist(),
+        e["collective_seq_id"][rows].tolist(),
+        strict=True,
+    ):
+        out[pg, rank] = (seq, out.get((pg, rank), (seq, 0))[1] + 1)
+    return out
 
 
 def cut_blocks(e: Table) -> dict[int, int]:

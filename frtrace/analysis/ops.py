@@ -154,13 +154,9 @@ def block_states(
     rows, starts, which = block_ids(entries)
     if not len(rows):
         return state
-    ends = np.r_[starts[1:], len(rows)] - 1
-    last = rows[ends]
-    closed = closer_mask(entries)[last]
+    last, closed, followed = _block_ends(entries, rows, starts)
     lowest = np.minimum.reduceat(state[rows], starts)
     ranks = entries["rank"]
-    rank_end = np.searchsorted(ranks, ranks[last], side="right") - 1
-    followed = rank_end > last
     block_state = np.where(closed, state[last], np.where(followed, 2, lowest))
     if status:
         seq = entries["collective_seq_id"]
@@ -174,16 +170,105 @@ def block_states(
     return state
 
 
-def build_op_view(entries: Table, state: np.ndarray, base: OpView | None = None) -> OpView:
+def _block_ends(
+    entries: Table, rows: np.ndarray, starts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per block of `block_ids`: its last row, whether that row is a closer, and whether the
+    rank recorded anything after it."""
+    last = rows[np.r_[starts[1:], len(rows)] - 1]
+    ranks = entries["rank"]
+    followed = np.searchsorted(ranks, ranks[last], side="right") - 1 > last
+    return last, closer_mask(entries)[last], followed
+
+
+def unlaunched(
+    entries: Table, status: dict[int, dict[int, tuple[int, int, int]]] | None = None
+) -> np.ndarray:
+    """Rows of collectives a rank had recorded but not launched when it dumped.
+
+    ProcessGroupNCCL records an op before it enqueues it, and a coalescing block's parts long
+    before its end: NCCL launches the block at `endCoalescing` (after `groupStart` at its
+    start), where the closing entry is recorded and pg_status counts the block as enqueued.
+    So the entries at the end of a rank's dump that pg_status (`status`: group code -> rank ->
+    last enqueued, started, completed) has not counted, or parts with no closer and nothing
+    after them, were never launched: no peer can be waiting for that rank inside them. The
+    rank stopped while issuing them (or an on-demand dump caught it there). pg_status also
+    tells an `onlyActive` dump's completed block, whose closer that dump leaves out, from an
+    open one: it was enqueued.
+    """
+    found = [_open_blocks(entries, status)]
+    if status:
+        found.append(_uncounted_tails(entries, status))
+    rows = np.concatenate(found)
+    return np.unique(rows) if len(found) > 1 and len(rows) else rows
+
+
+def _enqueued(status: dict[int, dict[int, tuple[int, int, int]]], pg: int, rank: int) -> int:
+    got = status.get(pg, {}).get(rank)
+    return -1 if got is None else got[0]
+
+
+def _open_blocks(
+    entries: Table, status: dict[int, dict[int, tuple[int, int, int]]] | None
+) -> np.ndarray:
+    """Parts of collective blocks with no closer and nothing after them on their rank, that
+    pg_status (where known) does not count as enqueued."""
+    rows, starts, _which = block_ids(entries)
+    if not len(rows):
+        return rows.astype(np.int64)
+    last, closed, followed = _block_ends(entries, rows, starts)
+    is_open = ~closed & ~followed & ~entries["is_p2p"][last]
+    if status:
+        pg, ranks, seq = (entries[c] for c in ("pg_name", "rank", "collective_seq_id"))
+        for b in np.flatnonzero(is_open).tolist():
+            rank = int(ranks[last[b]])
+            if rank in status.get(int(pg[last[b]]), {}):
+                is_open[b] = _enqueued(status, int(pg[last[b]]), rank) < seq[last[b]]
+    counts = np.diff(np.r_[starts, len(rows)])
+    return rows[np.repeat(is_open, counts)].astype(np.int64)
+
+
+def _uncounted_tails(
+    entries: Table, status: dict[int, dict[int, tuple[int, int, int]]]
+) -> np.ndarray:
+    """Each rank's newest collective (its trailing entries of one group and seq), where
+    pg_status counts fewer enqueued collectives in that group: one lookup per rank."""
+    ranks = entries["rank"]
+    if not len(ranks):
+        return np.empty(0, np.int64)
+    ends = np.r_[np.flatnonzero(ranks[1:] != ranks[:-1]), len(ranks) - 1]
+    pg, seq, is_p2p = entries["pg_name"], entries["collective_seq_id"], entries["is_p2p"]
+    out: list[int] = []
+    for end in ends[~is_p2p[ends]].tolist():
+        rank, group, last = int(ranks[end]), int(pg[end]), int(seq[end])
+        if rank not in status.get(group, {}) or _enqueued(status, group, rank) >= last:
+            continue
+        i = end
+        while i >= 0 and ranks[i] == rank and pg[i] == group and seq[i] == last and not is_p2p[i]:
+            out.append(i)
+            i -= 1
+    return np.array(sorted(out), dtype=np.int64)
+
+
+def build_op_view(
+    entries: Table,
+    state: np.ndarray,
+    base: OpView | None = None,
+    leave_out: np.ndarray | None = None,
+) -> OpView:
     """Fold coalesced entries and encode each op's signature as integer codes.
 
     Each coalesced group collapses onto its first part's row, so rows stay ordered by rank and
     position without a re-sort; everything here is numpy over whole columns. `state` is
     `block_states(entries)`. With `base` (the job's view), codes are that view's, so ops of a
-    rank's history fetched later compare with the job's.
+    rank's history fetched later compare with the job's. `leave_out`: rows that are no op
+    (yet): `unlaunched`.
     """
     states_tracked = bool((state > 0).any())
     mask = ~entries["is_p2p"]
+    if leave_out is not None and len(leave_out):
+        mask = mask.copy()
+        mask[leave_out] = False
     cols: dict[str, np.ndarray] = {
         "rank": entries["rank"][mask],
         "pg": entries["pg_name"][mask],

@@ -61,6 +61,7 @@ def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dic
         op_names = e.labels["op"]
         p2p_mask = e["is_p2p"]
         usable = (state < 2) & (~p2p_mask | op_is(e, "send") | op_is(e, "recv"))
+        usable[ctx.unlaunched_rows] = False  # not launched: nobody waits in it yet
         idx = np.flatnonzero(usable)
         if not len(idx):
             return out

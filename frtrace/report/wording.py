@@ -68,6 +68,26 @@ def _stopped_early(f: Finding) -> str:
     )
 
 
+def _not_launched(f: Finding) -> str:
+    ranks = f.culprit_ranks
+    parts = f.facts.get("parts", {})
+    counts = sorted({int(n) for n in parts.values()}) if isinstance(parts, dict) else []
+    if str(f.op or "").endswith("coalesced"):
+        recorded = f"{counts[0]} of its parts" if len(counts) == 1 else "some of its parts"
+        what = (
+            f"began {_at(f, f.collective_seq_id)} ({f.op}), a coalescing block that "
+            f"{who(f.issued_by)} issued whole, and never ended it: {verb(ranks, 'it', 'they')} "
+            f"recorded {recorded}, then stopped before the block's end, where NCCL launches it"
+        )
+    else:
+        what = (
+            f"recorded {_at(f, f.collective_seq_id)} ({f.op}) that {who(f.issued_by)} issued, "
+            "but never enqueued it (pg_status does not count it): "
+            f"{verb(ranks, 'it', 'they')} stopped while issuing it, before NCCL launched it"
+        )
+    return f"{who(ranks)} {what}{_idle(f)}"
+
+
 def _even_split_missing(f: Finding) -> str:
     return (
         f"{who(f.issued_by)} issued {_at(f, f.collective_seq_id)} ({f.op}) and "
@@ -244,6 +264,7 @@ _DETAIL: dict[str, Callable[[Finding], str]] = {
     "minority_issued": _minority_issued,
     "extra_call": _extra_call,
     "stopped_early": _stopped_early,
+    "not_launched": _not_launched,
     "even_split_missing": _even_split_missing,
     "minority_differs": _minority_differs,
     "history_changed": _history_changed,
@@ -290,11 +311,12 @@ def chain_lines(f: Finding) -> list[str]:
             "collectives by one"
         )
         return lines
-    end = (
-        "left no dump"
-        if f.chain_end == "nodump"
-        else "never issued it and is not waiting in any collective"
-    )
+    if f.chain_end == "nodump":
+        end = "left no dump"
+    elif f.reason == "not_launched":
+        end = "stopped while issuing it and is not waiting in any collective"
+    else:
+        end = "never issued it and is not waiting in any collective"
     lines.append(f"{who(last.waits_for)} {end}")
     return lines
 

@@ -28,7 +28,9 @@ class Fault:
 
     `stuck_collective`: every member issues and starts the op, none completes it (a network,
     NCCL or GPU fault inside the collective). `drop_part` (type_mismatch only): the rank leaves
-    one part out of the coalesced block that holds the op.
+    one part out of the coalesced block that holds the op. `mid_block` (missing_ranks only):
+    the rank records the first parts of that block, then stalls before its end (host code
+    between two parts), so it never launches the block its peers wait in.
     """
 
     kind: str
@@ -38,6 +40,7 @@ class Fault:
     index: int = 0
     partner: str | None = None
     drop_part: bool = False
+    mid_block: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -159,7 +162,14 @@ def plan_fault(
     culprits = [fault.rank]
     omit: set[int] = set()
 
-    if fault.kind in ("missing_ranks", "missing_dump"):
+    if fault.mid_block:
+        ops = _ops(reg, item)
+        if fault.kind != "missing_ranks" or item.p2p or len(ops) < 3:
+            raise ValueError("mid_block needs a missing_ranks fault on an op in a coalesced block")
+        kept = max(2, (len(ops) - 1) // 2)  # parts recorded before the stall; no closer
+        program[pos] = replace(item, tids=item.tids[:kept], open_block=True)
+        del program[pos + 1 :]
+    elif fault.kind in ("missing_ranks", "missing_dump"):
         # The rank hangs outside NCCL (data loader, host code) right before this call.
         del program[pos:]
         if fault.kind == "missing_dump":

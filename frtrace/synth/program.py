@@ -52,9 +52,10 @@ class OpT:
 class Item:
     """One unit of GPU work: a single op, or a coalesced group ending in its marker entry.
 
-    `kind` is the group kind; p2p is 0 (collective), 1 (send) or 2 (recv) and `delta` the
-    peer's pipeline-stage offset. Timings (ns) drive the simulated clock. `poison` marks work
-    whose peers disagree with it (never completes); `nostart` work whose GPU never gets to it.
+        `kind` is the group kind; p2p is 0 (collective), 1 (send) or 2 (recv) and `delta` the
+        peer's pipeline-stage offset. Timings (ns) drive the simulated clock. `poison` marks work
+        whose peers disagree with it (never completes); `nostart` work whose GPU never gets to it;
+    `open_block` parts of a coalescing block the rank never ends (its last item).
     """
 
     tids: tuple[int, ...]
@@ -66,6 +67,7 @@ class Item:
     comm_ns: int
     poison: bool = False
     nostart: bool = False
+    open_block: bool = False  # the rank records these parts, then stalls before the block's end
 
 
 class Registry:

@@ -192,6 +192,7 @@ class _Rank:
         "ints",
         "lag",
         "n",
+        "part",
         "pc",
         "pre",
         "prog",
@@ -217,6 +218,7 @@ class _Rank:
         self.ints = array("i")
         self.times = array("q")
         self.st = array("b")
+        self.part = array("b")  # part[i]: 1 for a coalescing block's part (not its closer)
         self.cc = [0] * NKINDS  # collective seq per group kind
         self.cp = [0] * NKINDS  # p2p seq per group kind
         self.co = [0] * NKINDS  # op id per group kind
@@ -384,15 +386,19 @@ class _Engine:
                     gidx = me.base + len(st)
                     op_id = me.co[k]
                     tc = t
-                    ints, times = me.ints, me.times
-                    for tid in item.tids:
+                    ints, times, part = me.ints, me.times, me.part
+                    closer = len(item.tids) - (0 if item.open_block else 1)
+                    for j, tid in enumerate(item.tids):
                         op_id += 1
                         ints.extend((tid, cs, ps, op_id))
                         times.extend((tc, 0, 0))
                         st.append(0)
+                        part.append(j < closer)
                         tc += 3_000
                     me.co[k] = op_id
                     me.cpu_t = tc - 3_000
+                    if item.open_block:
+                        continue  # the rank stalls before the block's end: nothing launched
                     infl.append((gidx, item, key, members, seq, t))
                     if len(st) >= trim_at:
                         self._trim(me, len(st) - bs, self.reg.ops)
@@ -439,6 +445,7 @@ class _Engine:
         del me.ints[: 4 * drop]
         del me.times[: 3 * drop]
         del me.st[:drop]
+        del me.part[:drop]
         me.base += drop
 
     # Dump building -------------------------------------------------------------------------
@@ -526,7 +533,8 @@ class _Engine:
             running = timing and 0 < t_start <= dump_at
             state = 2 if done else (1 if running else 0)
             counters = status[op.kind]
-            counters[0] = pseq if op.is_p2p else cseq
+            if not me.part[i]:  # torch enqueues a block (pg_status counts it) at its closer
+                counters[0] = pseq if op.is_p2p else cseq
             if state:
                 counters[1] = counters[0] if timing else -1
             if done:
