@@ -124,6 +124,7 @@ class Outcome:
     culprit: bool = False
     group: bool = False
     seq: bool = False
+    other_causes: int = 0
 
 
 def judge(expected: dict[str, Any] | None, members: list[int], report: Any) -> Outcome:
@@ -144,6 +145,8 @@ def judge(expected: dict[str, Any] | None, members: list[int], report: Any) -> O
     )
     if root is None:
         return Outcome(False, "no root cause (reported healthy)", elsewhere, 0)
+    # One fault, one cause: every other finding must be its consequence.
+    others = sum(1 for f in findings if f is not root and not f.secondary)
     got = (root.kind, root.pg_name, sorted(root.culprit_ranks))
     want_culprits = sorted(expected["culprit_ranks"])
     seq_key = "p2p_seq_id" if expected.get("p2p_seq_id") is not None else "collective_seq_id"
@@ -158,11 +161,14 @@ def judge(expected: dict[str, Any] | None, members: list[int], report: Any) -> O
         problems.append(f"{seq_key} {getattr(root, seq_key)} != {expected[seq_key]}")
     if elsewhere:
         problems.append(f"{elsewhere} mismatch finding(s) elsewhere")
+    if others:
+        problems.append(f"{others} other cause(s) besides the root cause")
     return Outcome(
         not problems,
         "; ".join(problems),
         elsewhere,
         len(findings),
+        other_causes=others,
         culprit=root.kind == expected["kind"] and sorted(root.culprit_ranks) == want_culprits,
         group=root.pg_name == expected["pg_name"],
         seq=expected["kind"] == "missing_dump" or getattr(root, seq_key) == expected[seq_key],
@@ -240,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     layouts = LAYOUTS[: 2 if args.quick else args.layouts]
     fmts = ("pickle",) if args.quick else ("pickle", "json")
     # runs, culprit+kind, group, seq, all right, findings on healthy jobs, mismatches elsewhere
-    rows: dict[str, list[int]] = defaultdict(lambda: [0] * 7)
+    rows: dict[str, list[int]] = defaultdict(lambda: [0] * 8)
     misses: list[str] = []
     total_t = 0.0
     with contextlib.ExitStack() as stack:
@@ -268,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
                 row[4] += outcome.ok
                 row[5] += outcome.findings if sc.kind is None else 0
                 row[6] += outcome.mismatch_elsewhere
+                row[7] += outcome.other_causes
                 if not outcome.ok:
                     case = (
                         f"{sc.name} | tp{layout.tp} dp{layout.dp} pp{layout.pp} ep{layout.ep} "
@@ -276,19 +283,31 @@ def main(argv: list[str] | None = None) -> int:
                     misses.append(f"{case}: {outcome.why}")
                     if args.verbose:
                         print("MISS", misses[-1], file=sys.stderr, flush=True)
-    head = ("runs", "culprit", "group", "seq", "all right", "healthy findings", "elsewhere")
-    print(
-        f"{'scenario':<30}" + "".join(f"{h:>10}" for h in head[:5]) + f"{head[5]:>17}{head[6]:>10}"
+    head = (
+        "runs",
+        "culprit",
+        "group",
+        "seq",
+        "all right",
+        "healthy findings",
+        "elsewhere",
+        "other causes",
     )
+
+    def line(name: str, row: list[int] | tuple[str, ...]) -> str:
+        cells = "".join(f"{v:>10}" for v in row[:5])
+        return f"{name:<34}{cells}{row[5]:>17}{row[6]:>10}{row[7]:>13}"
+
+    print(line("scenario", head))
     for name, row in rows.items():
-        print(f"{name:<30}" + "".join(f"{v:>10}" for v in row[:5]) + f"{row[5]:>17}{row[6]:>10}")
-    total = [sum(r[i] for r in rows.values()) for i in range(7)]
-    print(
-        f"{'total':<30}" + "".join(f"{v:>10}" for v in total[:5]) + f"{total[5]:>17}{total[6]:>10}"
-    )
+        print(line(name, row))
+    total = [sum(r[i] for r in rows.values()) for i in range(8)]
+    print(line("total", total))
     print(
         "culprit: kind and culprit ranks (all members for stuck_collective; both sides where the "
-        "evidence allows no better); elsewhere: mismatch findings not at the injected fault"
+        "evidence allows no better); elsewhere: mismatch findings not at the injected fault; "
+        "other causes: findings not marked as consequences besides the root cause (one fault "
+        "is one cause)"
     )
     runs, right = total[0], total[4]
     print(f"({total_t:.0f} s)")

@@ -252,3 +252,16 @@ def test_pg_filters_narrow_the_report_to_the_matching_groups(tmp_path: Path) -> 
     tp_only = tp_fault_report(tmp_path, "--pg-filters", "mesh_tp")
     descs = {f["pg_desc"] for f in tp_only["findings"]}
     assert descs == {"mesh_tp"} and tp_only["root_cause"]["culprit_ranks"] == [5]
+
+
+def test_ranks_waiting_in_several_places_for_one_rank_without_a_dump_are_one_cause(
+    tmp_path: Path,
+) -> None:
+    fault = Fault("missing_dump", rank=5, group="tp", step=1)
+    job, analysis = run_job(tmp_path, Layout(tp=2, dp=4, pp=2), fault, steps=3)
+    assert_blames_expected(job, analysis)
+    repeats = [f for f in analysis.findings[1:] if f.kind == "missing_dump"]
+    assert len(repeats) >= 2, "ranks of the dp and pp groups wait for rank 5 too"
+    assert all(f.secondary and f.culprit_ranks == [5] for f in repeats)
+    assert [f for f in analysis.findings[1:] if not f.secondary] == []
+    assert all(n.kind != "independent_causes" for n in analysis.notes)

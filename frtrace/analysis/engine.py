@@ -147,6 +147,32 @@ def mark_same_culprit(findings: list[Finding], stopped: frozenset[int], blocked:
             f.mark_consequence(absent, "stopped_earlier")
 
 
+def one_cause_per_culprit(
+    roots: list[Finding], blocked: dict
+) -> tuple[list[Finding], list[Finding]]:
+    """(roots, repeats): ranks that wait in several places for the same rank, one that left
+    no dump or stopped outside collectives, are one cause, not several. A later root whose
+    culprits an earlier one of its kind already names is a repeat; a missing dump's repeat is
+    marked a consequence here, a stopped rank's by `mark_same_culprit`."""
+    kept: list[Finding] = []
+    repeats: list[Finding] = []
+    named: dict[str, set[int]] = {"missing_dump": set(), "missing_ranks": set()}
+    for root in roots:
+        culprits = set(root.culprit_ranks)
+        idle = (
+            root.kind in named and not root.undecidable and not any(r in blocked for r in culprits)
+        )
+        if idle and culprits and culprits <= named[root.kind]:
+            if root.kind == "missing_dump":
+                root.mark_consequence(root.culprit_ranks, "no_dump_elsewhere")
+            repeats.append(root)
+            continue
+        kept.append(root)
+        if idle:
+            named[root.kind] |= culprits
+    return kept, repeats
+
+
 def _absent_members(ctx: Context, absent: set[int]) -> list[Finding]:
     """Members without a dump nobody is seen waiting for: one finding per group, so the
     report grows with the groups, not with members x members."""
@@ -204,6 +230,7 @@ def analyze(trace: Trace, mismatch_cap: int = 10, straggler_threshold_ms: float 
     for _root, finding in waits.root_findings:
         if all(_key(finding) != _key(r) for r in roots):
             roots.append(finding)
+    roots, again = one_cause_per_culprit(roots, waits.blocked)
     root_keys = {_key(r) for r in roots}
     root_places = {
         (r.kind, r.pg_name, r.hang_seq if r.hang_seq is not None else r.collective_seq_id)
@@ -218,6 +245,7 @@ def analyze(trace: Trace, mismatch_cap: int = 10, straggler_threshold_ms: float 
     ]
     waited_for = {r for f in roots if f.kind == "missing_dump" for r in f.culprit_ranks}
     others += _absent_members(ctx, set(trace.missing_dumps) - waited_for)
+    others += again
     stopped = frozenset(r for f in roots if f.kind == "missing_ranks" for r in f.culprit_ranks)
     mark_secondary(ctx, others, waits.blocked, stopped)
     mark_same_culprit(others, stopped, waits.blocked)

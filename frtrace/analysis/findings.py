@@ -44,6 +44,7 @@ REASONS = (
     "stuck",  # every member inside the collective, none completes
     "blocked_elsewhere",  # consequence: the absent ranks are blocked in another op
     "stopped_earlier",  # consequence: the absent ranks stopped before the root cause
+    "no_dump_elsewhere",  # consequence: ranks wait here too for the root cause's dumpless rank
 )
 
 

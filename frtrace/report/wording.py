@@ -177,6 +177,13 @@ def _no_dump(f: Finding) -> str:
     )
 
 
+def _no_dump_elsewhere(f: Finding) -> str:
+    return (
+        f"{waits_in(f.waiting_ranks, _blocking_place(f))} for {who(f.culprit_ranks)}, which "
+        "left no dump: the same cause as the root cause (a consequence)"
+    )
+
+
 def _blocking_place(f: Finding) -> Place:
     node = f.facts.get("node")
     if isinstance(node, dict):
@@ -281,6 +288,7 @@ _DETAIL: dict[str, Callable[[Finding], str]] = {
     "stuck": _stuck,
     "blocked_elsewhere": _blocked_elsewhere,
     "stopped_earlier": _stopped_earlier,
+    "no_dump_elsewhere": _no_dump_elsewhere,
 }
 
 
