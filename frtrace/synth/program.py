@@ -52,9 +52,9 @@ class OpT:
 class Item:
     """One unit of GPU work: a single op, or a coalesced group ending in its marker entry.
 
-        `kind` is the group kind; p2p is 0 (collective), 1 (send) or 2 (recv) and `delta` the
-        peer's pipeline-stage offset. Timings (ns) drive the simulated clock. `poison` marks work
-        whose peers disagree with it (never completes); `nostart` work whose GPU never gets to it;
+    `kind` is the group kind; p2p is 0 (collective), 1 (send) or 2 (recv) and `delta` the
+    peer's pipeline-stage offset. Timings (ns) drive the simulated clock. `poison` marks work
+    whose peers disagree with it (never completes); `nostart` work whose GPU never gets to it;
     `open_block` parts of a coalescing block the rank never ends (its last item).
     """
 
