@@ -103,7 +103,8 @@ def test_sweep_subset_names_the_injected_fault_and_nothing_else(
     tmp_path: Path, scenario: Any
 ) -> None:
     """One MoE layout, timing on and off, buffers that wrapped inside blocks and did not."""
-    layout = Layout(tp=4, dp=2, pp=1, ep=2) if scenario.kind != "p2p_mismatch" else None
+    p2p = scenario.kind == "p2p_mismatch" or scenario.group == "pp"
+    layout = None if p2p else Layout(tp=4, dp=2, pp=1, ep=2)
     layout = layout or Layout(tp=2, dp=2, pp=2)
     ran = 0
     for timing in (True, False):
@@ -349,3 +350,54 @@ def test_a_snapshot_taken_between_two_parts_of_a_block_is_healthy(tmp_path: Path
     code, out = run(str(tmp_path / "job"), "--format", "json")
     report = json.loads(out)
     assert (code, report["findings"]) == (0, [])
+
+
+# --- a rank that stops before a pipeline send or receive ---------------------------------------
+
+
+def _stopped_before_p2p(tmp_path: Path, index: int) -> tuple[dict[str, Any], int, dict[str, Any]]:
+    """Rank 5 (stage 1 of 4, tensor-parallel peer of rank 4) stops before its `index`-th
+    pipeline op of step 1: (expected, exit status, JSON report)."""
+    fault = Fault("missing_ranks", rank=5, group="pp", step=1, index=index)
+    job = simulate(JobSpec(Layout(tp=2, dp=2, pp=4), steps=2, fault=fault))
+    write_job(job, tmp_path)
+    code, out = run(str(tmp_path), "--format", "json")
+    assert job.expected is not None
+    return job.expected, code, json.loads(out)
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["before-recv", "before-send"])
+def test_a_rank_stopped_before_a_pipeline_op_is_blamed_there_not_at_its_peers_all_reduce(
+    tmp_path: Path, index: int
+) -> None:
+    # Its tensor-parallel peer made the same calls, then the p2p op, then waits in the next
+    # all_reduce for it; the pipeline neighbour waits for the p2p op itself.
+    want, code, report = _stopped_before_p2p(tmp_path, index)
+    root = report["root_cause"]
+    assert code == 1 and want["op"] == ("recv" if index == 0 else "send")
+    assert (root["kind"], root["culprit_ranks"], root["pg_desc"]) == (
+        "missing_ranks",
+        [5],
+        "mesh_pp",
+    )
+    assert (root["pg_name"], root["p2p_seq_id"], root["op"]) == (
+        want["pg_name"],
+        want["p2p_seq_id"],
+        want["op"],
+    )
+    peer_wait = [
+        f for f in report["findings"] if f["pg_desc"] == "mesh_tp" and 5 in f["culprit_ranks"]
+    ]
+    assert peer_wait and all(f["secondary"] for f in peer_wait)
+    assert not any(4 in f["culprit_ranks"] for f in peer_wait)  # the peer that waits is no culprit
+
+
+def test_the_text_report_shows_the_receiver_at_its_own_recv_and_the_send_never_enqueued(
+    tmp_path: Path,
+) -> None:
+    _want, _code, _report = _stopped_before_p2p(tmp_path, 1)
+    code, out = run(str(tmp_path))
+    assert code == 1
+    assert "ROOT CAUSE: missing_ranks in mesh_pp" in out
+    assert "it never enqueued the send" in out
+    assert "rank 9 (waiting) at recv mesh_pp" in out

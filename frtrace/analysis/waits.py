@@ -200,7 +200,17 @@ def _first_missed(
             by_rank.setdefault(r, []).append(node)
     kept: dict[Node, set[int]] = {}
     redirects: list[tuple[Node, Node, int]] = []
-    for rank, nodes in by_rank.items():
+    for rank, every in by_rank.items():
+        hints = {n: _peer_went_on(ctx, rank, n, waiters) for n in every if len(every) > 1}
+        nodes = [n for n in every if hints.get(n) is None] or every
+        went_on = {h for h in hints.values() if h is not None}
+        fits = [n for n in nodes if _call_at(ctx, rank, n, waiters, blocked) in went_on]
+        if len(nodes) > 1 and len(fits) == 1:
+            nodes = fits  # the call a peer made where this rank stopped
+        if len(nodes) == 1:
+            kept.setdefault(nodes[0], set()).add(rank)
+            redirects += [(n, nodes[0], rank) for n in every if n != nodes[0]]
+            continue
         usual = [n for n in nodes if ctx.next_is_usual(rank, _would_be_step(ctx, rank, n))]
         if len(nodes) > 1 and (len(usual) != 1 or not ctx.has_history(rank)):
             # History is silent or ambiguous: the op its peers reached first is the one it
@@ -212,11 +222,61 @@ def _first_missed(
                 usual = [min(timed, key=lambda n: (reached[n], n))]
         if len(usual) == 1:
             kept.setdefault(usual[0], set()).add(rank)
-            redirects += [(n, usual[0], rank) for n in nodes if n != usual[0]]
+            redirects += [(n, usual[0], rank) for n in every if n != usual[0]]
         else:
             for node in nodes:
                 kept.setdefault(node, set()).add(rank)
     return kept, redirects
+
+
+PEERS_COMPARED = 3  # waiters compared with an idle rank (each may cost a history fetch)
+Call = tuple[str, int]  # op, call site (stack id, or -1 - op code where there is none)
+
+
+def _peer_went_on(
+    ctx: Context, rank: int, node: Node, waiters: dict[Node, set[int]]
+) -> Call | None:
+    """The call `rank` stopped before, when a peer waiting in this collective shows it was
+    not this one: the peer made the same calls as `rank` since their previous collective of
+    the group, then more before this one (None: no such peer).
+
+    A rank that stops before a pipeline send leaves its tensor-parallel peer waiting in the
+    next all_reduce, and the receiver waiting for the send; the peer's own calls show that
+    the send came first. Peers whose calls differ (another pipeline stage) tell nothing."""
+    if node.kind != "c":
+        return None
+    mine = ctx.rank_ops(rank)
+    since = mine["pos"][(mine["pg"] == node.pg) & (mine["seq"] == node.seq - 1)]
+    if not len(since):
+        return None
+    tail = [site for _pg, site in ctx.steps(rank)[int(since[0]) :]]
+    for peer in sorted(waiters.get(node, ()))[:PEERS_COMPARED]:
+        theirs = ctx.rank_ops(peer)
+        here = theirs["pg"] == node.pg
+        start = theirs["pos"][here & (theirs["seq"] == node.seq - 1)]
+        end = theirs["pos"][here & (theirs["seq"] == node.seq)]
+        if not len(start) or not len(end):
+            continue
+        between = [site for _pg, site in ctx.steps(peer)[int(start[0]) : int(end[0])]]
+        if len(tail) < len(between) and between[: len(tail)] == tail:
+            e = ctx.history(peer)
+            k = int(start[0]) + len(tail)
+            return str(e.labels["op"][int(e["op"][k])]), between[len(tail)]
+    return None
+
+
+def _call_at(
+    ctx: Context, rank: int, node: Node, waiters: dict[Node, set[int]], blocked: dict[int, Blocked]
+) -> Call | None:
+    """The call `rank` would make at this node: its op, and the call site its peers used
+    there (its own last call on the channel, for p2p)."""
+    step = _would_be_step(ctx, rank, node)
+    if step is None:
+        return None
+    if node.kind == "p":
+        return ("send" if node.src == rank else "recv"), step[1]
+    peer = min(waiters.get(node, ()), default=None)
+    return None if peer is None else (blocked[peer].op, step[1])
 
 
 def _would_be_step(ctx: Context, rank: int, node: Node) -> tuple[int, int] | None:

@@ -245,6 +245,12 @@ def merged_chain(hops: list[str]) -> list[str]:
 
 def _entry_for(analysis: Analysis, rank: int, f: Finding) -> dict[str, Any] | None:
     """The rank's entry at the finding's collective, else its last entry (labels decoded)."""
+    found = _entry_at(analysis, rank, f)
+    return None if found is None else found[0]
+
+
+def _entry_at(analysis: Analysis, rank: int, f: Finding) -> tuple[dict[str, Any], bool] | None:
+    """(the rank's entry at the finding, True), else (its last entry, False)."""
     mine = analysis.ctx.history(rank)
     if not len(mine):
         return None
@@ -254,26 +260,28 @@ def _entry_for(analysis: Analysis, rank: int, f: Finding) -> dict[str, Any] | No
             in_group & (mine["collective_seq_id"] == f.collective_seq_id) & ~mine["is_p2p"]
         )
         if len(at):
-            return mine.record(int(at[0]))
+            return mine.record(int(at[0])), True
     if f.p2p_seq_id is not None:
         at = np.flatnonzero(in_group & (mine["p2p_seq_id"] == f.p2p_seq_id) & mine["is_p2p"])
         if len(at):
-            return mine.record(int(at[0]))
-    return mine.record(len(mine) - 1)
+            return mine.record(int(at[0])), True
+        # p2p seqs count per rank: a peer waiting in the group is at its own blocking entry.
+        b = analysis.blocked.get(rank)
+        if b is not None:
+            at = np.flatnonzero(in_group & mine["is_p2p"] & (mine["pos"] == b.pos))
+            if len(at):
+                return mine.record(int(at[0])), True
+    return mine.record(len(mine) - 1), False
 
 
 def stack_of(analysis: Analysis, rank: int, f: Finding) -> dict[str, Any] | None:
     """Where a rank is, for the finding: its entry there (else its last) and that stack."""
-    entry = _entry_for(analysis, rank, f)
-    if entry is None:
+    found = _entry_at(analysis, rank, f)
+    if found is None:
         return None
+    entry, at_finding = found
     p2p = bool(entry["is_p2p"])
     seq = f"p2p#{entry['p2p_seq_id']}" if p2p else f"#{entry['collective_seq_id']}"
-    at_finding = (entry["pg_name"] == f.pg_name) and (
-        entry["p2p_seq_id"] == f.p2p_seq_id
-        if p2p
-        else entry["collective_seq_id"] == f.collective_seq_id
-    )
     sid = int(entry["stack_id"])
     frames = list(analysis.ctx.trace.stacks[sid]) if sid >= 0 else []
     return {

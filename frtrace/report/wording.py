@@ -357,6 +357,8 @@ def stall_lines(f: Finding) -> tuple[str, str] | None:
     if stall not in STALLS:
         return None
     what, advice = STALLS[str(stall)]
+    if f.p2p_seq_id is not None and f.op:  # a send or recv the culprit never posted
+        what = what.replace("the collective", f"the {f.op}")
     times = []
     if f.facts.get("idle_ms") is not None:
         times.append(
