@@ -401,3 +401,60 @@ def test_the_text_report_shows_the_receiver_at_its_own_recv_and_the_send_never_e
     assert "ROOT CAUSE: missing_ranks in mesh_pp" in out
     assert "it never enqueued the send" in out
     assert "rank 9 (waiting) at recv mesh_pp" in out
+
+
+def _verdict(tmp_path: Path, layout: Layout, fault: Fault) -> tuple[dict[str, Any], int, dict]:
+    """(expected, exit status, JSON report) of a two-step job with extras and batched p2p."""
+    spec = JobSpec(layout, steps=2, fault=fault, batch_p2p=True, extras=True)
+    job = simulate(spec)
+    write_job(job, tmp_path)
+    code, out = run(str(tmp_path), "--format", "json")
+    assert job.expected is not None
+    return job.expected, code, json.loads(out)
+
+
+def test_a_rank_awaited_in_several_groups_is_named_alone_in_a_two_member_tie(
+    tmp_path: Path,
+) -> None:
+    # Rank 0 stops at the start of step 1: its tp peer waits in the first all_reduce, and
+    # no earlier step boundary is in its history; the pipeline and data-parallel peers
+    # waiting for it too rule out an extra call by the peer.
+    fault = Fault("missing_ranks", rank=0, group="tp", step=1, index=0)
+    want, code, report = _verdict(tmp_path, Layout(tp=2, dp=2, pp=4), fault)
+    root = report["root_cause"]
+    assert code == 1 and root["culprit_ranks"] == [0]
+    assert root["evidence"]["reason"] == "awaited_elsewhere" and not root["evidence"]["undecidable"]
+    assert (root["pg_name"], root["collective_seq_id"]) == (
+        want["pg_name"],
+        want["collective_seq_id"],
+    )
+    assert "ranks also wait for it in" in root["detail"]
+
+
+def test_a_peer_blocked_before_the_collective_still_shows_what_came_first(
+    tmp_path: Path,
+) -> None:
+    # Rank 1 stops before a data-parallel broadcast; its twin rank 0 waits in it, having
+    # issued the next world all_reduce behind it, where ranks 2-7 wait: no deadlock.
+    fault = Fault("missing_ranks", rank=1, group="dp", step=1, index=4)
+    want, code, report = _verdict(tmp_path, Layout(tp=1, dp=2, pp=4), fault)
+    root = report["root_cause"]
+    assert code == 1 and (root["kind"], root["culprit_ranks"]) == ("missing_ranks", [1])
+    assert (root["pg_name"], root["collective_seq_id"]) == (
+        want["pg_name"],
+        want["collective_seq_id"],
+    )
+    assert all(f["secondary"] for f in report["findings"][1:])
+
+
+def test_an_op_changed_at_a_call_site_that_serves_every_bucket_is_the_changers_fault(
+    tmp_path: Path,
+) -> None:
+    # The call site issues one all_gather per bucket, each of its own size: only the op,
+    # the column the two members disagree on, tells which of them changed.
+    fault = Fault("type_mismatch", rank=0, group="dp", step=1, index=3)
+    want, code, report = _verdict(tmp_path, Layout(tp=2, dp=2, pp=4), fault)
+    root = report["root_cause"]
+    assert code == 1 and (root["kind"], root["culprit_ranks"]) == ("type_mismatch", [0])
+    assert root["collective_seq_id"] == want["collective_seq_id"]
+    assert root["evidence"]["reason"] == "history_changed"

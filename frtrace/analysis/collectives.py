@@ -138,9 +138,19 @@ def _missing_findings(ctx: Context, coll: Table, incomplete: Table) -> list[Find
 
 
 def missing_finding(
-    ctx: Context, pg: int, seq: int, rows: Table, have: list[int], missing: list[int]
+    ctx: Context,
+    pg: int,
+    seq: int,
+    rows: Table,
+    have: list[int],
+    missing: list[int],
+    elsewhere: int = 0,
 ) -> Finding:
-    """Who is to blame when some members issued (pg, seq) and others did not."""
+    """Who is to blame when some members issued (pg, seq) and others did not.
+
+    `elsewhere`: how many other places (groups, p2p channels) ranks wait for the missing
+    ranks in, idle. An extra call on this group explains only this wait; a rank that
+    stopped explains them all, so that breaks a two-member tie."""
     op = _majority_label(ctx, rows, "op")
     typed: dict = {"issued_by": have, "not_issued_by": missing}
     seq_out: int = seq
@@ -173,6 +183,8 @@ def missing_finding(
             typed["hang_seq"] = seq
         elif stopped:
             culprits, waiting, reason = missing, have, "stopped_early"
+        elif elsewhere:
+            culprits, waiting, reason = missing, have, "awaited_elsewhere"
         else:
             culprits, waiting, reason = sorted(have + missing), have, "even_split_missing"
             typed["undecidable"] = True
@@ -184,6 +196,7 @@ def missing_finding(
         culprit_ranks=culprits,
         waiting_ranks=waiting,
         reason=reason,
+        facts={"elsewhere": elsewhere} if reason == "awaited_elsewhere" else None,
         **typed,
     )
 
@@ -312,17 +325,19 @@ def _describe(ctx: Context, sig: tuple[int, ...]) -> str:
 
 
 def history_changed(ctx: Context, pg: int, seq: int, rows: Table) -> list[int]:
-    """Ranks whose op at this call site differs from what they issued there before.
+    """Ranks whose op at this call site differs from everything they issued there before.
 
-    Without stacks (JSON dumps) the call site is unknown: a rank changed when what it issued
-    here never occurred earlier in its own history of the group, while every other member's
-    did (a repeating training step shows each call many times).
+    Only the columns the members disagree on are compared: a call site that issues a
+    bucket's all_gather per bucket sees many sizes, but always the same op. Without stacks
+    (JSON dumps) the call site is unknown: a rank changed when what it issued here never
+    occurred earlier in its own history of the group, while every other member's did (a
+    repeating training step shows each call many times).
     """
+    torn = [c for c in SIGNATURE if len(distinct(rows[c])) > 1] or list(SIGNATURE)
     changed = []
     no_stacks = bool((rows["stack_id"] < 0).any())
     for i in range(len(rows)):
         rank = int(rows["rank"][i])
-        sig = tuple(int(rows[c][i]) for c in SIGNATURE)
         mine = ctx.rank_ops(rank)
         earlier = (mine["pg"] == pg) & (mine["seq"] < seq)
         if not no_stacks:
@@ -330,13 +345,8 @@ def history_changed(ctx: Context, pg: int, seq: int, rows: Table) -> list[int]:
         before = mine.take(earlier)
         if not len(before):
             return []
-        if no_stacks:
-            seen = set(zip(*(before[c].tolist() for c in SIGNATURE), strict=True))
-            if sig not in seen:
-                changed.append(rank)
-            continue
-        last = int(np.argmax(before["seq"]))
-        if any(int(before[c][last]) != v for c, v in zip(SIGNATURE, sig, strict=True)):
+        seen = set(zip(*(before[c].tolist() for c in torn), strict=True))
+        if tuple(int(rows[c][i]) for c in torn) not in seen:
             changed.append(rank)
     return changed
 

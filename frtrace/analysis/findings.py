@@ -27,6 +27,7 @@ REASONS = (
     "minority_issued",  # a few members issued it, most did not
     "extra_call",  # a two-member tie broken by history: one rank inserted a call
     "stopped_early",  # a two-member tie broken by history: the call usually comes next
+    "awaited_elsewhere",  # a two-member tie broken by other groups: ranks wait for it there too
     "not_launched",  # the culprits recorded it (a block's first parts), never launched it
     "even_split_missing",  # a tie no history breaks: both sides named
     "minority_differs",  # members disagree on the op; the minority differs

@@ -40,7 +40,14 @@ def classify(ctx: Context, finding: Finding, blocked: dict[int, Any]) -> None:
     if stall is None:
         return
     if finding.kind == "missing_ranks" and (
-        finding.reason not in {"never_issued", "stopped_early", "not_launched", "never_posted"}
+        finding.reason
+        not in {
+            "never_issued",
+            "stopped_early",
+            "awaited_elsewhere",
+            "not_launched",
+            "never_posted",
+        }
         or any(r in blocked for r in finding.culprit_ranks)
     ):
         return  # an extra call or an undecidable split is a desync, not a rank stuck aside

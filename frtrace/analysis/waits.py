@@ -42,6 +42,7 @@ class Root:
     nodes: list[Node]
     ranks: list[int]
     weight: int = 0
+    elsewhere: int = 0  # idle: other places ranks wait for these ranks (their consequences)
     edges: dict[Node, dict[Node, set[int]]] = field(default_factory=dict)  # a cycle's own
 
 
@@ -142,7 +143,8 @@ def analyze_waits(
     roots: list[Root] = []
     kept, redirects = _first_missed(ctx, idle, waiters, blocked)
     for node, ranks in kept.items():
-        roots.append(Root("idle", [node], sorted(ranks)))
+        away = {src for src, dst, r in redirects if dst == node and r in ranks}
+        roots.append(Root("idle", [node], sorted(ranks), elsewhere=len(away)))
     for src_node, dst_node, rank in redirects:
         edges.setdefault(src_node, {}).setdefault(dst_node, set()).add(rank)
     for node, ranks in nodump.items():
@@ -201,7 +203,7 @@ def _first_missed(
     kept: dict[Node, set[int]] = {}
     redirects: list[tuple[Node, Node, int]] = []
     for rank, every in by_rank.items():
-        hints = {n: _peer_went_on(ctx, rank, n, waiters) for n in every if len(every) > 1}
+        hints = {n: _peer_went_on(ctx, rank, n) for n in every if len(every) > 1}
         nodes = [n for n in every if hints.get(n) is None] or every
         went_on = {h for h in hints.values() if h is not None}
         fits = [n for n in nodes if _call_at(ctx, rank, n, waiters, blocked) in went_on]
@@ -233,16 +235,15 @@ PEERS_COMPARED = 3  # waiters compared with an idle rank (each may cost a histor
 Call = tuple[str, int]  # op, call site (stack id, or -1 - op code where there is none)
 
 
-def _peer_went_on(
-    ctx: Context, rank: int, node: Node, waiters: dict[Node, set[int]]
-) -> Call | None:
-    """The call `rank` stopped before, when a peer waiting in this collective shows it was
+def _peer_went_on(ctx: Context, rank: int, node: Node) -> Call | None:
+    """The call `rank` stopped before, when a peer that issued this collective shows it was
     not this one: the peer made the same calls as `rank` since their previous collective of
     the group, then more before this one (None: no such peer).
 
     A rank that stops before a pipeline send leaves its tensor-parallel peer waiting in the
     next all_reduce, and the receiver waiting for the send; the peer's own calls show that
-    the send came first. Peers whose calls differ (another pipeline stage) tell nothing."""
+    the send came first. Peers whose calls differ (another pipeline stage) tell nothing; the
+    nearest ranks are asked first (the usual layouts put a rank's twins next to it)."""
     if node.kind != "c":
         return None
     mine = ctx.rank_ops(rank)
@@ -250,7 +251,10 @@ def _peer_went_on(
     if not len(since):
         return None
     tail = [site for _pg, site in ctx.steps(rank)[int(since[0]) :]]
-    for peer in sorted(waiters.get(node, ()))[:PEERS_COMPARED]:
+    coll = ctx.view.coll
+    issued = coll["rank"][(coll["pg"] == node.pg) & (coll["seq"] == node.seq)].tolist()
+    peers = sorted({int(r) for r in issued} - {rank}, key=lambda r: (abs(r - rank), r))
+    for peer in peers[:PEERS_COMPARED]:
         theirs = ctx.rank_ops(peer)
         here = theirs["pg"] == node.pg
         start = theirs["pos"][here & (theirs["seq"] == node.seq - 1)]
@@ -467,7 +471,7 @@ def _root_finding(
         coll = ctx.view.coll
         rows = coll.take((coll["pg"] == pg) & (coll["seq"] == seq))
         have = sorted(int(r) for r in rows["rank"])
-        finding = missing_finding(ctx, pg, seq, rows, have, root.ranks)
+        finding = missing_finding(ctx, pg, seq, rows, have, root.ranks, root.elsewhere)
         if finding.culprit_ranks == root.ranks:
             finding.facts.update(idle=True, states_tracked=ctx.view.states_tracked)
         return finding

@@ -68,6 +68,16 @@ def _stopped_early(f: Finding) -> str:
     )
 
 
+def _awaited_elsewhere(f: Finding) -> str:
+    n = int(f.facts.get("elsewhere", 0))
+    places = "another place" if n == 1 else f"{n} other places"
+    return (
+        f"{who(f.culprit_ranks)} never issued {_at(f, f.collective_seq_id)} ({f.op}) that "
+        f"{who(f.issued_by)} issued; ranks also wait for it in {places}, which an extra call "
+        f"here would not explain: it stopped{_idle(f)}"
+    )
+
+
 def _not_launched(f: Finding) -> str:
     ranks = f.culprit_ranks
     parts = f.facts.get("parts", {})
@@ -271,6 +281,7 @@ _DETAIL: dict[str, Callable[[Finding], str]] = {
     "minority_issued": _minority_issued,
     "extra_call": _extra_call,
     "stopped_early": _stopped_early,
+    "awaited_elsewhere": _awaited_elsewhere,
     "not_launched": _not_launched,
     "even_split_missing": _even_split_missing,
     "minority_differs": _minority_differs,
