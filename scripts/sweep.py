@@ -6,12 +6,17 @@ a straggler, an on-demand snapshot) runs on every layout, with timing on and off
 buffers that wrapped (cutting coalesced blocks at different points per rank) or not, written
 as pickle and as JSON. Prints one row per scenario and a summary; exits 1 on any miss.
 
+With `--wide`, each fault instead hits every sampled rank (every pipeline stage, both ends of
+each group) at each of its group's first six ops of the second of two steps, on three
+pipelined layouts, timing on and off: the shortest history, and the awkward places (the first
+op of a step, a p2p op, a bucket's all_gather) that one fixed rank and op would never reach.
+
 With `--engine dask` every case is also analyzed by the Dask engine on a local cluster of 2
 worker processes: that report is the one judged, and its JSON must equal the local engine's
 (a case whose reports differ is a miss).
 
 Usage: python scripts/sweep.py [--quick] [--layouts 2] [--filter KIND] [--verbose]
-                               [--engine dask]
+                               [--engine dask] [--wide]
 """
 
 from __future__ import annotations
@@ -19,11 +24,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
+import re
 import sys
 import tempfile
 import time
 import zlib
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +41,7 @@ if str(_REPO) not in sys.path:
 
 import frtrace  # noqa: E402
 from frtrace.analysis.engine import analyze  # noqa: E402
+from frtrace.errors import FrtraceError  # noqa: E402
 from frtrace.synth import Fault, JobSpec, Layout, simulate, spec_for_entries, write_job  # noqa: E402
 from frtrace.tables.load import load_trace  # noqa: E402
 
@@ -88,6 +96,27 @@ SCENARIOS = (
 )
 
 
+# --wide: every sampled rank x op index, on layouts where groups of two meet a pipeline.
+WIDE_LAYOUTS = (Layout(tp=2, dp=2, pp=4), Layout(tp=1, dp=2, pp=4), Layout(tp=4, dp=2, pp=2))
+WIDE_INDEXES = range(6)
+WIDE = (
+    *(Scenario(f"missing_ranks {g}", "missing_ranks", group=g) for g in ("tp", "dp", "pp")),
+    Scenario("missing_ranks default", "missing_ranks", group="default"),
+    Scenario("stalled inside a coalesced block", "missing_ranks", group="dp", mid_block=True),
+    Scenario("missing_dump tp", "missing_dump"),
+    *(Scenario(f"{k} {g}", k, group=g) for k in MISMATCH for g in ("tp", "dp")),
+    Scenario("coalesced part count", "type_mismatch", group="dp", drop_part=True),
+    *(Scenario(f"state_mismatch {g}", "state_mismatch", group=g) for g in ("tp", "dp", "pp")),
+    Scenario("p2p_mismatch (sender)", "p2p_mismatch", group="pp"),
+    Scenario("order_cycle", "order_cycle"),
+    *(Scenario(f"stuck_collective {g}", "stuck_collective", group=g) for g in ("tp", "dp")),
+)
+
+
+def wide_ranks(layout: Layout) -> range:
+    return range(0, layout.world, max(1, layout.world // 6))
+
+
 def _group_ok(layout: Layout, group: str) -> bool:
     return layout.has(group) and layout.size_of(group) >= 2
 
@@ -112,6 +141,20 @@ def fault_for(sc: Scenario, layout: Layout) -> Fault | None:
         group=group,
         step=1,
         index=sc.index,
+        drop_part=sc.drop_part,
+        mid_block=sc.mid_block,
+    )
+
+
+def wide_fault(sc: Scenario, rank: int, index: int) -> Fault | None:
+    if sc.kind is None:
+        return None
+    return Fault(
+        sc.kind,
+        rank,
+        group=sc.group,
+        step=1,
+        index=index,
         drop_part=sc.drop_part,
         mid_block=sc.mid_block,
     )
@@ -189,7 +232,19 @@ def adjust(expected: dict[str, Any] | None, sc: Scenario, timing: bool, job: Any
     if expected is None or timing or expected["kind"] != "state_mismatch":
         return expected
     members = job.groups[expected["pg_name"]][1]
-    return {**expected, "kind": "stuck_collective", "culprit_ranks": members}
+    seq = expected["p2p_seq_id"]
+    if seq is None:
+        return {**expected, "kind": "stuck_collective", "culprit_ranks": members}
+    # A send or recv: its two ends are the ones inside it. The culprit's dump names them
+    # ('nccl:recv 1<-0', group ranks); each end counts its own p2p seq, so either may name it.
+    (rank,) = expected["culprit_ranks"]
+    entry = next(
+        e
+        for e in job.dumps[rank]["entries"]
+        if e["is_p2p"] and e["process_group"][0] == expected["pg_name"] and e["p2p_seq_id"] == seq
+    )
+    ends = sorted({members[int(g)] for g in re.findall(r"\d+", entry["profiling_name"])})
+    return {**expected, "kind": "stuck_collective", "culprit_ranks": ends, "p2p_seq_id": None}
 
 
 def run_case(
@@ -200,8 +255,14 @@ def run_case(
     fmt: str,
     tmp: Path,
     client: Any = None,
+    at: tuple[int, int] | None = None,
 ) -> tuple[Outcome | None, float]:
-    fault = fault_for(sc, layout)
+    """One case; `at` (--wide): the fault's (rank, op index) in a two-step job (None when that
+    rank has no such op)."""
+    try:
+        fault = fault_for(sc, layout) if at is None else wide_fault(sc, *at)
+    except ValueError:
+        return None, 0.0
     if sc.kind is not None and fault is None:
         return None, 0.0
     if sc.needs_timing and not timing and sc.kind is None:
@@ -211,22 +272,33 @@ def run_case(
         "batch_p2p": True,
         "extras": True,
         # A stable seed (str hashes differ per process): a miss is the same on every run.
-        "seed": zlib.crc32(repr((sc.name, layout.world, timing, wrapped, fmt)).encode()) & 0xFFFF,
+        "seed": zlib.crc32(repr((sc.name, layout.world, timing, wrapped, fmt, at)).encode())
+        & 0xFFFF,
     }
     if sc.straggler:
         common["straggler"] = (layout.world - 1, 3_000_000)
     if sc.snapshot:
         common["snapshot"] = 0.6
-    if wrapped:
+    if at is not None:
+        spec = JobSpec(layout, steps=2, fault=fault, **common)
+    elif wrapped:
         spec = spec_for_entries(layout, 97, fault=fault, **common)
     else:
         spec = JobSpec(layout, steps=3, fault=fault, **common)
     t0 = time.perf_counter()
-    job = simulate(spec)
-    out = tmp / f"{abs(hash((sc.name, layout, timing, wrapped, fmt)))}"
+    try:
+        job = simulate(spec)
+    except ValueError:  # --wide: the rank has no such op (or none of the fault's kind)
+        if at is None:
+            raise
+        return None, 0.0
+    out = tmp / f"{abs(hash((sc.name, layout, timing, wrapped, fmt, at)))}"  # one per case
     write_job(job, out, fmt=fmt)
     trace = load_trace(out, jobs=1)
-    report = analyze(trace)
+    try:
+        report = analyze(trace)
+    except FrtraceError as exc:  # refusing a generated job is a miss, not the sweep's end
+        return Outcome(False, f"refused: {exc}", 0, 0), time.perf_counter() - t0
     expected = adjust(job.expected, sc, timing, job)
     members = job.groups[expected["pg_name"]][1] if expected else []
     if client is None:
@@ -250,9 +322,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--engine", choices=("local", "dask"), default="local", help="dask: judge its reports"
     )
+    parser.add_argument(
+        "--wide", action="store_true", help="every sampled rank x op index, two-step jobs"
+    )
     args = parser.parse_args(argv)
     layouts = LAYOUTS[: 2 if args.quick else args.layouts]
     fmts = ("pickle",) if args.quick else ("pickle", "json")
+    cases: Iterator[tuple[Scenario, Layout, bool, bool, str, tuple[int, int] | None]]
+    if args.wide:
+        cases = (
+            (sc, layout, timing, False, "pickle", (rank, index))
+            for sc in WIDE
+            if args.filter in sc.name
+            for layout in WIDE_LAYOUTS[: args.layouts]
+            for rank in wide_ranks(layout)
+            for index in WIDE_INDEXES
+            for timing in (True, False)
+        )
+    else:
+        cases = (
+            (sc, layout, timing, wrapped, fmt, None)
+            for sc in SCENARIOS
+            if args.filter in sc.name
+            for layout, timing, wrapped, fmt in itertools.product(
+                layouts, (True, False), (True, False), fmts
+            )
+        )
     # runs, culprit+kind, group, seq, all right, findings on healthy jobs, mismatches elsewhere
     rows: dict[str, list[int]] = defaultdict(lambda: [0] * 8)
     misses: list[str] = []
@@ -264,33 +359,29 @@ def main(argv: list[str] | None = None) -> int:
             from frtrace.engine.dask import connect
 
             client = stack.enter_context(connect(None, 2))
-        for sc in SCENARIOS:
-            if args.filter and args.filter not in sc.name:
+        for sc, layout, timing, wrapped, fmt, at in cases:
+            outcome, secs = run_case(sc, layout, timing, wrapped, fmt, Path(tmp), client, at)
+            total_t += secs
+            if outcome is None:
                 continue
-            for layout, timing, wrapped, fmt in itertools.product(
-                layouts, (True, False), (True, False), fmts
-            ):
-                outcome, secs = run_case(sc, layout, timing, wrapped, fmt, Path(tmp), client)
-                total_t += secs
-                if outcome is None:
-                    continue
-                row = rows[sc.name]
-                row[0] += 1
-                row[1] += outcome.culprit
-                row[2] += outcome.group
-                row[3] += outcome.seq
-                row[4] += outcome.ok
-                row[5] += outcome.findings if sc.kind is None else 0
-                row[6] += outcome.mismatch_elsewhere
-                row[7] += outcome.other_causes
-                if not outcome.ok:
-                    case = (
-                        f"{sc.name} | tp{layout.tp} dp{layout.dp} pp{layout.pp} ep{layout.ep} "
-                        f"timing={'on' if timing else 'off'} wrapped={wrapped} {fmt}"
-                    )
-                    misses.append(f"{case}: {outcome.why}")
-                    if args.verbose:
-                        print("MISS", misses[-1], file=sys.stderr, flush=True)
+            row = rows[sc.name]
+            row[0] += 1
+            row[1] += outcome.culprit
+            row[2] += outcome.group
+            row[3] += outcome.seq
+            row[4] += outcome.ok
+            row[5] += outcome.findings if sc.kind is None else 0
+            row[6] += outcome.mismatch_elsewhere
+            row[7] += outcome.other_causes
+            if not outcome.ok:
+                where = "" if at is None else f" rank {at[0]} op {at[1]}"
+                case = (
+                    f"{sc.name} | tp{layout.tp} dp{layout.dp} pp{layout.pp} ep{layout.ep}"
+                    f"{where} timing={'on' if timing else 'off'} wrapped={wrapped} {fmt}"
+                )
+                misses.append(f"{case}: {outcome.why}")
+                if args.verbose:
+                    print("MISS", misses[-1], file=sys.stderr, flush=True)
     head = (
         "runs",
         "culprit",

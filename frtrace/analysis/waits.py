@@ -206,9 +206,10 @@ def _first_missed(
         hints = {n: _peer_went_on(ctx, rank, n) for n in every if len(every) > 1}
         nodes = [n for n in every if hints.get(n) is None] or every
         went_on = {h for h in hints.values() if h is not None}
-        fits = [n for n in nodes if _call_at(ctx, rank, n, waiters, blocked) in went_on]
-        if len(nodes) > 1 and len(fits) == 1:
-            nodes = fits  # the call a peer made where this rank stopped
+        if len(nodes) > 1 and went_on:
+            fits = [n for n in nodes if _call_at(ctx, rank, n, waiters, blocked) in went_on]
+            if len(fits) == 1:
+                nodes = fits  # the call a peer made where this rank stopped
         if len(nodes) == 1:
             kept.setdefault(nodes[0], set()).add(rank)
             redirects += [(n, nodes[0], rank) for n in every if n != nodes[0]]
@@ -231,7 +232,7 @@ def _first_missed(
     return kept, redirects
 
 
-PEERS_COMPARED = 3  # waiters compared with an idle rank (each may cost a history fetch)
+PEERS_COMPARED = 3  # issuers compared with an idle rank (each may cost a history fetch)
 Call = tuple[str, int]  # op, call site (stack id, or -1 - op code where there is none)
 
 
