@@ -290,6 +290,11 @@ def _block_parts(dump: dict[str, Any], pg_name: str, seq: int) -> list[str]:
     ]
 
 
+def _place(finding: dict[str, Any]) -> tuple[str, int | None]:
+    """A finding's (group, collective seq), as a report or the generator's truth has it."""
+    return finding["pg_name"], finding["collective_seq_id"]
+
+
 def test_a_rank_stalled_inside_a_block_records_parts_but_no_closer_and_no_enqueue() -> None:
     job = simulate(JobSpec(Layout(tp=4, dp=8, pp=2, ep=2), steps=3, fault=MID_BLOCK))
     assert job.expected is not None
@@ -314,10 +319,7 @@ def test_a_rank_stalled_inside_a_block_is_missing_there_not_a_mismatch(
     assert job.expected is not None and code == 1
     want = job.expected
     assert (root["kind"], root["culprit_ranks"]) == ("missing_ranks", [37])
-    assert (root["pg_name"], root["collective_seq_id"]) == (
-        want["pg_name"],
-        want["collective_seq_id"],
-    )
+    assert _place(root) == _place(want)
     parts = len(_block_parts(job.dumps[37], want["pg_name"], want["collective_seq_id"]))
     assert root["evidence"]["reason"] == "not_launched" and root["evidence"]["parts"] == {
         "37": parts
@@ -424,10 +426,7 @@ def test_a_rank_awaited_in_several_groups_is_named_alone_in_a_two_member_tie(
     root = report["root_cause"]
     assert code == 1 and root["culprit_ranks"] == [0]
     assert root["evidence"]["reason"] == "awaited_elsewhere" and not root["evidence"]["undecidable"]
-    assert (root["pg_name"], root["collective_seq_id"]) == (
-        want["pg_name"],
-        want["collective_seq_id"],
-    )
+    assert _place(root) == _place(want)
     assert "ranks also wait for it in" in root["detail"]
 
 
@@ -440,10 +439,7 @@ def test_a_peer_blocked_before_the_collective_still_shows_what_came_first(
     want, code, report = _verdict(tmp_path, Layout(tp=1, dp=2, pp=4), fault)
     root = report["root_cause"]
     assert code == 1 and (root["kind"], root["culprit_ranks"]) == ("missing_ranks", [1])
-    assert (root["pg_name"], root["collective_seq_id"]) == (
-        want["pg_name"],
-        want["collective_seq_id"],
-    )
+    assert _place(root) == _place(want)
     assert all(f["secondary"] for f in report["findings"][1:])
 
 
