@@ -11,8 +11,10 @@ from click.testing import CliRunner, Result
 from conftest import FIXTURES
 
 from frtrace.analysis.engine import analyze
+from frtrace.analysis.findings import Finding, Hop, Place
 from frtrace.cli import cli, expand_multi_values
-from frtrace.report.text import merged_chain, ranks_text, render_text, wrap
+from frtrace.report.text import merged_chain, ranks_text, render_text, tidy, wrap
+from frtrace.report.wording import detail
 from frtrace.synth import Fault, Layout, simulate, spec_for_entries, write_job
 from frtrace.tables.load import load_trace
 
@@ -158,3 +160,35 @@ def test_one_rank_is_never_called_ranks(fixture: str) -> None:
 def test_a_deadlock_names_its_one_culprit_in_the_singular() -> None:
     out = frtrace(str(FIXTURES / "order_inversion_4rank"), columns=200).stdout
     assert "Rank 1 issued right#3 (pg 2) before the collective its peers are in: it calls" in out
+
+
+def test_a_deadlock_where_one_node_waits_for_many_ranks_says_each_wait_once() -> None:
+    # One hop per edge: the world all_reduce waits for ranks blocked in several places.
+    world = Place("0", "default_pg", 7)
+    hops = [Hop((0,), Place("9", "mesh_dp", 4), (2,))]
+    hops += [Hop((2,), world, (r,)) for r in (0, 1, 3)]
+    f = Finding(
+        "order_cycle",
+        "0",
+        "default_pg",
+        7,
+        None,
+        "all_reduce",
+        [2],
+        [0, 1, 3],
+        [0, 1, 2, 3],
+        "cycle",
+        chain=hops,
+    )
+    assert detail(f).startswith(
+        "deadlock: rank 0 waits in mesh_dp#4 (pg 9); rank 2 waits in default_pg#7 (pg 0); "
+        "each waits for the other."
+    )
+
+
+def test_a_merged_hop_keeps_one_count_of_its_ranks() -> None:
+    hops = [f"rank 2 waits in default_pg#7 (pg 0) for rank {r}" for r in [0, 1, *range(3, 16)]]
+    (line,) = merged_chain(hops)
+    assert tidy(line) == (
+        "rank 2 waits in default_pg#7 (pg 0) for ranks 0-1,3-15 (15 ranks) [15 hops alike]"
+    )

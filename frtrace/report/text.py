@@ -339,7 +339,10 @@ def _stack_lines(
 
 # --- sections ----------------------------------------------------------------------------
 
-_LIST = re.compile(r"(?<![\w#>-])(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)+)(,\.\.\. \((\d+) ranks\))?")
+# An exact list may carry its count already ('0-1,3-15 (15 ranks)'): it is taken with it.
+_LIST = re.compile(
+    r"(?<![\w#>-])(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)+)(,\.\.\. \((\d+) ranks\))?(?: \(\d+ ranks\))?"
+)
 
 
 def tidy(text: str) -> str:

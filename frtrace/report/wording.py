@@ -224,7 +224,8 @@ def _never_posted(f: Finding) -> str:
 
 def _cycle(f: Finding) -> str:
     ranks = f.culprit_ranks
-    parts = "; ".join(waits_in(h.ranks, h.place) for h in f.chain)
+    # One hop per edge: a node that waits for ranks in several others would repeat itself.
+    parts = "; ".join(dict.fromkeys(waits_in(h.ranks, h.place) for h in f.chain))
     return (
         f"deadlock: {parts}; each waits for the other. {who(ranks).capitalize()} issued "
         f"{where(f.place)} before the collective {verb(ranks, 'its', 'their')} peers are in: "
