@@ -211,10 +211,9 @@ def _first_missed(
             if len(fits) == 1:
                 nodes = fits  # the call a peer made where this rank stopped
         if len(nodes) == 1:
-            kept.setdefault(nodes[0], set()).add(rank)
-            redirects += [(n, nodes[0], rank) for n in every if n != nodes[0]]
-            continue
-        usual = [n for n in nodes if ctx.next_is_usual(rank, _would_be_step(ctx, rank, n))]
+            usual = nodes
+        else:
+            usual = [n for n in nodes if ctx.next_is_usual(rank, _would_be_step(ctx, rank, n))]
         if len(nodes) > 1 and (len(usual) != 1 or not ctx.has_history(rank)):
             # History is silent or ambiguous: the op its peers reached first is the one it
             # stopped before. Receives are posted ahead of time: only collectives tell.

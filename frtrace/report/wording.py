@@ -40,9 +40,16 @@ def _the_others(count: int) -> str:
     return "the other member" if count == 1 else f"the other {count} members"
 
 
+def _not_issued(f: Finding) -> str:
+    """'rank 5 never issued mesh_tp#11 (pg 3) (all_reduce) that rank 4 issued'."""
+    return (
+        f"{who(f.culprit_ranks)} never issued {_at(f, f.collective_seq_id)} ({f.op}) that "
+        f"{who(f.issued_by)} issued"
+    )
+
+
 def _never_issued(f: Finding) -> str:
-    text = f"{who(f.culprit_ranks)} never issued {_at(f, f.collective_seq_id)} ({f.op})"
-    return text + f" that {who(f.issued_by)} issued{_idle(f)}"
+    return _not_issued(f) + _idle(f)
 
 
 def _minority_issued(f: Finding) -> str:
@@ -62,9 +69,8 @@ def _extra_call(f: Finding) -> str:
 
 def _stopped_early(f: Finding) -> str:
     return (
-        f"{who(f.culprit_ranks)} never issued {_at(f, f.collective_seq_id)} ({f.op}) that "
-        f"{who(f.issued_by)} issued; its own history shows this call always followed its last "
-        f"one: it stopped before it{_idle(f)}"
+        f"{_not_issued(f)}; its own history shows this call always followed its last one: it "
+        f"stopped before it{_idle(f)}"
     )
 
 
@@ -72,9 +78,8 @@ def _awaited_elsewhere(f: Finding) -> str:
     n = int(f.facts.get("elsewhere", 0))
     places = "another place" if n == 1 else f"{n} other places"
     return (
-        f"{who(f.culprit_ranks)} never issued {_at(f, f.collective_seq_id)} ({f.op}) that "
-        f"{who(f.issued_by)} issued; ranks also wait for it in {places}, which an extra call "
-        f"here would not explain: it stopped{_idle(f)}"
+        f"{_not_issued(f)}; ranks also wait for it in {places}, which an extra call here would "
+        f"not explain: it stopped{_idle(f)}"
     )
 
 
@@ -343,17 +348,17 @@ def chain_lines(f: Finding) -> list[str]:
 
 STALLS = {
     "cpu_side": (
-        "stuck on the CPU side: it never enqueued the collective (data loading, an exception, "
+        "stuck on the CPU side: it never enqueued {the_op} (data loading, an exception, "
         "another code path)",
         "py-spy dump --pid <pid> on that rank's host; its logs for an exception",
     ),
     "gpu_not_started": (
-        "stuck on the GPU: it enqueued the collective but its GPU never started it while peers "
+        "stuck on the GPU: it enqueued {the_op} but its GPU never started it while peers "
         "run it (a kernel before it never finishes)",
         "nvidia-smi and the kernels queued on that rank's GPU (py-spy dump --native)",
     ),
     "inside_collective": (
-        "stuck inside the collective: every member started it, none completes",
+        "stuck inside {the_op}: every member started it, none completes",
         "the network and NCCL (NCCL_DEBUG=INFO logs, link errors, a failed GPU or NIC)",
     ),
     "slow": (
@@ -369,8 +374,10 @@ def stall_lines(f: Finding) -> tuple[str, str] | None:
     if stall not in STALLS:
         return None
     what, advice = STALLS[str(stall)]
-    if f.p2p_seq_id is not None and f.op:  # a send or recv the culprit never posted
-        what = what.replace("the collective", f"the {f.op}")
+    # A send or recv the culprit never posted is named as such.
+    what = what.format(
+        the_op=f"the {f.op}" if f.p2p_seq_id is not None and f.op else "the collective"
+    )
     times = []
     if f.facts.get("idle_ms") is not None:
         times.append(
