@@ -108,7 +108,7 @@ WIDE = (
     Scenario("coalesced part count", "type_mismatch", group="dp", drop_part=True),
     *(Scenario(f"state_mismatch {g}", "state_mismatch", group=g) for g in ("tp", "dp", "pp")),
     Scenario("p2p_mismatch (sender)", "p2p_mismatch", group="pp"),
-    Scenario("order_cycle", "order_cycle"),
+    *(Scenario(f"order_cycle {g}", "order_cycle", group=g) for g in ("tp", "dp")),
     *(Scenario(f"stuck_collective {g}", "stuck_collective", group=g) for g in ("tp", "dp")),
 )
 

@@ -454,3 +454,31 @@ def test_an_op_changed_at_a_call_site_that_serves_every_bucket_is_the_changers_f
     assert code == 1 and (root["kind"], root["culprit_ranks"]) == ("type_mismatch", [0])
     assert root["collective_seq_id"] == want["collective_seq_id"]
     assert root["evidence"]["reason"] == "history_changed"
+
+
+@pytest.mark.parametrize("rank", [0, 2])
+def test_a_pair_that_swapped_two_collectives_first_thing_in_a_step_is_told_apart_by_its_twins(
+    tmp_path: Path, rank: int
+) -> None:
+    # The rank issues the step's closing world all_reduce before its first tp all_reduce; its
+    # tp peer waits in that all_reduce. Each of the pair issued one first, and the step into
+    # either never happened before (one earlier step, begun at the tp op): only the ranks in
+    # the same role elsewhere (another tp pair at the same stage) show which one swapped.
+    fault = Fault("order_cycle", rank=rank, group="tp", step=1, index=0)
+    want, code, report = _verdict(tmp_path, Layout(tp=2, dp=2, pp=4), fault)
+    root = report["root_cause"]
+    assert code == 1 and (root["kind"], root["culprit_ranks"]) == ("order_cycle", [rank])
+    assert _place(root) == _place(want)
+
+
+def test_a_swap_after_a_call_site_that_issues_several_ops_is_told_by_the_op(
+    tmp_path: Path,
+) -> None:
+    # Rank 6 issues the world all_reduce right after a bucket's all_gather instead of the
+    # broadcasts that follow it from the same call site; it has no twin (tp=1, the dp pair
+    # is the whole stage). Only the op shows that this step is new to it.
+    fault = Fault("order_cycle", rank=6, group="dp", step=1, index=4)
+    want, code, report = _verdict(tmp_path, Layout(tp=1, dp=2, pp=4), fault)
+    root = report["root_cause"]
+    assert code == 1 and (root["kind"], root["culprit_ranks"]) == ("order_cycle", [6])
+    assert _place(root) == _place(want)

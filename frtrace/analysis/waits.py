@@ -371,12 +371,15 @@ def _cycle_culprits(
     """Ranks that issued the cycle's collectives in the minority order.
 
     For each pair of collectives in the cycle, the ranks in both groups issued one first; the
-    minority order is to blame. An even split goes to the rank whose step into its blocking op
-    never happened before in its own history. Without either, the smallest side of the cycle.
+    minority order is to blame. An even split goes to the ranks whose twins made another call
+    where they are blocked (while the others' twins made the same), else to the rank whose step
+    into its blocking op never happened before in its own history. Without either, the
+    smallest side of the cycle.
     """
     colls = [n for n in scc if n[0] == "c"]
     culprits: set[int] = set()
     ties: set[int] = set()
+    anchors: dict[int, Node] = {}  # a tied rank: the larger group of its pair (twins to ask)
     for i, x in enumerate(colls):
         for y in colls[i + 1 :]:
             both = set(ctx.group_members(x[1])) & set(ctx.group_members(y[1]))
@@ -390,8 +393,14 @@ def _cycle_culprits(
                 culprits.update(xy if len(xy) < len(yx) else yx)
             else:
                 ties.update(xy + yx)
+                wide = max(x, y, key=lambda n: (len(ctx.group_members(n.pg)), n))
+                anchors.update((r, wide) for r in xy + yx)
     if culprits:
         return sorted(culprits)
+    twins = {r: _twins_agree(ctx, r, anchors[r], ties, blocked) for r in ties if r in blocked}
+    odd = sorted(r for r, agree in twins.items() if agree is False)
+    if odd and len(twins) == len(ties) and all(twins[r] for r in ties if r not in odd):
+        return odd
     novel = sorted(r for r in ties if r in blocked and _novel_step(ctx, r, blocked[r]))
     if novel and len(novel) < len(ties):
         return novel
@@ -402,6 +411,61 @@ def _cycle_culprits(
         ranks for a in scc for b, ranks in edges.get(a, {}).items() if b in inside
     ]
     return sorted(min(sides, key=lambda side: len(side)))  # type: ignore[arg-type]
+
+
+TWIN_BACK = 64  # calls before the anchor compared with a twin's (when both dumps hold them)
+TWIN_CONTEXT = 4  # matching calls needed before a peer counts as a twin
+
+
+def _twins_agree(
+    ctx: Context, rank: int, anchor: Node, ties: set[int], blocked: dict[int, Blocked]
+) -> bool | None:
+    """Whether ranks in the same role made the call `rank` is blocked in, at that point.
+
+    Twins are issuers of the anchor group's previous collective outside the tie, nearest
+    first, whose calls (group kind, call site, op) around it match the rank's, from up to
+    TWIN_BACK calls before it to just before the rank's blocking op. True: one made that call
+    there too; False: they made another call there; None: no twin. In a two-member group each
+    side of a swapped pair has issued one of the two collectives first, but only the rank
+    that swapped them differs from its twins (ranks of another tensor-parallel group at the
+    same pipeline stage)."""
+
+    def anchored(r: int) -> int | None:
+        ops = ctx.rank_ops(r)
+        pos = ops["pos"][(ops["pg"] == anchor.pg) & (ops["seq"] == anchor.seq - 1)]
+        return int(pos[0]) if len(pos) else None
+
+    def calls(r: int, begin: int, count: int) -> list[tuple[str, int, str]]:
+        return [(ctx.desc(pg), site, op) for pg, site, op in _calls(ctx, r)[begin : begin + count]]
+
+    start, at = anchored(rank), blocked[rank].pos
+    if start is None or at <= start:
+        return None
+    coll = ctx.view.coll
+    issued = coll["rank"][(coll["pg"] == anchor.pg) & (coll["seq"] == anchor.seq - 1)].tolist()
+    peers = sorted({int(r) for r in issued} - ties, key=lambda r: (abs(r - rank), r))
+    verdict = None
+    for peer in peers[:PEERS_COMPARED]:
+        begin = anchored(peer)
+        if begin is None:
+            continue
+        back = min(start, begin, TWIN_BACK)
+        mine = calls(rank, start - back, at - start + back + 1)
+        seen = calls(peer, begin - back, len(mine))
+        if len(mine) - 1 < TWIN_CONTEXT or len(seen) < len(mine) or seen[:-1] != mine[:-1]:
+            continue  # another role, too little to tell, or not that far yet
+        if seen[-1] == mine[-1]:
+            return True
+        verdict = False
+    return verdict
+
+
+def _calls(ctx: Context, rank: int) -> list[tuple[int, int, str]]:
+    """The rank's calls as (group, call site, op): one call site may issue several ops (a
+    bucket's all_gather, then its broadcasts)."""
+    e = ctx.history(rank)
+    ops = [str(e.labels["op"][code]) for code in e["op"].tolist()]
+    return [(pg, site, op) for (pg, site), op in zip(ctx.steps(rank), ops, strict=True)]
 
 
 def _order(ctx: Context, rank: int, x: Node, y: Node) -> str | None:
@@ -419,9 +483,9 @@ def _order(ctx: Context, rank: int, x: Node, y: Node) -> str | None:
 
 
 def _novel_step(ctx: Context, rank: int, at: Blocked) -> bool:
-    """The step into the blocking op (previous call -> this call, each a group and call site)
-    never occurred earlier on this rank."""
-    steps = ctx.steps(rank)
+    """The step into the blocking op (previous call -> this call, each a group, call site and
+    op: one call site may issue several ops) never occurred earlier on this rank."""
+    steps = _calls(ctx, rank)
     k = at.pos
     if k <= 0 or k >= len(steps):
         return False
