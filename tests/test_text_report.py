@@ -192,3 +192,11 @@ def test_a_merged_hop_keeps_one_count_of_its_ranks() -> None:
     assert tidy(line) == (
         "rank 2 waits in default_pg#7 (pg 0) for ranks 0-1,3-15 (15 ranks) [15 hops alike]"
     )
+
+
+def test_a_strided_rank_list_in_prose_keeps_its_count() -> None:
+    # Every third rank, then one more: shortened, the list must still say how many it holds.
+    ranks = ranks_text([*range(0, 4000, 3), 5000], 40)
+    assert tidy(f"ranks {ranks} wait in default_pg#7 (pg 0)") == (
+        "ranks 0,3,...,3999,5000 (1335 ranks) wait in default_pg#7 (pg 0)"
+    )

@@ -340,8 +340,10 @@ def _stack_lines(
 # --- sections ----------------------------------------------------------------------------
 
 # An exact list may carry its count already ('0-1,3-15 (15 ranks)'): it is taken with it.
+_STRIDE = r"\d+,\d+,\.\.\.,\d+"  # `1,9,...,1017`: every 8th rank, one part
+_PART = rf"(?:{_STRIDE}|\d+(?:-\d+)?)"
 _LIST = re.compile(
-    r"(?<![\w#>-])(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)+)(,\.\.\. \((\d+) ranks\))?(?: \(\d+ ranks\))?"
+    rf"(?<![\w#>-])({_PART}(?:,{_PART})*)(,\.\.\. \((\d+) ranks\))?(?: \(\d+ ranks\))?"
 )
 
 
@@ -350,14 +352,20 @@ def tidy(text: str) -> str:
     ones cut to their first parts and their count."""
 
     def short(m: re.Match[str]) -> str:
-        parts = m.group(1).split(",")
+        parts = re.findall(_PART, m.group(1))
+        if m.group(2) is None and "," not in m.group(1):
+            return m.group(0)  # one number: not a list
         if m.group(2) is None:
             ranks: list[int] = []
             for part in parts:
+                if "..." in part:
+                    first, second, _, last = (int(v) for v in part.replace("...", "0").split(","))
+                    ranks.extend(range(first, last + 1, second - first))
+                    continue
                 lo, _, hi = part.partition("-")
                 ranks.extend(range(int(lo), int(hi or lo) + 1))
             return ranks_text(ranks, 40)
-        singles = [int(p) for p in parts if "-" not in p]
+        singles = [int(p) for p in parts if p.isdigit()]
         if (
             len(singles) == len(parts) >= 3
             and len({b - a for a, b in itertools.pairwise(singles)}) == 1
