@@ -325,13 +325,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--wide", action="store_true", help="every sampled rank x op index, two-step jobs"
     )
+    parser.add_argument(
+        "--wide-format",
+        choices=("pickle", "json"),
+        default="pickle",
+        help="--wide: the dumps' format (JSON has no stacks: ops stand in for call sites)",
+    )
     args = parser.parse_args(argv)
     layouts = LAYOUTS[: 2 if args.quick else args.layouts]
     fmts = ("pickle",) if args.quick else ("pickle", "json")
     cases: Iterator[tuple[Scenario, Layout, bool, bool, str, tuple[int, int] | None]]
     if args.wide:
         cases = (
-            (sc, layout, timing, False, "pickle", (rank, index))
+            (sc, layout, timing, False, args.wide_format, (rank, index))
             for sc in WIDE
             if args.filter in sc.name
             for layout in WIDE_LAYOUTS[: args.layouts]
