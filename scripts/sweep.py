@@ -43,6 +43,7 @@ import frtrace  # noqa: E402
 from frtrace.analysis.engine import analyze  # noqa: E402
 from frtrace.errors import FrtraceError  # noqa: E402
 from frtrace.synth import Fault, JobSpec, Layout, simulate, spec_for_entries, write_job  # noqa: E402
+from frtrace.synth.sim import entries_per_step  # noqa: E402
 from frtrace.tables.load import load_trace  # noqa: E402
 
 LAYOUTS = (
@@ -256,9 +257,11 @@ def run_case(
     tmp: Path,
     client: Any = None,
     at: tuple[int, int] | None = None,
+    buffer_steps: float | None = None,
 ) -> tuple[Outcome | None, float]:
     """One case; `at` (--wide): the fault's (rank, op index) in a two-step job (None when that
-    rank has no such op)."""
+    rank has no such op); `buffer_steps`: its ring buffer holds that many of the shortest
+    stage's steps."""
     try:
         fault = fault_for(sc, layout) if at is None else wide_fault(sc, *at)
     except ValueError:
@@ -279,7 +282,11 @@ def run_case(
         common["straggler"] = (layout.world - 1, 3_000_000)
     if sc.snapshot:
         common["snapshot"] = 0.6
-    if at is not None:
+    if at is not None and buffer_steps is not None:
+        per_step = min(entries_per_step(layout, batch_p2p=True, extras=True))
+        size = max(1, int(per_step * buffer_steps))
+        spec = JobSpec(layout, steps=2, fault=fault, buffer_size=size, **common)
+    elif at is not None:
         spec = JobSpec(layout, steps=2, fault=fault, **common)
     elif wrapped:
         spec = spec_for_entries(layout, 97, fault=fault, **common)
@@ -331,6 +338,13 @@ def main(argv: list[str] | None = None) -> int:
         default="pickle",
         help="--wide: the dumps' format (JSON has no stacks: ops stand in for call sites)",
     )
+    parser.add_argument(
+        "--wide-buffer",
+        type=float,
+        metavar="STEPS",
+        help="--wide: ring buffers of STEPS times the shortest stage's step (they wrap; "
+        "a middle pipeline stage, with more calls per step, keeps less)",
+    )
     args = parser.parse_args(argv)
     layouts = LAYOUTS[: 2 if args.quick else args.layouts]
     fmts = ("pickle",) if args.quick else ("pickle", "json")
@@ -366,7 +380,9 @@ def main(argv: list[str] | None = None) -> int:
 
             client = stack.enter_context(connect(None, 2))
         for sc, layout, timing, wrapped, fmt, at in cases:
-            outcome, secs = run_case(sc, layout, timing, wrapped, fmt, Path(tmp), client, at)
+            outcome, secs = run_case(
+                sc, layout, timing, wrapped, fmt, Path(tmp), client, at, args.wide_buffer
+            )
             total_t += secs
             if outcome is None:
                 continue

@@ -405,9 +405,13 @@ def test_the_text_report_shows_the_receiver_at_its_own_recv_and_the_send_never_e
     assert "rank 9 (waiting) at recv mesh_pp" in out
 
 
-def _verdict(tmp_path: Path, layout: Layout, fault: Fault) -> tuple[dict[str, Any], int, dict]:
+def _verdict(
+    tmp_path: Path, layout: Layout, fault: Fault, buffer_size: int = 2000
+) -> tuple[dict[str, Any], int, dict]:
     """(expected, exit status, JSON report) of a two-step job with extras and batched p2p."""
-    spec = JobSpec(layout, steps=2, fault=fault, batch_p2p=True, extras=True)
+    spec = JobSpec(
+        layout, steps=2, fault=fault, batch_p2p=True, extras=True, buffer_size=buffer_size
+    )
     job = simulate(spec)
     write_job(job, tmp_path)
     code, out = run(str(tmp_path), "--format", "json")
@@ -468,6 +472,18 @@ def test_a_pair_that_swapped_two_collectives_first_thing_in_a_step_is_told_apart
     want, code, report = _verdict(tmp_path, Layout(tp=2, dp=2, pp=4), fault)
     root = report["root_cause"]
     assert code == 1 and (root["kind"], root["culprit_ranks"]) == ("order_cycle", [rank])
+    assert _place(root) == _place(want)
+
+
+def test_twins_of_a_swapped_rank_are_found_past_the_nearest_ranks_of_another_stage(
+    tmp_path: Path,
+) -> None:
+    # Rank 4 opens pipeline stage 1: its 3 nearest ranks outside the tie are in stage 0. Its
+    # ring buffer (39 entries) lost its previous step's start, so its own history cannot tell.
+    fault = Fault("order_cycle", rank=4, group="tp", step=1, index=0)
+    want, code, report = _verdict(tmp_path, Layout(tp=2, dp=2, pp=4), fault, buffer_size=39)
+    root = report["root_cause"]
+    assert code == 1 and (root["kind"], root["culprit_ranks"]) == ("order_cycle", [4])
     assert _place(root) == _place(want)
 
 

@@ -415,6 +415,7 @@ def _cycle_culprits(
 
 TWIN_BACK = 64  # calls before the anchor compared with a twin's (when both dumps hold them)
 TWIN_CONTEXT = 4  # matching calls needed before a peer counts as a twin
+TWIN_PEERS = 8  # peers compared, nearest first: from a stage's first rank, 4 are in the stage below
 
 
 def _twins_agree(
@@ -445,7 +446,7 @@ def _twins_agree(
     issued = coll["rank"][(coll["pg"] == anchor.pg) & (coll["seq"] == anchor.seq - 1)].tolist()
     peers = sorted({int(r) for r in issued} - ties, key=lambda r: (abs(r - rank), r))
     verdict = None
-    for peer in peers[:PEERS_COMPARED]:
+    for peer in peers[:TWIN_PEERS]:
         begin = anchored(peer)
         if begin is None:
             continue
