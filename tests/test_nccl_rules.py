@@ -460,6 +460,18 @@ def test_an_op_changed_at_a_call_site_that_serves_every_bucket_is_the_changers_f
     assert root["evidence"]["reason"] == "history_changed"
 
 
+def _swapper_alone_named(
+    tmp_path: Path, layout: Layout, rank: int, group: str, index: int, buffer_size: int = 2000
+) -> None:
+    """The rank issues its group's op `index` of step 1 after the next op of another group:
+    the deadlock names it alone, at the collective it issued first."""
+    fault = Fault("order_cycle", rank=rank, group=group, step=1, index=index)
+    want, code, report = _verdict(tmp_path, layout, fault, buffer_size)
+    root = report["root_cause"]
+    assert code == 1 and (root["kind"], root["culprit_ranks"]) == ("order_cycle", [rank])
+    assert _place(root) == _place(want)
+
+
 @pytest.mark.parametrize("rank", [0, 2])
 def test_a_pair_that_swapped_two_collectives_first_thing_in_a_step_is_told_apart_by_its_twins(
     tmp_path: Path, rank: int
@@ -468,11 +480,7 @@ def test_a_pair_that_swapped_two_collectives_first_thing_in_a_step_is_told_apart
     # tp peer waits in that all_reduce. Each of the pair issued one first, and the step into
     # either never happened before (one earlier step, begun at the tp op): only the ranks in
     # the same role elsewhere (another tp pair at the same stage) show which one swapped.
-    fault = Fault("order_cycle", rank=rank, group="tp", step=1, index=0)
-    want, code, report = _verdict(tmp_path, Layout(tp=2, dp=2, pp=4), fault)
-    root = report["root_cause"]
-    assert code == 1 and (root["kind"], root["culprit_ranks"]) == ("order_cycle", [rank])
-    assert _place(root) == _place(want)
+    _swapper_alone_named(tmp_path, Layout(tp=2, dp=2, pp=4), rank, "tp", 0)
 
 
 def test_twins_of_a_swapped_rank_are_found_past_the_nearest_ranks_of_another_stage(
@@ -480,11 +488,7 @@ def test_twins_of_a_swapped_rank_are_found_past_the_nearest_ranks_of_another_sta
 ) -> None:
     # Rank 4 opens pipeline stage 1: its 3 nearest ranks outside the tie are in stage 0. Its
     # ring buffer (39 entries) lost its previous step's start, so its own history cannot tell.
-    fault = Fault("order_cycle", rank=4, group="tp", step=1, index=0)
-    want, code, report = _verdict(tmp_path, Layout(tp=2, dp=2, pp=4), fault, buffer_size=39)
-    root = report["root_cause"]
-    assert code == 1 and (root["kind"], root["culprit_ranks"]) == ("order_cycle", [4])
-    assert _place(root) == _place(want)
+    _swapper_alone_named(tmp_path, Layout(tp=2, dp=2, pp=4), 4, "tp", 0, buffer_size=39)
 
 
 def test_a_swap_after_a_call_site_that_issues_several_ops_is_told_by_the_op(
@@ -493,8 +497,4 @@ def test_a_swap_after_a_call_site_that_issues_several_ops_is_told_by_the_op(
     # Rank 6 issues the world all_reduce right after a bucket's all_gather instead of the
     # broadcasts that follow it from the same call site; it has no twin (tp=1, the dp pair
     # is the whole stage). Only the op shows that this step is new to it.
-    fault = Fault("order_cycle", rank=6, group="dp", step=1, index=4)
-    want, code, report = _verdict(tmp_path, Layout(tp=1, dp=2, pp=4), fault)
-    root = report["root_cause"]
-    assert code == 1 and (root["kind"], root["culprit_ranks"]) == ("order_cycle", [6])
-    assert _place(root) == _place(want)
+    _swapper_alone_named(tmp_path, Layout(tp=1, dp=2, pp=4), 6, "dp", 4)
