@@ -359,7 +359,9 @@ def tidy(text: str) -> str:
             ranks: list[int] = []
             for part in parts:
                 if "..." in part:
-                    first, second, _, last = (int(v) for v in part.replace("...", "0").split(","))
+                    first, second, last = (int(v) for v in part.split(",") if v != "...")
+                    if second <= first:
+                        return m.group(0)  # not a stride ranks_text would write
                     ranks.extend(range(first, last + 1, second - first))
                     continue
                 lo, _, hi = part.partition("-")
