@@ -397,9 +397,14 @@ def main(argv: list[str] | None = None) -> int:
             row[7] += outcome.other_causes
             if not outcome.ok:
                 where = "" if at is None else f" rank {at[0]} op {at[1]}"
+                ring = (
+                    f"wrapped={wrapped}"
+                    if args.wide_buffer is None
+                    else (f"buffer={args.wide_buffer} steps")
+                )
                 case = (
                     f"{sc.name} | tp{layout.tp} dp{layout.dp} pp{layout.pp} ep{layout.ep}"
-                    f"{where} timing={'on' if timing else 'off'} wrapped={wrapped} {fmt}"
+                    f"{where} timing={'on' if timing else 'off'} {ring} {fmt}"
                 )
                 misses.append(f"{case}: {outcome.why}")
                 if args.verbose:
