@@ -187,6 +187,23 @@ class Context:
             cache[rank] = list(zip(e["pg_name"].tolist(), site.tolist(), strict=True))
         return cache[rank]
 
+    def calls(self, rank: int) -> list[tuple[int, int, str]]:
+        """`steps` with each call's op: one call site may issue several ops (a bucket's
+        all_gather, then its broadcasts)."""
+        cache = self.__dict__.setdefault("_calls", {})
+        if rank not in cache:
+            e = self.history(rank)
+            ops = [str(e.labels["op"][code]) for code in e["op"].tolist()]
+            steps = self.steps(rank)
+            cache[rank] = [(pg, site, op) for (pg, site), op in zip(steps, ops, strict=True)]
+        return cache[rank]
+
+    def op_pos(self, rank: int, pg: int, seq: int) -> int | None:
+        """Where in its history the rank issued collective (pg, seq), if it did."""
+        mine = self.rank_ops(rank)
+        pos = mine["pos"][(mine["pg"] == pg) & (mine["seq"] == seq)]
+        return int(pos[0]) if len(pos) else None
+
     def has_history(self, rank: int) -> bool:
         """The rank's dump holds completed work, so its call sites show what it usually does
         (an `onlyActive` dump keeps only unfinished work and frozen coalesced parts)."""

@@ -243,30 +243,30 @@ def _peer_went_on(ctx: Context, rank: int, node: Node) -> Call | None:
     A rank that stops before a pipeline send leaves its tensor-parallel peer waiting in the
     next all_reduce, and the receiver waiting for the send; the peer's own calls show that
     the send came first. Peers whose calls differ (another pipeline stage) tell nothing; the
-    nearest ranks are asked first (the usual layouts put a rank's twins next to it)."""
+    nearest ranks are asked first."""
     if node.kind != "c":
         return None
-    mine = ctx.rank_ops(rank)
-    since = mine["pos"][(mine["pg"] == node.pg) & (mine["seq"] == node.seq - 1)]
-    if not len(since):
+    since = ctx.op_pos(rank, node.pg, node.seq - 1)
+    if since is None:
         return None
-    tail = [site for _pg, site in ctx.steps(rank)[int(since[0]) :]]
-    coll = ctx.view.coll
-    issued = coll["rank"][(coll["pg"] == node.pg) & (coll["seq"] == node.seq)].tolist()
-    peers = sorted({int(r) for r in issued} - {rank}, key=lambda r: (abs(r - rank), r))
-    for peer in peers[:PEERS_COMPARED]:
-        theirs = ctx.rank_ops(peer)
-        here = theirs["pg"] == node.pg
-        start = theirs["pos"][here & (theirs["seq"] == node.seq - 1)]
-        end = theirs["pos"][here & (theirs["seq"] == node.seq)]
-        if not len(start) or not len(end):
+    tail = [site for _pg, site in ctx.steps(rank)[since:]]
+    for peer in _nearest_issuers(ctx, node.pg, node.seq, rank, {rank})[:PEERS_COMPARED]:
+        start = ctx.op_pos(peer, node.pg, node.seq - 1)
+        end = ctx.op_pos(peer, node.pg, node.seq)
+        if start is None or end is None:
             continue
-        between = [site for _pg, site in ctx.steps(peer)[int(start[0]) : int(end[0])]]
+        between = [site for _pg, site in ctx.steps(peer)[start:end]]
         if len(tail) < len(between) and between[: len(tail)] == tail:
-            e = ctx.history(peer)
-            k = int(start[0]) + len(tail)
-            return str(e.labels["op"][int(e["op"][k])]), between[len(tail)]
+            return ctx.calls(peer)[start + len(tail)][2], between[len(tail)]
     return None
+
+
+def _nearest_issuers(ctx: Context, pg: int, seq: int, rank: int, besides: set[int]) -> list[int]:
+    """The ranks that issued collective (pg, seq), but `besides`, nearest to `rank` first
+    (the usual layouts put a rank's twins next to it)."""
+    coll = ctx.view.coll
+    issued = coll["rank"][(coll["pg"] == pg) & (coll["seq"] == seq)].tolist()
+    return sorted({int(r) for r in issued} - besides, key=lambda r: (abs(r - rank), r))
 
 
 def _call_at(
@@ -431,23 +431,15 @@ def _twins_agree(
     that swapped them differs from its twins (ranks of another tensor-parallel group at the
     same pipeline stage)."""
 
-    def anchored(r: int) -> int | None:
-        ops = ctx.rank_ops(r)
-        pos = ops["pos"][(ops["pg"] == anchor.pg) & (ops["seq"] == anchor.seq - 1)]
-        return int(pos[0]) if len(pos) else None
-
     def calls(r: int, begin: int, count: int) -> list[tuple[str, int, str]]:
-        return [(ctx.desc(pg), site, op) for pg, site, op in _calls(ctx, r)[begin : begin + count]]
+        return [(ctx.desc(pg), site, op) for pg, site, op in ctx.calls(r)[begin : begin + count]]
 
-    start, at = anchored(rank), blocked[rank].pos
+    start, at = ctx.op_pos(rank, anchor.pg, anchor.seq - 1), blocked[rank].pos
     if start is None or at <= start:
         return None
-    coll = ctx.view.coll
-    issued = coll["rank"][(coll["pg"] == anchor.pg) & (coll["seq"] == anchor.seq - 1)].tolist()
-    peers = sorted({int(r) for r in issued} - ties, key=lambda r: (abs(r - rank), r))
     verdict = None
-    for peer in peers[:TWIN_PEERS]:
-        begin = anchored(peer)
+    for peer in _nearest_issuers(ctx, anchor.pg, anchor.seq - 1, rank, ties)[:TWIN_PEERS]:
+        begin = ctx.op_pos(peer, anchor.pg, anchor.seq - 1)
         if begin is None:
             continue
         back = min(start, begin, TWIN_BACK)
@@ -461,24 +453,14 @@ def _twins_agree(
     return verdict
 
 
-def _calls(ctx: Context, rank: int) -> list[tuple[int, int, str]]:
-    """The rank's calls as (group, call site, op): one call site may issue several ops (a
-    bucket's all_gather, then its broadcasts)."""
-    e = ctx.history(rank)
-    ops = [str(e.labels["op"][code]) for code in e["op"].tolist()]
-    return [(pg, site, op) for (pg, site), op in zip(ctx.steps(rank), ops, strict=True)]
-
-
 def _order(ctx: Context, rank: int, x: Node, y: Node) -> str | None:
     """'xy' or 'yx': which of two collectives the rank issued first (None if neither)."""
-    mine = ctx.rank_ops(rank)
-    px = mine["pos"][(mine["pg"] == x[1]) & (mine["seq"] == x[2])]
-    py = mine["pos"][(mine["pg"] == y[1]) & (mine["seq"] == y[2])]
-    if len(px) and len(py):
-        return "xy" if px[0] < py[0] else "yx"
-    if len(px):
+    px, py = ctx.op_pos(rank, x.pg, x.seq), ctx.op_pos(rank, y.pg, y.seq)
+    if px is not None and py is not None:
+        return "xy" if px < py else "yx"
+    if px is not None:
         return "xy"
-    if len(py):
+    if py is not None:
         return "yx"
     return None
 
@@ -486,7 +468,7 @@ def _order(ctx: Context, rank: int, x: Node, y: Node) -> str | None:
 def _novel_step(ctx: Context, rank: int, at: Blocked) -> bool:
     """The step into the blocking op (previous call -> this call, each a group, call site and
     op: one call site may issue several ops) never occurred earlier on this rank."""
-    steps = _calls(ctx, rank)
+    steps = ctx.calls(rank)
     k = at.pos
     if k <= 0 or k >= len(steps):
         return False
