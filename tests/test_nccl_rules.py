@@ -405,10 +405,12 @@ def test_the_text_report_shows_the_receiver_at_its_own_recv_and_the_send_never_e
     assert "rank 9 (waiting) at recv mesh_pp" in out
 
 
-def _verdict(
+def _blamed(
     tmp_path: Path, layout: Layout, fault: Fault, buffer_size: int = 2000
-) -> tuple[dict[str, Any], int, dict]:
-    """(expected, exit status, JSON report) of a two-step job with extras and batched p2p."""
+) -> tuple[dict[str, Any], dict[str, Any], dict]:
+    """(expected, root cause, JSON report) of a two-step job with extras and batched p2p,
+    once its exit status is 1 and its root cause names the faulted rank alone, as the
+    fault's kind."""
     spec = JobSpec(
         layout, steps=2, fault=fault, batch_p2p=True, extras=True, buffer_size=buffer_size
     )
@@ -416,7 +418,10 @@ def _verdict(
     write_job(job, tmp_path)
     code, out = run(str(tmp_path), "--format", "json")
     assert job.expected is not None
-    return job.expected, code, json.loads(out)
+    report = json.loads(out)
+    root = report["root_cause"]
+    assert code == 1 and (root["kind"], root["culprit_ranks"]) == (fault.kind, [fault.rank])
+    return job.expected, root, report
 
 
 def test_a_rank_awaited_in_several_groups_is_named_alone_in_a_two_member_tie(
@@ -426,9 +431,7 @@ def test_a_rank_awaited_in_several_groups_is_named_alone_in_a_two_member_tie(
     # no earlier step boundary is in its history; the pipeline and data-parallel peers
     # waiting for it too rule out an extra call by the peer.
     fault = Fault("missing_ranks", rank=0, group="tp", step=1, index=0)
-    want, code, report = _verdict(tmp_path, Layout(tp=2, dp=2, pp=4), fault)
-    root = report["root_cause"]
-    assert code == 1 and root["culprit_ranks"] == [0]
+    want, root, _ = _blamed(tmp_path, Layout(tp=2, dp=2, pp=4), fault)
     assert root["evidence"]["reason"] == "awaited_elsewhere" and not root["evidence"]["undecidable"]
     assert _place(root) == _place(want)
     assert "ranks also wait for it in" in root["detail"]
@@ -440,9 +443,7 @@ def test_a_peer_blocked_before_the_collective_still_shows_what_came_first(
     # Rank 1 stops before a data-parallel broadcast; its twin rank 0 waits in it, having
     # issued the next world all_reduce behind it, where ranks 2-7 wait: no deadlock.
     fault = Fault("missing_ranks", rank=1, group="dp", step=1, index=4)
-    want, code, report = _verdict(tmp_path, Layout(tp=1, dp=2, pp=4), fault)
-    root = report["root_cause"]
-    assert code == 1 and (root["kind"], root["culprit_ranks"]) == ("missing_ranks", [1])
+    want, root, report = _blamed(tmp_path, Layout(tp=1, dp=2, pp=4), fault)
     assert _place(root) == _place(want)
     assert all(f["secondary"] for f in report["findings"][1:])
 
@@ -453,9 +454,7 @@ def test_an_op_changed_at_a_call_site_that_serves_every_bucket_is_the_changers_f
     # The call site issues one all_gather per bucket, each of its own size: only the op,
     # the column the two members disagree on, tells which of them changed.
     fault = Fault("type_mismatch", rank=0, group="dp", step=1, index=3)
-    want, code, report = _verdict(tmp_path, Layout(tp=2, dp=2, pp=4), fault)
-    root = report["root_cause"]
-    assert code == 1 and (root["kind"], root["culprit_ranks"]) == ("type_mismatch", [0])
+    want, root, _ = _blamed(tmp_path, Layout(tp=2, dp=2, pp=4), fault)
     assert root["collective_seq_id"] == want["collective_seq_id"]
     assert root["evidence"]["reason"] == "history_changed"
 
@@ -466,9 +465,7 @@ def _swapper_alone_named(
     """The rank issues its group's op `index` of step 1 after the next op of another group:
     the deadlock names it alone, at the collective it issued first."""
     fault = Fault("order_cycle", rank=rank, group=group, step=1, index=index)
-    want, code, report = _verdict(tmp_path, layout, fault, buffer_size)
-    root = report["root_cause"]
-    assert code == 1 and (root["kind"], root["culprit_ranks"]) == ("order_cycle", [rank])
+    want, root, _ = _blamed(tmp_path, layout, fault, buffer_size)
     assert _place(root) == _place(want)
 
 
