@@ -16,7 +16,8 @@ worker processes: that report is the one judged, and its JSON must equal the loc
 (a case whose reports differ is a miss).
 
 Usage: python scripts/sweep.py [--quick] [--layouts 2] [--filter KIND] [--verbose]
-                               [--engine dask] [--wide]
+                               [--engine dask] [--wide [--wide-format json]
+                               [--wide-buffer STEPS]]
 """
 
 from __future__ import annotations
@@ -136,24 +137,17 @@ def fault_for(sc: Scenario, layout: Layout) -> Fault | None:
         if not _group_ok(layout, "pp"):
             return None
         rank = 1 % layout.world  # stage 0 sends first
-    return Fault(
-        sc.kind,
-        rank,
-        group=group,
-        step=1,
-        index=sc.index,
-        drop_part=sc.drop_part,
-        mid_block=sc.mid_block,
-    )
+    return fault_at(sc, rank, sc.index, group)
 
 
-def wide_fault(sc: Scenario, rank: int, index: int) -> Fault | None:
+def fault_at(sc: Scenario, rank: int, index: int, group: str | None = None) -> Fault | None:
+    """The scenario's fault on `rank` at its group's op `index` of step 1 (--wide moves it)."""
     if sc.kind is None:
         return None
     return Fault(
         sc.kind,
         rank,
-        group=sc.group,
+        group=group or sc.group,
         step=1,
         index=index,
         drop_part=sc.drop_part,
@@ -263,7 +257,7 @@ def run_case(
     rank has no such op); `buffer_steps`: its ring buffer holds that many of the shortest
     stage's steps."""
     try:
-        fault = fault_for(sc, layout) if at is None else wide_fault(sc, *at)
+        fault = fault_for(sc, layout) if at is None else fault_at(sc, *at)
     except ValueError:
         return None, 0.0
     if sc.kind is not None and fault is None:
