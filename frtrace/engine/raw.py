@@ -21,11 +21,12 @@ import numpy as np
 
 from frtrace.errors import FrtraceError
 from frtrace.tables.columns import Frame, RankColumns
-from frtrace.tables.load import trace_messages
+from frtrace.tables.load import trace_messages, unreadable_ranks
 from frtrace.tables.parse import NoUsableDumpError, ParseResult, Progress, tell
 from frtrace.tables.repair import (
     GATHER_OPS,
     SCATTER_OPS,
+    World,
     add_global_peers,
     infer_memberships,
     status_names,
@@ -60,6 +61,7 @@ class Skeleton:
 
     groups: Table
     conflicts: dict[str, list[list[int]]]
+    world: World
     stack_ids: dict[tuple[Frame, ...], int]
     warnings: list[str]
     notes: list[str]
@@ -290,14 +292,14 @@ def assemble(trace_dir: str, summaries: list[FileSummary], skipped: list[Skipped
     """Groups, job-wide stack ids, warnings, notes and files from the summaries (rank order)."""
     ok = [s for s in summaries if s.meta is not None]  # in parse order, as the Trace sees them
     by_rank = sorted(ok, key=lambda s: s.rank)
-    skipped.extend(Skipped(s.path, s.reason) for s in summaries if s.meta is None)
+    skipped.extend(Skipped(s.path, s.reason, s.rank) for s in summaries if s.meta is None)
     if not ok:
         raise NoUsableDumpError(
             f"no usable dump in {trace_dir} ({len(skipped)} file(s) skipped)", skipped
         )
     metas = [cast(RankColumns, s.meta) for s in ok]
     rows = _encoded([s.rows for s in by_rank if s.rows is not None])
-    members = infer_memberships(rows, metas, [m.rank for m in metas])
+    members = infer_memberships(rows, metas, [m.rank for m in metas], unreadable_ranks(skipped))
     stack_ids: dict[tuple[Frame, ...], int] = {(): -1}
     for s in by_rank:  # numbered as merge_columns numbers them: by rank, first seen first
         for frames in s.stacks:
@@ -327,6 +329,7 @@ def assemble(trace_dir: str, summaries: list[FileSummary], skipped: list[Skipped
     return Skeleton(
         members.groups,
         members.conflicts,
+        members.world,
         stack_ids,
         warnings,
         notes,

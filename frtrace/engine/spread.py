@@ -281,6 +281,7 @@ def _settled_trace(
         notes=job.notes,
         warnings=job.warnings,
         membership_conflicts=job.conflicts,
+        world=job.world,
         settled=facts,
     )
 

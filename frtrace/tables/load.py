@@ -151,7 +151,7 @@ def assemble_trace(
     for done, (rank, path, cols, fmt, compressed, reason) in enumerate(results, start=1):
         merger.add(rank, cols)
         if cols is None:
-            skipped.append(Skipped(path, reason))
+            skipped.append(Skipped(path, reason, rank))
         else:
             parts.append(cols)
             entries_seen += cols.n
@@ -176,7 +176,7 @@ def assemble_trace(
     # From here on, `parts` keep only their small metadata.
     entries, stacks = merge_chunks(merger.finish(), merger.symbols)
     return_freed_memory()
-    members = infer_memberships(entries, parts, [p.rank for p in parts])
+    members = infer_memberships(entries, parts, [p.rank for p in parts], unreadable_ranks(skipped))
     add_global_peers(entries, members.groups)
     status = pg_status_table(parts, status_names(entries))
     files = file_table(file_rows)
@@ -193,7 +193,13 @@ def assemble_trace(
         notes=notes,
         warnings=warnings,
         membership_conflicts=members.conflicts,
+        world=members.world,
     )
+
+
+def unreadable_ranks(skipped: list[Skipped]) -> list[int]:
+    """Ranks whose dump file was found but could not be read."""
+    return sorted({s.rank for s in skipped if s.rank is not None})
 
 
 def trace_messages(

@@ -63,10 +63,13 @@ CLOSE_WAIT = 5.0  # seconds close() waits for the collecting thread before it ki
 
 @dataclass(frozen=True)
 class Skipped:
-    """A file that was not used, and why (one line, for stderr and JSON)."""
+    """A file that was not used, and why (one line, for stderr and JSON). `rank`: the rank
+    its name gives, when it was read and found unusable: that rank was part of the job (its
+    dump is unreadable), which the world size and the waits must still count."""
 
     file: str
     reason: str
+    rank: int | None = None
 
 
 class NoUsableDumpError(FrtraceError):

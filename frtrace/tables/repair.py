@@ -41,6 +41,26 @@ STATUS_COLUMNS: dict[str, Any] = {
 }
 
 
+@dataclass(frozen=True)
+class World:
+    """How many ranks the job had, and whether a dump says so.
+
+    NCCL dumps state every group's members in `pg_config` (the default group's is the world);
+    torch 2.13's gloo dumps state the world in their `''`-keyed config only while the job has
+    no sub-groups (`'[]'` after). Without that, the ranks seen bound the world from below:
+    file names (unreadable files and gaps included), group members, an all_gather's size in
+    the default group. A job whose world nothing states cannot be known whole: ranks past
+    the highest one seen may have left nothing at all.
+    """
+
+    size: int  # ranks 0..size-1, as far as anything tells
+    stated: bool  # a dump states the world's size (and no rank is seen past it)
+    source: str  # what gives the size: "pg_config", "all_gather sizes" or "ranks seen"
+
+
+NO_WORLD = World(0, False, "ranks seen")  # nothing seen yet
+
+
 @dataclass
 class Memberships:
     groups: Table  # GROUP_COLUMNS, one row per group
@@ -48,6 +68,7 @@ class Memberships:
     warnings: list[str] = field(default_factory=list)
     # pg_name -> the different member lists dumps give it (dumps of more than one job?)
     conflicts: dict[str, list[list[int]]] = field(default_factory=dict)
+    world: World = NO_WORLD
 
 
 GATHER_OPS = frozenset({"all_gather", "_allgather_base", "all_gather_into_tensor"})
@@ -74,9 +95,13 @@ def _size_hints(entries: Table) -> dict[str, int]:
 
 
 def infer_memberships(
-    entries: Table, parts: list[RankColumns], dumped_ranks: list[int]
+    entries: Table,
+    parts: list[RankColumns],
+    dumped_ranks: list[int],
+    unreadable: list[int] | tuple[int, ...] = (),
 ) -> Memberships:
-    """One row per group: name, desc, sorted global member ranks, and where they came from."""
+    """One row per group: name, desc, sorted global member ranks, and where they came from.
+    `unreadable`: ranks whose file was found but could not be read (they still count)."""
     notes: list[str] = []
     warnings: list[str] = []
     # Votes are counted on the packed lists (one bytes object per dump and group) and only the
@@ -123,14 +148,16 @@ def infer_memberships(
             )
     hints = _size_hints(entries) if len(entries) else {}
 
-    known_ranks = set(dumped_ranks)
+    known_ranks = set(dumped_ranks) | set(unreadable)
     for votes in config_votes.values():
         for voted in votes:
             known_ranks.update(voted)
     for _rank, listed in anonymous:
         known_ranks.update(listed)
+    world = _world(known_ranks, config_votes, config_desc, anonymous, hints)
 
     rows = []
+    member_lists: list[list[int]] = []
     conflicts: dict[str, list[list[int]]] = {}
     for name in sorted(set(observed) | set(config_votes), key=_pg_sort_key):
         desc = config_desc.get(name) or desc_seen.get(name, "")
@@ -154,15 +181,11 @@ def infer_memberships(
                 )
             source = "pg_config"
         elif name == DEFAULT_PG or desc == DEFAULT_DESC:
-            world = max(
-                max(known_ranks, default=-1) + 1,
-                hints.get(name, 0),
-                max((len(r) for _rk, r in anonymous), default=0),
-            )
-            members = list(range(world))
+            members = list(range(world.size))
             source = "inferred"
             notes.append(
-                f"pg {name} ({desc}): default group, members 0..{world - 1} (every rank of the job)"
+                f"pg {name} ({desc}): default group, members 0..{world.size - 1} (every rank of "
+                "the job)"
             )
         else:
             members = seen
@@ -177,6 +200,7 @@ def infer_memberships(
                     f"pg {name} ({desc}): its all_gather/reduce_scatter sizes imply {hint} "
                     f"members but only {len(members)} recorded it; the others are unknown"
                 )
+        member_lists.append(members)
         rows.append(
             {
                 "pg_name": name,
@@ -186,7 +210,40 @@ def infer_memberships(
                 "source": source,
             }
         )
-    return Memberships(Table.from_records(rows, GROUP_COLUMNS), notes, warnings, conflicts)
+    for listed in member_lists:
+        top = max(listed, default=-1) + 1
+        if top > world.size:  # members seen past the stated world: it was not the whole
+            world = World(top, False, "ranks seen")
+    if not world.stated:
+        notes.append(
+            f"no dump states the job's world size; ranks 0..{world.size - 1} are seen "
+            "(ranks past them would have left nothing)"
+        )
+    return Memberships(Table.from_records(rows, GROUP_COLUMNS), notes, warnings, conflicts, world)
+
+
+def _world(
+    known: set[int],
+    config_votes: dict[str, Counter],
+    config_desc: dict[str, str],
+    anonymous: list[tuple[int, list[int]]],
+    hints: dict[str, int],
+) -> World:
+    """The job's world: stated by the default group's pg_config (NCCL), a gloo dump's
+    `''`-keyed list (written whole only before sub-groups exist), or the default group's
+    all_gather / reduce_scatter sizes; else bounded by the ranks seen."""
+    seen = max(known, default=-1) + 1
+    stated: list[tuple[int, str]] = []
+    for name, votes in config_votes.items():
+        if name == DEFAULT_PG or config_desc.get(name) == DEFAULT_DESC:
+            stated.append((max(len(v) for v in votes), "pg_config"))
+    stated += [(len(listed), "pg_config") for _rank, listed in anonymous if listed]
+    stated += [(hints[n], "all_gather sizes") for n in (DEFAULT_PG,) if hints.get(n, 0) > 0]
+    if stated:
+        size, source = max(stated)
+        if size >= seen:
+            return World(size, True, source)
+    return World(seen, False, "ranks seen")
 
 
 def _pg_sort_key(name: str) -> tuple[int, int, str]:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from frtrace.errors import FrtraceError
 from frtrace.tables.columns import CATEGORY_COLUMNS, Frame, Interned, RankColumns
 from frtrace.tables.parse import Skipped as Skipped  # beside the parsing, which has no pandas
+from frtrace.tables.repair import DEFAULT_DESC, DEFAULT_PG, NO_WORLD, World
 from frtrace.tables.settled import Settled
 from frtrace.tables.table import Table, distinct
 
@@ -52,6 +54,7 @@ class Trace:
     membership_conflicts: dict[str, list[list[int]]] = field(default_factory=dict)
     # Set when settled entries stayed on the workers: `table` holds only the rest.
     settled: Settled | None = None
+    world: World = NO_WORLD
 
     @property
     def entry_count(self) -> int:
@@ -105,12 +108,49 @@ class Trace:
 
     @property
     def missing_dumps(self) -> list[int]:
-        """Members of some group that left no usable dump."""
+        """Ranks of the job (its world, members of some group) that left no usable dump."""
         have = set(self.ranks)
-        members: set[int] = set()
+        members: set[int] = set(range(self.world.size))
         for ranks in self.group_table["ranks"]:
             members.update(ranks)
         return sorted(members - have)
+
+    def with_world(self, size: int) -> Trace:
+        """This job with its world size stated by the user (`--world-size`): the default
+        group, where inferred, spans it. A size below the ranks seen is refused."""
+        if size < self.world.size:
+            raise FrtraceError(
+                f"--world-size {size} is below the ranks seen (0-{self.world.size - 1})"
+            )
+        groups = self.group_table
+        ranks = list(groups["ranks"]) if len(groups) else []
+        for i, (name, desc, source) in enumerate(
+            zip(groups["pg_name"], groups["pg_desc"], groups["source"], strict=True)
+        ):
+            if source == "inferred" and (name == DEFAULT_PG or desc == DEFAULT_DESC):
+                ranks[i] = list(range(size))
+        if len(groups):
+            groups = Table(
+                {
+                    **groups.cols,
+                    "ranks": np.array([*ranks, None], dtype=object)[:-1],
+                    "size": np.array([len(r) for r in ranks], dtype=np.int64),
+                },
+                groups.labels,
+            )
+        return replace(self, group_table=groups, world=World(size, True, "--world-size"))
+
+    @property
+    def unreadable(self) -> list[int]:
+        """Ranks whose dump file is there but could not be read (truncated, corrupt)."""
+        have = set(self.ranks)
+        return sorted({s.rank for s in self.skipped if s.rank is not None} - have)
+
+    @property
+    def whole(self) -> bool:
+        """A dump states the world, and every rank of it left a usable dump: nothing of the
+        job is out of sight."""
+        return self.world.stated and not self.missing_dumps
 
 
 @lru_cache(maxsize=4096)
