@@ -177,7 +177,11 @@ def missing_finding(
     else:
         extra = extra_call(ctx, pg, have + missing)
         stopped = len(have) == 1 and stopped_early(ctx, pg, seq, have[0], missing[0])
-        if extra is not None:
+        rooted = left_in_rooted(ctx, pg, seq, missing)
+        if rooted is not None:
+            culprits, waiting, reason = missing, have, "left_in_rooted"
+            typed["facts_rooted"] = rooted
+        elif extra is not None:
             rank, extra_seq, _stack_id = extra
             culprits, waiting, seq_out, reason = [rank], [], extra_seq, "extra_call"
             typed["hang_seq"] = seq
@@ -188,6 +192,11 @@ def missing_finding(
         else:
             culprits, waiting, reason = sorted(have + missing), have, "even_split_missing"
             typed["undecidable"] = True
+    facts: dict = {}
+    if reason == "awaited_elsewhere":
+        facts["elsewhere"] = elsewhere
+    if "facts_rooted" in typed:
+        facts["rooted_op"] = typed.pop("facts_rooted")
     return ctx.finding(
         "missing_ranks",
         pg,
@@ -196,9 +205,34 @@ def missing_finding(
         culprit_ranks=culprits,
         waiting_ranks=waiting,
         reason=reason,
-        facts={"elsewhere": elsewhere} if reason == "awaited_elsewhere" else None,
+        facts=facts,
         **typed,
     )
+
+
+# Collectives with a root: the root (and, in a tree, some members) can finish and leave
+# while others are still inside, so a member that left proves nothing about the others.
+ROOTED_OPS = frozenset({"broadcast", "reduce", "gather", "scatter"})
+
+
+def left_in_rooted(ctx: Context, pg: int, seq: int, missing: list[int]) -> str | None:
+    """The op, when the ranks that never issued (pg, seq) all have (pg, seq - 1) as their
+    last collective and it is a rooted one: they never left it, while the others completed
+    it and moved on. Of an all_reduce no member can leave before every member arrived, but
+    gloo's tree broadcast lets the root's side finish while the rest still wait (the real
+    fixture broadcast_root_4rank); those still inside are the suspects, not those that left."""
+    op = None
+    for rank in missing:
+        mine = ctx.rank_ops(rank)
+        if not len(mine):
+            return None
+        i = int(np.argmax(mine["pos"]))
+        if (int(mine["pg"][i]), int(mine["seq"][i])) != (pg, seq - 1):
+            return None
+        op = ctx.view.label("op", mine["op"][i])
+        if op not in ROOTED_OPS:
+            return None
+    return op
 
 
 def stopped_early(ctx: Context, pg: int, seq: int, waiting: int, idle: int) -> bool:

@@ -48,6 +48,11 @@ class Context:
     # (group code, rank): (seq, entries recorded). Not issued yet: the view leaves them out.
     unlaunched_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     unlaunched: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
+    # Ranks of the job without a usable dump (no file, or an unreadable one), and the codes of
+    # the groups whose members were inferred from the dumps while such ranks exist: those
+    # ranks may be members too (open groups; the default group's world already counts them).
+    without_dump: set[int] = field(default_factory=set)
+    open_groups: frozenset[int] = frozenset()
 
     def __sizeof__(self) -> int:
         """A partition's entries and op view (see Table.__sizeof__: Dask must not think a
@@ -326,7 +331,17 @@ def build_context(trace: Trace, mismatch_cap: int = 10, scope: Scope | None = No
         )
         dump_ns = {int(r): int(v) for r, v in group_max(e["rank"], latest).items()}
         timing = bool((states == 1).any() or np.isfinite(e["duration_ms"]).any())
+    without_dump = set(trace.missing_dumps)
+    open_groups = frozenset(
+        code
+        for code, name in enumerate(pg_names)
+        if without_dump
+        and not reliable.get(name, True)
+        and not _is_default(name, pg_desc.get(name, ""))
+    )
     return Context(
+        without_dump=without_dump,
+        open_groups=open_groups,
         unlaunched_rows=not_launched,
         unlaunched=_by_pair(e, not_launched),
         job_dump_ns=int(np.median(list(dump_ns.values()))) if dump_ns else 0,
@@ -345,6 +360,11 @@ def build_context(trace: Trace, mismatch_cap: int = 10, scope: Scope | None = No
         mismatch_cap=mismatch_cap,
         status=status,
     )
+
+
+def _is_default(name: str, desc: str) -> bool:
+    """The default group: its inferred members are the whole world already."""
+    return name == "0" or desc == "default_pg"
 
 
 def _by_pair(e: Table, rows: np.ndarray) -> dict[tuple[int, int], tuple[int, int]]:

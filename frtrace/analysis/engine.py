@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from frtrace.analysis.collectives import analyze_collectives
 from frtrace.analysis.consistency import check_one_job
 from frtrace.analysis.context import Context, build_context
@@ -45,8 +47,19 @@ class Analysis:
 
     @property
     def ok(self) -> bool:
-        """No finding anywhere in the job (a selection never hides a hang)."""
-        return self.root_cause is None
+        """No finding anywhere in the job, and the job is seen whole (a selection never
+        hides a hang)."""
+        return self.root_cause is None and self.unseen is None
+
+    @property
+    def unseen(self) -> Unseen | None:
+        """What of the job the dumps do not show (None: it is seen whole)."""
+        return unseen(self.ctx.trace)
+
+    @property
+    def undetermined(self) -> bool:
+        """No finding, but the job is not seen whole: frtrace cannot tell it is healthy."""
+        return self.root_cause is None and self.unseen is not None
 
     def narrowed(self, ranks: list[int] | None, pg_names: set[str] | None) -> Analysis:
         """Only findings about the selected ranks and groups (the analysis saw everything)."""
@@ -84,6 +97,28 @@ class Analysis:
         from frtrace.report.html import render_html
 
         return render_html(self)
+
+
+@dataclass(frozen=True)
+class Unseen:
+    """Why the job cannot be seen whole: its world size stated by no dump (`world_stated`
+    False: ranks past `world_size` - 1 would have left nothing), ranks that left no file,
+    ranks whose file could not be read."""
+
+    world_size: int
+    world_stated: bool
+    no_file: list[int]
+    unreadable: list[int]
+
+
+def unseen(trace: Trace) -> Unseen | None:
+    """What the dumps do not show of the job (None when every rank of a stated world left a
+    usable dump)."""
+    if trace.whole:
+        return None
+    unreadable = trace.unreadable
+    no_file = sorted(set(trace.missing_dumps) - set(unreadable))
+    return Unseen(trace.world.size, trace.world.stated, no_file, unreadable)
 
 
 @dataclass(frozen=True)
@@ -147,6 +182,50 @@ def mark_same_culprit(findings: list[Finding], stopped: frozenset[int], blocked:
             f.mark_consequence(absent, "stopped_earlier")
 
 
+MISMATCHES = frozenset({"type_mismatch", "size_mismatch", "dtype_mismatch"})
+
+
+def mismatch_before(
+    ctx: Context, root: Finding, found: list[Finding], blocked: dict
+) -> tuple[Finding, Finding | None]:
+    """The root cause when the ranks others wait for stopped right after a collective where
+    they disagreed with their peers: that disagreement (it made them fail, as gloo does to
+    the odd rank of a size mismatch), with the wait it left as its consequence.
+
+    A missing rank whose last recorded collective is one where it is a mismatch's culprit
+    went no further because of it; its later absence says nothing more. Returns the root
+    cause, and the finding it replaced (now its consequence)."""
+    if root.kind != "missing_ranks" or root.secondary or not root.culprit_ranks:
+        return root, None
+    if any(r in blocked for r in root.culprit_ranks):
+        return root, None
+    last: set[tuple[str, int]] = set()
+    for rank in root.culprit_ranks:
+        mine = ctx.rank_ops(rank)
+        if not len(mine):
+            return root, None
+        i = int(np.argmax(mine["pos"]))
+        last.add((ctx.name(int(mine["pg"][i])), int(mine["seq"][i])))
+    if len(last) != 1:
+        return root, None
+    ((pg_name, seq),) = last
+    for f in found:
+        if (
+            f.kind in MISMATCHES
+            and (f.pg_name, f.collective_seq_id) == (pg_name, seq)
+            and set(root.culprit_ranks) <= set(f.culprit_ranks)
+            and not f.undecidable
+        ):
+            f.chain = root.chain
+            f.chain_end = "mismatch"
+            f.ranks_waiting_on_this = root.ranks_waiting_on_this
+            f.facts["stopped_after"] = True
+            root.mark_consequence(root.culprit_ranks, "after_mismatch")
+            root.facts["mismatch"] = {"kind": f.kind, "pg_name": pg_name, "seq": seq}
+            return f, root
+    return root, None
+
+
 def one_cause_per_culprit(
     roots: list[Finding], blocked: dict
 ) -> tuple[list[Finding], list[Finding]]:
@@ -173,41 +252,6 @@ def one_cause_per_culprit(
     return kept, repeats
 
 
-def _absent_members(ctx: Context, absent: set[int]) -> list[Finding]:
-    """Members without a dump nobody is seen waiting for: one finding per group, so the
-    report grows with the groups, not with members x members."""
-    if not absent:
-        return []
-    groups_of: dict[int, list[str]] = {}
-    for name, ranks in ctx.members.items():
-        for r in ranks:
-            if r in absent:
-                groups_of.setdefault(r, []).append(name)
-    by_group: dict[str, list[int]] = {}
-    for rank in sorted(absent):
-        names = groups_of.get(rank, [])
-        by_group.setdefault(names[-1] if names else "", []).append(rank)
-    findings = []
-    for name, ranks in by_group.items():
-        groups = sorted({g for r in ranks for g in groups_of.get(r, [])})
-        findings.append(
-            Finding(
-                kind="missing_dump",
-                pg_name=name,
-                pg_desc=ctx.pg_desc.get(name, ""),
-                collective_seq_id=None,
-                p2p_seq_id=None,
-                op=None,
-                culprit_ranks=ranks,
-                waiting_ranks=[],
-                expected_ranks=ctx.members.get(name, []),
-                reason="partial_groups",
-                facts={"groups": groups[:20], "groups_total": len(groups)},
-            )
-        )
-    return findings
-
-
 def analyze(trace: Trace, mismatch_cap: int = 10, straggler_threshold_ms: float = 5.0) -> Analysis:
     """All findings about the job; the root cause is the one most waiting ranks lead to."""
     check_one_job(trace)
@@ -230,7 +274,10 @@ def analyze(trace: Trace, mismatch_cap: int = 10, straggler_threshold_ms: float 
     for _root, finding in waits.root_findings:
         if all(_key(finding) != _key(r) for r in roots):
             roots.append(finding)
+    failed = [mismatch_before(ctx, r, found, waits.blocked) for r in roots]
+    roots = [root for root, _waited in failed]
     roots, again = one_cause_per_culprit(roots, waits.blocked)
+    again += [waited for _root, waited in failed if waited is not None]
     root_keys = {_key(r) for r in roots}
     root_places = {
         (r.kind, r.pg_name, r.hang_seq if r.hang_seq is not None else r.collective_seq_id)
@@ -243,10 +290,13 @@ def analyze(trace: Trace, mismatch_cap: int = 10, straggler_threshold_ms: float 
         and _key(f) not in root_keys
         and (f.kind, f.pg_name, f.collective_seq_id) not in root_places
     ]
-    waited_for = {r for f in roots if f.kind == "missing_dump" for r in f.culprit_ranks}
-    others += _absent_members(ctx, set(trace.missing_dumps) - waited_for)
     others += again
-    stopped = frozenset(r for f in roots if f.kind == "missing_ranks" for r in f.culprit_ranks)
+    stopped = frozenset(
+        r
+        for f in roots
+        if f.kind == "missing_ranks" or f.facts.get("stopped_after")
+        for r in f.culprit_ranks
+    )
     mark_secondary(ctx, others, waits.blocked, stopped)
     mark_same_culprit(others, stopped, waits.blocked)
     primary = [f for f in others if not f.secondary]

@@ -46,6 +46,8 @@ REASONS = (
     "blocked_elsewhere",  # consequence: the absent ranks are blocked in another op
     "stopped_earlier",  # consequence: the absent ranks stopped before the root cause
     "no_dump_elsewhere",  # consequence: ranks wait here too for the root cause's dumpless rank
+    "after_mismatch",  # consequence: the absent ranks stopped after a collective they disagreed on
+    "left_in_rooted",  # ranks still inside a rooted collective the others completed and left
 )
 
 
@@ -97,6 +99,7 @@ class Hop:
     ranks: tuple[int, ...]
     place: Place
     waits_for: tuple[int, ...]
+    maybe: bool = False  # no states and members unseen: they may have completed it instead
 
 
 @dataclass

@@ -34,6 +34,10 @@ class Blocked:
     op: str
     p2p_seq_id: int
     pos: int
+    # Blocked only maybe: its last collective is in a group whose members are inferred while
+    # some ranks left no readable dump (an open group, Context.open_groups), and the backend
+    # records no states: whether it completed there or waits for an unseen member is unknown.
+    maybe: bool = False
 
 
 @dataclass
@@ -94,26 +98,51 @@ def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dic
             out[rank] = Blocked(node, int(state[i]), ops[k], int(cols["p2p_seq_id"][k]), pos)
         return out
     keys = coll.incomplete
-    if not len(keys):
-        return out
     view = ctx.view.coll  # ordered by rank and position: a rank's first such row is its lowest
-    wanted = np.isin(pg_seq_key(view["pg"], view["seq"]), pg_seq_key(keys["pg"], keys["seq"]))
-    rows = np.flatnonzero(wanted)
-    _, first = np.unique(view["rank"][rows], return_index=True)
-    for i in rows[first].tolist():
-        out[int(view["rank"][i])] = Blocked(
-            WaitNode("c", int(view["pg"][i]), int(view["seq"][i]), -1, -1),
-            int(view["state"][i]),
-            ctx.view.label("op", view["op"][i]),
-            -1,
-            int(view["pos"][i]),
-        )
+    if len(keys):
+        wanted = np.isin(pg_seq_key(view["pg"], view["seq"]), pg_seq_key(keys["pg"], keys["seq"]))
+        rows = np.flatnonzero(wanted)
+        _, first = np.unique(view["rank"][rows], return_index=True)
+        for i in rows[first].tolist():
+            out[int(view["rank"][i])] = _blocked_at(ctx, i)
+    if ctx.open_groups and len(view):
+        # Without states, a rank not waiting anywhere whose last collective is in an open
+        # group (members inferred from the dumps, while some ranks left none) may wait
+        # there for a member nobody can see.
+        last = np.r_[np.flatnonzero(view["rank"][1:] != view["rank"][:-1]), len(view) - 1]
+        for i in last.tolist():
+            rank = int(view["rank"][i])
+            if rank not in out and int(view["pg"][i]) in ctx.open_groups:
+                out[rank] = _blocked_at(ctx, i, maybe=True)
     return out
 
 
+def _blocked_at(ctx: Context, row: int, maybe: bool = False) -> Blocked:
+    """A rank blocked at the collective in row `row` of the op view."""
+    view = ctx.view.coll
+    return Blocked(
+        WaitNode("c", int(view["pg"][row]), int(view["seq"][row]), -1, -1),
+        int(view["state"][row]),
+        ctx.view.label("op", view["op"][row]),
+        -1,
+        int(view["pos"][row]),
+        maybe,
+    )
+
+
+def _issuers(ctx: Context, node: Node) -> set[int]:
+    """The ranks that issued a collective (they wait for no one to come to it)."""
+    coll = ctx.view.coll
+    return {int(r) for r in coll["rank"][(coll["pg"] == node.pg) & (coll["seq"] == node.seq)]}
+
+
 def _members(ctx: Context, node: Node) -> list[int]:
+    """The members of a wait node: an open group's may include every rank without a dump."""
     if node[0] == "c":
-        return ctx.group_members(node[1])
+        members = ctx.group_members(node[1])
+        if node[1] in ctx.open_groups:
+            return sorted(set(members) | ctx.without_dump)
+        return members
     return sorted({node[3], node[4]})
 
 
@@ -131,8 +160,9 @@ def analyze_waits(
     idle: dict[Node, set[int]] = {}
     nodump: dict[Node, set[int]] = {}
     for node, here in waiters.items():
+        came = _issuers(ctx, node) if any(blocked[r].maybe for r in here) else here
         for m in _members(ctx, node):
-            if m in here:
+            if m in here or m in came:
                 continue
             if m not in ctx.dumped:
                 nodump.setdefault(node, set()).add(m)
@@ -140,6 +170,11 @@ def analyze_waits(
                 edges.setdefault(node, {}).setdefault(blocked[m].node, set()).add(m)
             else:
                 idle.setdefault(node, set()).add(m)
+    for node in list(nodump):
+        if node in idle or node in edges or _disagree(findings, ctx, node):
+            # Ranks that can be seen explain the wait (they never came, wait elsewhere, or
+            # disagree with the others there): a rank without a dump is no cause of it.
+            del nodump[node]
     roots: list[Root] = []
     kept, redirects = _first_missed(ctx, idle, waiters, blocked)
     for node, ranks in kept.items():
@@ -147,8 +182,6 @@ def analyze_waits(
         roots.append(Root("idle", [node], sorted(ranks), elsewhere=len(away)))
     for src_node, dst_node, rank in redirects:
         edges.setdefault(src_node, {}).setdefault(dst_node, set()).add(rank)
-    for node, ranks in nodump.items():
-        roots.append(Root("nodump", [node], sorted(ranks)))
     for node in waiters:
         if node not in edges and node not in idle and node not in nodump:
             roots.append(Root("together", [node], sorted(waiters[node])))
@@ -159,9 +192,19 @@ def analyze_waits(
     for src, targets in edges.items():
         for dst in targets:
             reverse.setdefault(dst, set()).add(src)
+
+    def held_up(nodes: list[Node]) -> int:
+        return len(set().union(*(waiters.get(n, set()) for n in _upstream(nodes, reverse))))
+
+    if nodump:
+        # Ranks without a dump are one cause wherever ranks wait for them (a lost host
+        # leaves one rank missing from each of many groups): the place holding up the most
+        # ranks first.
+        nodes = sorted(nodump, key=lambda n: (-held_up([n]), n))
+        roots.append(Root("nodump", nodes, sorted(set().union(*nodump.values()))))
     for root in roots:
-        upstream = _upstream(root.nodes, reverse)
-        root.weight = len(set().union(*(waiters.get(n, set()) for n in upstream)))
+        root.weight = held_up(root.nodes)
+    roots = [r for r in roots if not _only_unreadable_maybe(ctx, r, waiters, blocked, reverse)]
     order = {"cycle": 0, "idle": 1, "nodump": 2, "together": 3}
     roots.sort(key=lambda r: (-r.weight, order[r.kind]))
     result.roots = roots
@@ -169,11 +212,27 @@ def analyze_waits(
         finding = _root_finding(ctx, root, waiters, blocked, findings, p2p)
         if finding is None:
             continue
-        finding.chain = _chain(ctx, root, waiters, edges, reverse)
+        finding.chain = _chain(ctx, root, waiters, edges, reverse, blocked)
         finding.chain_end = root.kind
         finding.ranks_waiting_on_this = root.weight
         result.root_findings.append((root, finding))
+        if root.kind == "nodump":
+            # The other places ranks wait for them: repeats of this cause (consequences).
+            for other in root.nodes[1:]:
+                absent = sorted(nodump[other])
+                again = nodump_finding(ctx, other, absent, sorted(waiters[other]), blocked)
+                result.root_findings.append((root, again))
     return result
+
+
+MISMATCH_KINDS = frozenset({"type_mismatch", "size_mismatch", "dtype_mismatch"})
+
+
+def _disagree(findings: list[Finding], ctx: Context, node: Node) -> bool:
+    """The ranks at a collective disagree on it (a mismatch finding there)."""
+    return node.kind == "c" and (
+        _existing(findings, set(MISMATCH_KINDS), ctx.name(node.pg), node.seq) is not None
+    )
 
 
 def _first_missed(
@@ -301,6 +360,22 @@ def _would_be_step(ctx: Context, rank: int, node: Node) -> tuple[int, int] | Non
         & (e["global_dst"] == node.dst)
     )
     return ctx.steps(rank)[int(e["pos"][mine[-1]])] if len(mine) else None
+
+
+def _only_unreadable_maybe(
+    ctx: Context,
+    root: Root,
+    waiters: dict[Node, set[int]],
+    blocked: dict[int, Blocked],
+    reverse: dict[Node, set[Node]],
+) -> bool:
+    """A root of ranks whose dump file is there but unreadable, that no rank is known to wait
+    for: everyone upstream only may wait (no states, last collective shared with them). A
+    rank that was alive to write a dump is no cause on that evidence: the job is unknown."""
+    if root.kind != "nodump" or not set(root.ranks) <= set(ctx.trace.unreadable):
+        return False
+    upstream = _upstream(root.nodes, reverse)
+    return all(blocked[r].maybe for n in upstream for r in waiters.get(n, ()))
 
 
 def _upstream(nodes: list[Node], reverse: dict[Node, set[Node]]) -> set[Node]:
@@ -503,17 +578,8 @@ def _root_finding(
     if root.kind == "cycle":
         return _cycle_finding(ctx, root, waiters, blocked, _cycle_hops(ctx, root, waiters))
     if root.kind == "nodump":
-        return ctx.finding(
-            "missing_dump",
-            pg,
-            **_seq_ids(node, blocked[here[0]]),
-            op=blocked[here[0]].op,
-            culprit_ranks=root.ranks,
-            waiting_ranks=here,
-            expected_ranks=_members(ctx, node),
-            reason="no_dump",
-            facts={"no_dump": root.ranks, **_node_facts(node)},
-        )
+        maybe = all(blocked[r].maybe for n in root.nodes for r in waiters[n])
+        return nodump_finding(ctx, node, root.ranks, here, blocked, len(root.nodes), maybe)
     if root.kind == "idle" and kind == "c":
         coll = ctx.view.coll
         rows = coll.take((coll["pg"] == pg) & (coll["seq"] == seq))
@@ -560,6 +626,36 @@ def _root_finding(
         blocked[stuck[0]].op,
         **_seq_ids(node, blocked[stuck[0]]),
         expected_ranks=_members(ctx, node),
+    )
+
+
+def nodump_finding(
+    ctx: Context,
+    node: Node,
+    ranks: list[int],
+    here: list[int],
+    blocked: dict[int, Blocked],
+    places: int = 1,
+    maybe: bool = False,
+) -> Finding:
+    """Ranks `here` wait at `node` for `ranks`, which left no usable dump (`places`: how many
+    places ranks wait for them in; `maybe`: no rank is known to wait, some may)."""
+    return ctx.finding(
+        "missing_dump",
+        node.pg,
+        **_seq_ids(node, blocked[here[0]]),
+        op=blocked[here[0]].op,
+        culprit_ranks=ranks,
+        waiting_ranks=here,
+        expected_ranks=_members(ctx, node),
+        reason="no_dump",
+        facts={
+            "no_dump": ranks,
+            "unreadable": sorted(set(ranks) & set(ctx.trace.unreadable)),
+            "places": places,
+            "maybe": maybe,
+            **_node_facts(node),
+        },
     )
 
 
@@ -652,10 +748,15 @@ def _chain(
     waiters: dict[Node, set[int]],
     edges: dict[Node, dict[Node, set[int]]],
     reverse: dict[Node, set[Node]],
+    blocked: dict[int, Blocked],
 ) -> list[Hop]:
     """From the farthest waiting ranks down to the root, one hop per group."""
     if root.kind == "cycle":
         return _cycle_hops(ctx, root, waiters)
+
+    def _maybe(node: Node) -> bool:
+        return all(blocked[r].maybe for r in waiters[node])
+
     target = root.nodes[0]
     dist = {target: 0}
     nxt: dict[Node, Node] = {}
@@ -674,9 +775,11 @@ def _chain(
     while cur != target:
         step = nxt[cur]
         via = tuple(sorted(edges[cur][step]))
-        hops.append(Hop(tuple(sorted(waiters[cur])), ctx.place(cur), via))
+        hops.append(Hop(tuple(sorted(waiters[cur])), ctx.place(cur), via, _maybe(cur)))
         cur = step
-    hops.append(Hop(tuple(sorted(waiters[target])), ctx.place(target), tuple(root.ranks)))
+    hops.append(
+        Hop(tuple(sorted(waiters[target])), ctx.place(target), tuple(root.ranks), _maybe(target))
+    )
     return hops
 
 
