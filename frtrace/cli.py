@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from frtrace.report.progress import LoadProgress
 
 EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_UNKNOWN = 4  # no finding, but the job is not seen whole: cannot tell it is healthy
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a tool killed by SIGPIPE
 
 EPILOG = """\b
@@ -218,6 +219,14 @@ def _quiet_broken_pipe() -> NoReturn:
     type=click.Choice(["stragglers"]),
     multiple=True,
     help="Also exit 1 on these (informational otherwise): stragglers over the threshold.",
+)
+@click.option(
+    "--world-size",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="The job's rank count, where no dump states it (gloo jobs with sub-groups); "
+    "without it such a job is never called healthy (exit 4).",
 )
 @click.option(
     "--straggler-threshold",
@@ -441,6 +450,7 @@ def _answer(
             trace,
             mismatch_cap=options["mismatch_cap"],
             straggler_threshold_ms=options["straggler_threshold"],
+            world_size=options["world_size"],
         )
         if options["since_dir"] is not None:
             from frtrace.api import load
@@ -472,6 +482,8 @@ def _answer(
     if as_json:
         sys.stdout.write(report)
     code = EXIT_OK if analysis.ok and not analysis.stopped else EXIT_FINDINGS
+    if analysis.undetermined and not analysis.stopped:
+        code = EXIT_UNKNOWN
     if "stragglers" in options["fail_on"] and analysis.stragglers and analysis.stragglers.top:
         code = EXIT_FINDINGS
     if options["html_path"] is not None:

@@ -113,7 +113,9 @@ def test_broken_and_hostile_dumps_are_skipped_and_the_good_one_analyzed(
     result = frtrace(str(folder), "--format", "json")
     report = json.loads(result.stdout)
     reasons = {Path(s["file"]).name: s["reason"] for s in report["inputs"]["skipped"]}
-    assert result.exit_code == 0
+    # The good dump is healthy, but ranks 1-3 are unreadable: healthy cannot be told.
+    assert (result.exit_code, report["verdict"]) == (4, "unknown")
+    assert report["unseen"]["unreadable"] == [1, 2, 3]
     assert report["inputs"]["ranks"] == [0]
     assert reasons["trace_1"].startswith("truncated pickle")
     assert reasons["trace_2"] == "neither a pickle nor a JSON dump"

@@ -152,8 +152,9 @@ def test_cascade_with_rank_1s_dump_lost_still_spares_rank_0(tmp_path: Path) -> N
     rep = json.loads(out.stdout)
     assert (out.returncode, rep["root_cause"]["culprit_ranks"]) == (1, [3])
     assert all(0 not in f["culprit_ranks"] for f in rep["findings"]), rep["findings"]
+    assert all(1 not in f["culprit_ranks"] for f in rep["findings"]), "unreadable is no cause"
+    assert rep["unseen"]["unreadable"] == [1]
     by_kind = {f["kind"]: f for f in rep["findings"][1:]}
-    assert by_kind["missing_dump"]["culprit_ranks"] == [1]
     consequence = by_kind["missing_ranks"]
     assert (consequence["pg_desc"], consequence["secondary"]) == ("default_pg", True)
     assert consequence["culprit_ranks"] == [2, 3]

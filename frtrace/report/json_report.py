@@ -7,7 +7,7 @@ from importlib import resources
 from typing import Any
 
 from frtrace.analysis.engine import Analysis
-from frtrace.report.wording import finding_dict, note_text
+from frtrace.report.wording import finding_dict, note_text, unseen_lines
 
 SCHEMA_ID = "frtrace.report/1"
 
@@ -20,6 +20,8 @@ def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
     return {
         "schema": SCHEMA_ID,
         "ok": analysis.ok,
+        "verdict": "unknown" if analysis.undetermined else ("ok" if analysis.ok else "findings"),
+        "unseen": _unseen(analysis),
         "root_cause": root,
         "findings": findings,
         "inputs": {
@@ -49,6 +51,19 @@ def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
             "groups": analysis.selection.groups,
             "root_cause_outside": analysis.selection.root_cause_outside,
         },
+    }
+
+
+def _unseen(analysis: Analysis) -> dict[str, Any] | None:
+    missing = analysis.unseen
+    if missing is None:
+        return None
+    return {
+        "world_size": missing.world_size,
+        "world_stated": missing.world_stated,
+        "no_file": missing.no_file,
+        "unreadable": missing.unreadable,
+        "why": unseen_lines(missing),
     }
 
 

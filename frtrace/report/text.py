@@ -27,6 +27,7 @@ from frtrace.report.wording import (
     progress_lines,
     stall_lines,
     straggler_lines,
+    unseen_lines,
     where,
 )
 
@@ -622,6 +623,11 @@ def verdict(analysis: Analysis, exit_status: int | None = None) -> str:
     stopped = analysis.stopped
     if f is None and stopped:
         return f"STOPPED: {_who(stopped)} did not advance since the older snapshot; exit {code}"
+    if f is None and analysis.undetermined:
+        return (
+            f"UNKNOWN: no finding in the {n} rank(s) read, but the job is not seen whole; "
+            f"exit {code}"
+        )
     if f is None:
         return f"OK: no desync, mismatch or missing rank found in {n} ranks; exit {code}"
     state = "HUNG" if analysis.blocked else "FAILED"
@@ -644,7 +650,7 @@ def render_text(
     width = max(MIN_WIDTH, width or terminal_width())
     trace = analysis.ctx.trace
     lines = [loaded_summary(trace, style)] if verbose else _header(analysis, width)
-    if not analysis.ok:
+    if analysis.root_cause is not None:
         sel = analysis.selection
         if sel is not None and sel.root_cause_outside:
             outside = (
@@ -659,6 +665,16 @@ def render_text(
         waits = _wait_section(analysis, style, width)
         if waits:
             lines += ["", *waits]
+    missing = analysis.unseen
+    if missing is not None:
+        head = (
+            "CANNOT TELL: the dumps do not show the whole job"
+            if analysis.undetermined
+            else ("NOT SEEN: what the dumps do not show")
+        )
+        lines += ["", style.bold(head)]
+        for line in unseen_lines(missing):
+            lines += wrap(line, width, "  ", "    ")
     moved = progress_lines(analysis.progress)
     if moved:
         lines += ["", style.bold(moved[0])]

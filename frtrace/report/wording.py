@@ -111,6 +111,30 @@ def _even_split_missing(f: Finding) -> str:
     )
 
 
+def _left_in_rooted(f: Finding) -> str:
+    ranks = f.culprit_ranks
+    before = _at(f, (f.collective_seq_id or 0) - 1)
+    return (
+        f"{who(ranks)} never left {before} ({f.facts.get('rooted_op')}), which "
+        f"{who(f.issued_by)} completed before moving on: a rooted collective lets the root's "
+        f"side finish while others still wait, so {who(ranks)} {verb(ranks, 'is', 'are')} to "
+        "blame (the root or size they disagree on is not recorded: check the call's arguments)"
+    )
+
+
+def _after_mismatch(f: Finding) -> str:
+    m = f.facts.get("mismatch") or {}
+    place = where(Place(f.pg_name, f.pg_desc, None))
+    if isinstance(m, dict) and m:
+        place = where(Place(str(m.get("pg_name")), f.pg_desc, m.get("seq")))
+    ranks = f.culprit_ranks
+    return (
+        f"{who(ranks)} never issued {_at(f, f.collective_seq_id)}: {verb(ranks, 'its', 'their')}"
+        f" last collective was {place}, where {verb(ranks, 'it', 'they')} disagreed with "
+        "the others (a consequence of the root cause)"
+    )
+
+
 def _idle(f: Finding) -> str:
     if not f.facts.get("idle"):
         return ""
@@ -185,11 +209,31 @@ def _p2p_pair(f: Finding) -> str:
 
 def _no_dump(f: Finding) -> str:
     place = _blocking_place(f)
-    return (
-        f"{waits_in(f.waiting_ranks, place)} for {who(f.culprit_ranks)}, which left no dump: "
-        f"look at how {verb(f.culprit_ranks, 'that process', 'those processes')} ended (crash, "
-        "OOM kill, lost host)"
+    ranks = f.culprit_ranks
+    unreadable = list(f.facts.get("unreadable", []))
+    gone = [r for r in ranks if r not in unreadable]
+    what = []
+    if gone:
+        what.append(f"{who(gone)} left no dump")
+    if unreadable:
+        what.append(f"the dump of {who(unreadable)} is unreadable (cut or corrupt)")
+    waiting = f.waiting_ranks
+    if f.facts.get("maybe"):
+        waits = f"{who(waiting)} may wait in {where(place)}"
+    else:
+        waits = waits_in(waiting, place)
+    places = int(f.facts.get("places", 1))
+    also = f" (and in {places - 1} more group(s))" if places > 1 else ""
+    hint = (
+        f"look at how {verb(gone, 'that process', 'those processes')} ended (crash, OOM "
+        "kill, lost host)"
+        if gone
+        else "look at how it ended and at its logs (killed while writing its dump?)"
     )
+    lines = f"{waits} for {who(ranks)}{also}; {', and '.join(what)}: {hint}"
+    if f.facts.get("maybe"):
+        lines += "; no states tell whether the waiting ranks completed there instead"
+    return lines
 
 
 def _no_dump_elsewhere(f: Finding) -> str:
@@ -306,6 +350,8 @@ _DETAIL: dict[str, Callable[[Finding], str]] = {
     "blocked_elsewhere": _blocked_elsewhere,
     "stopped_earlier": _stopped_earlier,
     "no_dump_elsewhere": _no_dump_elsewhere,
+    "left_in_rooted": _left_in_rooted,
+    "after_mismatch": _after_mismatch,
 }
 
 
@@ -314,13 +360,23 @@ def detail(f: Finding) -> str:
     return _DETAIL[f.reason](f)
 
 
+def _hop(h: Hop) -> str:
+    """One hop: 'ranks 0-1 wait in ...', or '... may wait in ... (no states, members unseen)'."""
+    if not h.maybe:
+        return waits_in(h.ranks, h.place)
+    return (
+        f"{who(h.ranks)} may wait in {where(h.place)} (its other members are unseen and no "
+        "states tell whether it completed)"
+    )
+
+
 def chain_lines(f: Finding) -> list[str]:
     """The wait chain, from the farthest waiting ranks down to the culprits."""
     if not f.chain:
         return []
     if f.chain_end == "cycle":
         return [f"{waits_in(h.ranks, h.place)} for {who(h.waits_for)}" for h in f.chain]
-    lines = [f"{waits_in(h.ranks, h.place)} for {who(h.waits_for)}" for h in f.chain[:-1]]
+    lines = [f"{_hop(h)} for {who(h.waits_for)}" for h in f.chain[:-1]]
     last: Hop = f.chain[-1]
     if f.chain_end == "together":
         lines.append(
@@ -328,7 +384,7 @@ def chain_lines(f: Finding) -> list[str]:
             f"{f.kind}"
         )
         return lines
-    lines.append(f"{waits_in(last.ranks, last.place)} for {who(last.waits_for)}")
+    lines.append(f"{_hop(last)} for {who(last.waits_for)}")
     if f.reason == "extra_call":
         lines.append(
             f"{who(last.waits_for)} has nothing left to pair with it: rank "
@@ -336,12 +392,32 @@ def chain_lines(f: Finding) -> list[str]:
             "collectives by one"
         )
         return lines
+    if f.chain_end == "mismatch":
+        lines.append(
+            f"{who(last.waits_for)} never issued it: {verb(last.waits_for, 'its', 'their')} last "
+            f"collective, {where(f.place)}, is where {verb(last.waits_for, 'it', 'they')} "
+            f"disagreed with the others ({f.kind})"
+        )
+        return lines
     if f.chain_end == "nodump":
-        end = "left no dump"
+        unreadable = set(f.facts.get("unreadable", []))
+        end = (
+            "left no readable dump"
+            if unreadable and unreadable >= set(last.waits_for)
+            else "left no dump"
+        )
     elif f.reason == "not_launched":
-        end = "stopped while issuing it and is not waiting in any collective"
+        end = (
+            f"stopped while issuing it and {verb(last.waits_for, 'is', 'are')} not waiting in "
+            "any collective"
+        )
+    elif f.reason == "left_in_rooted":
+        end = f"{verb(last.waits_for, 'is', 'are')} still inside {_at(f, (last.place.seq or 0) - 1)}"
     else:
-        end = "never issued it and is not waiting in any collective"
+        end = (
+            f"never issued it and {verb(last.waits_for, 'is', 'are')} not waiting in any "
+            "collective"
+        )
     lines.append(f"{who(last.waits_for)} {end}")
     return lines
 
@@ -452,6 +528,33 @@ def note_text(note: Note) -> str:
             f"({f['waiting']} waiting ranks)"
         )
     return note.kind
+
+
+def unseen_lines(unseen: object) -> list[str]:
+    """What of the job the dumps do not show, one sentence each (engine.Unseen)."""
+    lines = []
+    size = int(getattr(unseen, "world_size", 0))
+    if not getattr(unseen, "world_stated", True):
+        lines.append(
+            f"no dump states the job's world size (gloo writes it only before sub-groups "
+            f"exist); ranks 0-{size - 1} are seen, and ranks past {size - 1} would have left "
+            "nothing: pass --world-size N if the job had exactly N ranks"
+            if size > 1
+            else "no dump states the job's world size and only rank 0 is seen: pass "
+            "--world-size N with the job's rank count"
+        )
+    no_file = list(getattr(unseen, "no_file", []))
+    unreadable = list(getattr(unseen, "unreadable", []))
+    if no_file:
+        lines.append(
+            f"{who(no_file)} left no dump file: what {verb(no_file, 'it', 'they')} did is unknown"
+        )
+    if unreadable:
+        lines.append(
+            f"the dump of {who(unreadable)} is unreadable (listed on stderr): what "
+            f"{verb(unreadable, 'it', 'they')} did is unknown"
+        )
+    return lines
 
 
 def mixed_jobs(conflicts: dict[str, list[list[int]]], split: object) -> str:

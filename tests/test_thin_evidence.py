@@ -1,0 +1,172 @@
+"""Thin evidence: lost hosts, unreadable dumps, unstated world sizes, one dump of many.
+
+Less evidence never gives a more confident answer: what the dumps cannot show is said, a job
+that cannot be seen whole is never called healthy (exit 4), and an input problem is a cause
+only when ranks wait for that rank and nothing else explains the wait.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from frtrace.analysis.engine import analyze
+from frtrace.synth import Fault, JobSpec, Layout, simulate, write_job
+from frtrace.tables.load import load_trace
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def frtrace_json(folder: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+    """Exit status, JSON report and stderr of `frtrace FOLDER --format json ARGS`."""
+    out = subprocess.run(
+        [sys.executable, "-m", "frtrace", str(folder), "--format", "json", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return out.returncode, json.loads(out.stdout) if out.stdout else {}, out.stderr
+
+
+def copy_fixture(name: str, tmp_path: Path, keep: list[int] | None = None) -> Path:
+    """A copy of a real fixture folder, with only the `keep` ranks' dumps."""
+    job = tmp_path / name
+    shutil.copytree(FIXTURES / name, job)
+    if keep is not None:
+        for path in job.iterdir():
+            if int(path.name.rsplit("_", 1)[1].split(".")[0]) not in keep:
+                path.unlink()
+    return job
+
+
+def cut(path: Path, size: int) -> None:
+    """A dump cut short, as a process killed while writing it leaves it."""
+    path.write_bytes(path.read_bytes()[:size])
+
+
+# --- a lost host: eight ranks of one node left no dump ----------------------------------------
+
+
+def lost_host_job(tmp_path: Path, fmt: str = "pickle") -> Path:
+    """Rank 24 stops; the whole of its node (ranks 24-31) leaves no dump, as when a host dies."""
+    job = simulate(JobSpec(Layout(tp=8, dp=4, pp=1), fault=Fault("missing_dump", 24), steps=3))
+    job.omit_ranks |= set(range(24, 32))
+    write_job(job, tmp_path, fmt=fmt, host_names=True)
+    return tmp_path
+
+
+@pytest.mark.parametrize("fmt", ["pickle", "json"])
+def test_a_lost_host_is_one_root_cause_naming_its_eight_ranks(tmp_path: Path, fmt: str) -> None:
+    analysis = analyze(load_trace(lost_host_job(tmp_path, fmt)))
+    root = analysis.root_cause
+    assert root is not None
+    assert (root.kind, root.culprit_ranks) == ("missing_dump", list(range(24, 32)))
+    assert [f for f in analysis.findings[1:] if not f.secondary] == [], "one cause, not four"
+    assert all(n.kind != "independent_causes" for n in analysis.notes)
+
+
+def test_a_lost_host_report_says_the_ranks_left_no_dump_and_exits_1(tmp_path: Path) -> None:
+    status, rep, _err = frtrace_json(lost_host_job(tmp_path))
+    assert (status, rep["verdict"]) == (1, "findings")
+    assert rep["root_cause"]["culprit_ranks"] == list(range(24, 32))
+    assert "ranks 24-31 left no dump" in rep["root_cause"]["detail"]
+    assert rep["unseen"]["no_file"] == list(range(24, 32))
+
+
+# --- an unreadable dump beside a real fault ---------------------------------------------------
+
+
+def test_an_unreadable_dump_is_never_a_cause_beside_a_real_size_mismatch(tmp_path: Path) -> None:
+    fault = Fault("size_mismatch", 5, group="tp", step=1)
+    job = simulate(JobSpec(Layout(tp=2, dp=2, pp=2), fault=fault, steps=3))
+    paths = write_job(job, tmp_path)
+    cut(paths[2], len(paths[2].read_bytes()) // 2)
+    status, rep, err = frtrace_json(tmp_path)
+    assert status == 1
+    assert (rep["root_cause"]["kind"], rep["root_cause"]["culprit_ranks"]) == (
+        "size_mismatch",
+        [5],
+    )
+    assert all(2 not in f["culprit_ranks"] for f in rep["findings"])
+    assert rep["unseen"]["unreadable"] == [2]
+    assert err.count("skipped") == 1
+
+
+def test_a_dump_cut_to_500_bytes_is_blamed_only_where_ranks_wait_for_it(tmp_path: Path) -> None:
+    """cascade_4rank: rank 2 waits in pair23#3 for rank 3, ranks 0-1 in default_pg#3 for 2."""
+    job = copy_fixture("cascade_4rank", tmp_path)
+    cut(job / "trace_3", 500)
+    status, rep, _err = frtrace_json(job)
+    root = rep["root_cause"]
+    assert status == 1
+    assert (root["kind"], root["culprit_ranks"], root["pg_desc"]) == (
+        "missing_dump",
+        [3],
+        "pair23",
+    )
+    assert "the dump of rank 3 is unreadable" in root["detail"]
+    assert all(2 not in f["culprit_ranks"] for f in rep["findings"] if not f["secondary"])
+
+
+# --- what cannot be told ----------------------------------------------------------------------
+
+
+def test_one_dump_of_a_hung_job_whose_world_nothing_states_exits_4(tmp_path: Path) -> None:
+    status, rep, _err = frtrace_json(copy_fixture("cascade_4rank", tmp_path, keep=[0]))
+    assert (status, rep["ok"], rep["verdict"]) == (4, False, "unknown")
+    assert rep["unseen"]["world_stated"] is False
+    assert any("world size" in why for why in rep["unseen"]["why"])
+
+
+def test_one_dump_of_a_hung_two_rank_job_says_the_other_left_none(tmp_path: Path) -> None:
+    job = copy_fixture("tutorial", tmp_path, keep=[0])
+    status, rep, _err = frtrace_json(job)
+    assert (status, rep["verdict"]) == (4, "unknown")
+    assert (rep["unseen"]["world_size"], rep["unseen"]["no_file"]) == (2, [1])
+
+
+def test_the_text_report_of_an_unknown_job_says_what_it_cannot_see(tmp_path: Path) -> None:
+    job = copy_fixture("tutorial", tmp_path, keep=[0])
+    out = subprocess.run(
+        [sys.executable, "-m", "frtrace", str(job)], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 4
+    assert "CANNOT TELL" in out.stdout and "rank 1 left no dump file" in out.stdout
+    assert out.stdout.rstrip().splitlines()[-1].startswith("UNKNOWN:")
+
+
+def test_world_size_states_what_no_dump_does(tmp_path: Path) -> None:
+    job = copy_fixture("cascade_4rank", tmp_path, keep=[0])
+    status, rep, _err = frtrace_json(job, "--world-size", "1")
+    assert (status, rep["verdict"], rep["unseen"]) == (0, "ok", None)
+
+
+def test_world_size_below_the_ranks_seen_is_a_usage_error(tmp_path: Path) -> None:
+    status, _rep, err = frtrace_json(FIXTURES / "cascade_4rank", "--world-size", "2")
+    assert status == 2 and "below the ranks seen" in err and "Traceback" not in err
+
+
+def test_a_whole_gloo_job_with_sub_groups_still_names_its_culprit() -> None:
+    status, rep, _err = frtrace_json(FIXTURES / "cascade_4rank")
+    assert (status, rep["root_cause"]["culprit_ranks"]) == (1, [3])
+    assert rep["unseen"]["world_stated"] is False, "gloo states no world once sub-groups exist"
+
+
+# --- ranks that completed a rooted collective and moved on -----------------------------------
+
+
+def test_ranks_that_left_a_broadcast_are_not_suspects() -> None:
+    status, rep, _err = frtrace_json(FIXTURES / "broadcast_root_4rank")
+    root = rep["root_cause"]
+    assert status == 1
+    assert (root["culprit_ranks"], root["waiting_ranks"]) == ([1, 3], [0, 2])
+    assert (root["evidence"]["reason"], root["evidence"]["undecidable"]) == (
+        "left_in_rooted",
+        False,
+    )
