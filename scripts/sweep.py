@@ -42,6 +42,7 @@ if str(_REPO) not in sys.path:
 
 import frtrace  # noqa: E402
 from frtrace.analysis.engine import analyze  # noqa: E402
+from frtrace.dumps.discover import rank_from_name  # noqa: E402
 from frtrace.errors import FrtraceError  # noqa: E402
 from frtrace.synth import Fault, JobSpec, Layout, simulate, spec_for_entries, write_job  # noqa: E402
 from frtrace.synth.sim import entries_per_step  # noqa: E402
@@ -71,6 +72,8 @@ class Scenario:
     straggler: bool = False
     snapshot: bool = False
     needs_timing: bool = False
+    lost_host: bool = False  # missing_dump: the culprit's whole node (8 ranks) leaves no dump
+    cut_other: bool = False  # a non-culprit's dump is cut in half (killed while writing it)
 
 
 SCENARIOS = (
@@ -82,6 +85,10 @@ SCENARIOS = (
     Scenario("missing_ranks pp (first p2p op of a step)", "missing_ranks", group="pp"),
     Scenario("missing_ranks pp (second p2p op)", "missing_ranks", group="pp", index=1),
     Scenario("missing_dump", "missing_dump"),
+    Scenario("lost host (8 ranks, no dumps)", "missing_dump", group="dp", lost_host=True),
+    Scenario("size_mismatch beside an unreadable dump", "size_mismatch", cut_other=True),
+    Scenario("missing_ranks beside an unreadable dump", "missing_ranks", cut_other=True),
+    Scenario("healthy with an unreadable dump", None, cut_other=True),
     Scenario("type_mismatch", "type_mismatch"),
     Scenario("size_mismatch", "size_mismatch"),
     Scenario("dtype_mismatch", "dtype_mismatch"),
@@ -173,9 +180,14 @@ def judge(expected: dict[str, Any] | None, members: list[int], report: Any) -> O
     mism_kinds = {*MISMATCH, "p2p_mismatch"}
     if expected is None:
         n = len(findings)
-        return Outcome(
-            n == 0, f"{n} finding(s) on a healthy job" if n else "", 0, n, True, True, True
-        )
+        seen_whole = report.unseen is None
+        if n or not (report.ok or report.undetermined):
+            why = f"{n} finding(s) on a healthy job"
+        elif not seen_whole and not report.undetermined:
+            why = "called healthy while not seen whole"
+        else:
+            why = ""
+        return Outcome(not why, why, 0, n, True, True, True)
     root = report.root_cause
     elsewhere = sum(
         1
@@ -193,10 +205,18 @@ def judge(expected: dict[str, Any] | None, members: list[int], report: Any) -> O
     problems = []
     if root.kind != expected["kind"]:
         problems.append(f"kind {root.kind} != {expected['kind']}")
-    if root.pg_name != expected["pg_name"]:
+    within = expected.get("culprits_within")  # a lost host: any of its awaited ranks
+    if within is None and root.pg_name != expected["pg_name"]:
         problems.append(f"group {root.pg_name} != {expected['pg_name']}")
-    if sorted(root.culprit_ranks) != want_culprits:
+    if within is not None:
+        if not root.culprit_ranks or not set(root.culprit_ranks) <= set(within):
+            problems.append(f"culprits {got[2][:8]} not within the host {within[:8]}")
+        want_culprits = sorted(root.culprit_ranks)
+    elif sorted(root.culprit_ranks) != want_culprits:
         problems.append(f"culprits {got[2][:8]} != {want_culprits[:8]}")
+    cut = expected.get("unreadable", [])
+    if any(r in f.culprit_ranks for f in findings if not f.secondary for r in cut):
+        problems.append(f"unreadable rank {cut} named a cause")
     if expected["kind"] != "missing_dump" and getattr(root, seq_key) != expected[seq_key]:
         problems.append(f"{seq_key} {getattr(root, seq_key)} != {expected[seq_key]}")
     # A p2p seq counts the rank's sends and receives together: the op says which one it
@@ -215,7 +235,7 @@ def judge(expected: dict[str, Any] | None, members: list[int], report: Any) -> O
         len(findings),
         other_causes=others,
         culprit=root.kind == expected["kind"] and sorted(root.culprit_ranks) == want_culprits,
-        group=root.pg_name == expected["pg_name"],
+        group=within is not None or root.pg_name == expected["pg_name"],
         seq=expected["kind"] == "missing_dump"
         or (getattr(root, seq_key) == expected[seq_key] and not p2p_op),
     )
@@ -293,14 +313,26 @@ def run_case(
         if at is None:
             raise
         return None, 0.0
+    expected = adjust(job.expected, sc, timing, job)
+    if sc.lost_host:
+        if layout.world < 16 or fault is None:
+            return None, 0.0
+        host = [r for r in range(layout.world) if r // 8 == fault.rank // 8]
+        job.omit_ranks |= set(host)
+        expected = {**expected, "culprit_ranks": host, "culprits_within": host}
     out = tmp / f"{abs(hash((sc.name, layout, timing, wrapped, fmt, at)))}"  # one per case
-    write_job(job, out, fmt=fmt)
+    paths = write_job(job, out, fmt=fmt)
+    if sc.cut_other:
+        culprits = set(expected["culprit_ranks"]) if expected else set()
+        victim = next(p for p in paths if rank_from_name(p.name) not in culprits)
+        victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
+        if expected is not None:
+            expected = {**expected, "unreadable": [rank_from_name(victim.name)]}
     trace = load_trace(out, jobs=1)
     try:
         report = analyze(trace)
     except FrtraceError as exc:  # refusing a generated job is a miss, not the sweep's end
         return Outcome(False, f"refused: {exc}", 0, 0), time.perf_counter() - t0
-    expected = adjust(job.expected, sc, timing, job)
     members = job.groups[expected["pg_name"]][1] if expected else []
     if client is None:
         return judge(expected, members, report), time.perf_counter() - t0

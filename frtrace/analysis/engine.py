@@ -226,6 +226,29 @@ def mismatch_before(
     return root, None
 
 
+def unreadable_behind(
+    roots: list[Finding], unreadable: set[int]
+) -> tuple[list[Finding], list[Finding]]:
+    """(roots, demoted): ranks wait for a rank whose dump is unreadable, while another cause
+    holds up ranks too. That rank was alive to write a dump, and its own wait is out of
+    sight: it is most likely held up by that other cause, so its root is a consequence."""
+
+    def unread(f: Finding) -> bool:
+        return (
+            f.kind == "missing_dump"
+            and bool(f.culprit_ranks)
+            and (set(f.culprit_ranks) <= unreadable)
+        )
+
+    if not unreadable or all(unread(r) for r in roots):
+        return roots, []
+    kept = [r for r in roots if not unread(r)]
+    demoted = [r for r in roots if unread(r)]
+    for f in demoted:
+        f.mark_consequence(f.culprit_ranks, "unreadable_elsewhere")
+    return kept, demoted
+
+
 def one_cause_per_culprit(
     roots: list[Finding], blocked: dict
 ) -> tuple[list[Finding], list[Finding]]:
@@ -277,6 +300,8 @@ def analyze(trace: Trace, mismatch_cap: int = 10, straggler_threshold_ms: float 
     failed = [mismatch_before(ctx, r, found, waits.blocked) for r in roots]
     roots = [root for root, _waited in failed]
     roots, again = one_cause_per_culprit(roots, waits.blocked)
+    roots, unread = unreadable_behind(roots, set(trace.unreadable))
+    again += unread
     again += [waited for _root, waited in failed if waited is not None]
     root_keys = {_key(r) for r in roots}
     root_places = {

@@ -48,6 +48,7 @@ REASONS = (
     "no_dump_elsewhere",  # consequence: ranks wait here too for the root cause's dumpless rank
     "after_mismatch",  # consequence: the absent ranks stopped after a collective they disagreed on
     "left_in_rooted",  # ranks still inside a rooted collective the others completed and left
+    "unreadable_elsewhere",  # consequence: ranks wait for an unreadable rank, held up elsewhere
 )
 
 

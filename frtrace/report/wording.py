@@ -243,6 +243,15 @@ def _no_dump_elsewhere(f: Finding) -> str:
     )
 
 
+def _unreadable_elsewhere(f: Finding) -> str:
+    ranks = f.culprit_ranks
+    return (
+        f"{waits_in(f.waiting_ranks, _blocking_place(f))} for {who(ranks)}, whose dump is "
+        f"unreadable: where {verb(ranks, 'it', 'they')} waited is out of sight, most likely "
+        "held up by the root cause (a consequence, as far as the dumps tell)"
+    )
+
+
 def _blocking_place(f: Finding) -> Place:
     node = f.facts.get("node")
     if isinstance(node, dict):
@@ -352,6 +361,7 @@ _DETAIL: dict[str, Callable[[Finding], str]] = {
     "no_dump_elsewhere": _no_dump_elsewhere,
     "left_in_rooted": _left_in_rooted,
     "after_mismatch": _after_mismatch,
+    "unreadable_elsewhere": _unreadable_elsewhere,
 }
 
 
@@ -412,11 +422,12 @@ def chain_lines(f: Finding) -> list[str]:
             "any collective"
         )
     elif f.reason == "left_in_rooted":
-        end = f"{verb(last.waits_for, 'is', 'are')} still inside {_at(f, (last.place.seq or 0) - 1)}"
+        end = (
+            f"{verb(last.waits_for, 'is', 'are')} still inside {_at(f, (last.place.seq or 0) - 1)}"
+        )
     else:
         end = (
-            f"never issued it and {verb(last.waits_for, 'is', 'are')} not waiting in any "
-            "collective"
+            f"never issued it and {verb(last.waits_for, 'is', 'are')} not waiting in any collective"
         )
     lines.append(f"{who(last.waits_for)} {end}")
     return lines
