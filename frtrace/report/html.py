@@ -365,6 +365,7 @@ body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-s
   color:var(--fg); background:#f4f6f9; }
 header { padding:14px 24px; color:#fff; font-weight:600; font-size:17px; background:var(--red); }
 header.ok { background:var(--green); }
+header.unknown { background:#8d6e00; }
 header small { display:block; font-weight:400; font-size:13px; opacity:.9; }
 main { max-width:1280px; margin:0 auto; padding:8px 16px 40px; }
 section { background:var(--bg); border:1px solid var(--line); border-radius:8px;
@@ -451,7 +452,7 @@ function table(headers, rows) {
 
 function renderVerdict() {
   const h = document.getElementById("verdict");
-  h.className = D.ok ? "ok" : "";
+  h.className = D.ok ? "ok" : (D.report.verdict === "unknown" ? "unknown" : "");
   const inp = D.report.inputs;
   h.appendChild(document.createTextNode(D.verdict));
   const lost = inp.missing_dumps.length;
@@ -465,6 +466,13 @@ function renderRoot() {
   const r = D.report.root_cause;
   if (!r) {
     body.appendChild(el("p", {}, "No desync, mismatch or missing rank found."));
+    const unseen = D.report.unseen;
+    if (unseen) {
+      body.appendChild(el("h3", {}, "Cannot tell: the dumps do not show the whole job"));
+      const list = el("ul", { id: "unseen" });
+      unseen.why.forEach(w => list.appendChild(el("li", {}, w)));
+      body.appendChild(list);
+    }
     document.getElementById("chain").appendChild(el("p", { class: "muted" }, "No rank waits."));
     return;
   }
