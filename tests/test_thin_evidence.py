@@ -170,3 +170,22 @@ def test_ranks_that_left_a_broadcast_are_not_suspects() -> None:
         "left_in_rooted",
         False,
     )
+
+
+# --- pickle and JSON of one run: the same answer unless stacks decided, and then it says so ---
+
+
+def test_a_tie_the_stacks_broke_says_so_and_its_json_twin_stays_undecided() -> None:
+    status, rep, _err = frtrace_json(FIXTURES / "tutorial")
+    assert (status, rep["root_cause"]["culprit_ranks"]) == (1, [0])
+    assert rep["root_cause"]["evidence"]["decided_by"] == "stacks"
+    status, rep, _err = frtrace_json(FIXTURES / "tutorial_json")
+    assert (status, rep["root_cause"]["culprit_ranks"]) == (1, [0, 1])
+    assert rep["root_cause"]["evidence"]["undecidable"] is True
+    text = subprocess.run(
+        [sys.executable, "-m", "frtrace", str(FIXTURES / "tutorial")],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    assert "decided by      the call sites in the stacks" in text

@@ -197,6 +197,8 @@ def missing_finding(
         facts["elsewhere"] = elsewhere
     if "facts_rooted" in typed:
         facts["rooted_op"] = typed.pop("facts_rooted")
+    if reason in ("extra_call", "stopped_early"):
+        facts["decided_by"] = ctx.decided_by(have + missing)
     return ctx.finding(
         "missing_ranks",
         pg,
@@ -338,6 +340,7 @@ def mismatch_finding(ctx: Context, pg: int, seq: int, rows: Table) -> Finding:
         tied = sorted(signature)
         if changed and len(changed) < len(tied) and any(set(changed) == set(s) for s in ordered):
             culprits, reason = sorted(changed), "history_changed"
+            facts["decided_by"] = ctx.decided_by(tied)
         else:
             culprits, reason, undecidable = tied, "even_split", True
     return ctx.finding(

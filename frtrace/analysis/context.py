@@ -209,6 +209,12 @@ class Context:
         pos = mine["pos"][(mine["pg"] == pg) & (mine["seq"] == seq)]
         return int(pos[0]) if len(pos) else None
 
+    def decided_by(self, ranks: list[int]) -> str:
+        """What a tie broken by these ranks' histories rested on: "stacks" (call sites from
+        the frames) or "op_sequence" (JSON dumps carry no frames: the ops stand in)."""
+        with_stacks = all(bool((self.history(r)["stack_id"] >= 0).any()) for r in ranks)
+        return "stacks" if with_stacks else "op_sequence"
+
     def has_history(self, rank: int) -> bool:
         """The rank's dump holds completed work, so its call sites show what it usually does
         (an `onlyActive` dump keeps only unfinished work and frozen coalesced parts)."""

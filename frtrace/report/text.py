@@ -22,6 +22,7 @@ from frtrace.report.fmt import Style
 from frtrace.report.summary import loaded_summary
 from frtrace.report.wording import (
     chain_lines,
+    decided_line,
     detail,
     note_text,
     progress_lines,
@@ -441,6 +442,9 @@ def _root_block(
         if key == "culprit ranks":
             wrapped = [style.red(w) for w in wrapped]
         lines += wrapped
+    told = decided_line(f)
+    if told:
+        lines += wrap(told, width, f"  {'decided by':<16}", " " * 18)
     stall = stall_lines(f)
     if stall is not None:
         lines += wrap(stall[0], width, f"  {'stuck':<16}", " " * 18)

@@ -365,6 +365,20 @@ _DETAIL: dict[str, Callable[[Finding], str]] = {
 }
 
 
+def decided_line(f: Finding) -> str:
+    """What broke a two-sided tie, when a rank's history did: the stacks' call sites (JSON
+    dumps of the same job have none, and may leave it undecided) or the op sequence."""
+    told = f.facts.get("decided_by")
+    if told == "stacks":
+        return (
+            "the call sites in the stacks (JSON dumps carry none: from them the same job may "
+            "be undecidable)"
+        )
+    if told == "op_sequence":
+        return "the sequence of ops (these dumps carry no stacks)"
+    return ""
+
+
 def detail(f: Finding) -> str:
     """One paragraph saying what went wrong and why these ranks are blamed."""
     return _DETAIL[f.reason](f)
