@@ -74,6 +74,7 @@ class Scenario:
     needs_timing: bool = False
     lost_host: bool = False  # missing_dump: the culprit's whole node (8 ranks) leaves no dump
     cut_other: bool = False  # a non-culprit's dump is cut in half (killed while writing it)
+    second: str | None = None  # a second fault's kind, on a rank of another pipeline stage
 
 
 SCENARIOS = (
@@ -89,6 +90,8 @@ SCENARIOS = (
     Scenario("size_mismatch beside an unreadable dump", "size_mismatch", cut_other=True),
     Scenario("missing_ranks beside an unreadable dump", "missing_ranks", cut_other=True),
     Scenario("healthy with an unreadable dump", None, cut_other=True),
+    Scenario("two faults: missing_ranks + size_mismatch", "missing_ranks", second="size_mismatch"),
+    Scenario("two faults: missing_dump + dtype_mismatch", "missing_dump", second="dtype_mismatch"),
     Scenario("type_mismatch", "type_mismatch"),
     Scenario("size_mismatch", "size_mismatch"),
     Scenario("dtype_mismatch", "dtype_mismatch"),
@@ -241,6 +244,39 @@ def judge(expected: dict[str, Any] | None, members: list[int], report: Any) -> O
     )
 
 
+def judge_several(truths: list[dict[str, Any]], report: Any) -> Outcome:
+    """Several faults at once: the root cause is one of them, and each other one is found as
+    an independent cause (kind and culprits: where a stopped rank is awaited depends on what
+    the other fault held up), none else."""
+    root = report.root_cause
+    causes = [f for f in report.findings if not f.secondary]
+
+    def found(t: dict[str, Any], f: Any) -> bool:
+        return (f.kind, sorted(f.culprit_ranks)) == (t["kind"], sorted(t["culprit_ranks"]))
+
+    problems = []
+    if root is None or not any(found(t, root) for t in truths):
+        problems.append("the root cause is none of the faults")
+    # A fault its rank never got to (another one held it up first) shows as a consequence;
+    # a missing dump nobody waits for is no cause, only named among what is not seen.
+    unseen = report.unseen.no_file if report.unseen is not None else []
+    as_cause = [t for t in truths if any(found(t, f) for f in causes)]
+    missed = [
+        t["kind"]
+        for t in truths
+        if t.get("reached", True)
+        and t not in as_cause
+        and not (t["kind"] == "missing_dump" and set(t["culprit_ranks"]) <= set(unseen))
+    ]
+    if missed:
+        problems.append(f"not found as a cause: {', '.join(missed)}")
+    extra = len(causes) - len(as_cause)
+    if extra > 0:
+        problems.append(f"{extra} other cause(s)")
+    ok = not problems
+    return Outcome(ok, "; ".join(problems), 0, len(report.findings), ok, ok, ok, max(extra, 0))
+
+
 def adjust(expected: dict[str, Any] | None, sc: Scenario, timing: bool, job: Any) -> Any:
     """What the evidence allows when timing is off: a GPU that never started a collective
     looks like every member waiting inside it (no start events), so nobody can be singled out."""
@@ -282,9 +318,16 @@ def run_case(
         return None, 0.0
     if sc.kind is not None and fault is None:
         return None, 0.0
+    also: tuple[Fault, ...] = ()
+    if sc.second is not None and fault is not None:
+        if layout.pp < 2 or at is not None:
+            return None, 0.0
+        other = (fault.rank + layout.world // layout.pp) % layout.world
+        also = (Fault(sc.second, other, group=fault.group, step=1, index=0),)
     if sc.needs_timing and not timing and sc.kind is None:
         return None, 0.0
     common: dict[str, Any] = {
+        "also": also,
         "enable_timing": timing,
         "batch_p2p": True,
         "extras": True,
@@ -333,6 +376,8 @@ def run_case(
         report = analyze(trace)
     except FrtraceError as exc:  # refusing a generated job is a miss, not the sweep's end
         return Outcome(False, f"refused: {exc}", 0, 0), time.perf_counter() - t0
+    if job.also_expected:
+        return judge_several([expected, *job.also_expected], report), time.perf_counter() - t0
     members = job.groups[expected["pg_name"]][1] if expected else []
     if client is None:
         return judge(expected, members, report), time.perf_counter() - t0

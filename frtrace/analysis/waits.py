@@ -801,6 +801,15 @@ def mark_secondary(
         here = WaitNode("c", names.get(f.pg_name, -1), seq, -1, -1)
         suspects = f.not_issued_by or f.culprit_ranks
         away = {r: blocked[r].node for r in suspects if r in blocked}
+
+        # A rank that issued this collective while blocked in the same kind of op (group
+        # kind and op: another stage's pipeline recv) shows such a wait does not stop a rank
+        # from issuing it (work is enqueued ahead of the GPU): it excuses no suspect.
+        def role(r: int) -> tuple[str, str]:
+            return ctx.desc(blocked[r].node.pg), blocked[r].op
+
+        past = {role(r) for r in f.issued_by if r in blocked}
+        away = {r: n for r, n in away.items() if role(r) not in past}
         idle = {r for r in suspects if r not in blocked and r in stopped}
         if (
             away

@@ -68,6 +68,7 @@ class FaultPlan:
     program: list[Item]
     expected: dict[str, Any]
     omit_ranks: set[int]
+    at: int = 0  # the faulted item's place in the program (where a missing rank stops)
 
 
 def _counts_before(program: list[Item], pos: int, kind: int) -> tuple[int, int]:
@@ -220,7 +221,7 @@ def plan_fault(
 
     coll, p2p = _counts_before(step_program * steps, target_pos, kind)
     expected = _expected(fault, culprits, group.pg_name, group.desc, item, coll, p2p, target_op)
-    return FaultPlan(program, expected, omit)
+    return FaultPlan(program, expected, omit, pos)
 
 
 def _expected(

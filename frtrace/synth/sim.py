@@ -66,6 +66,7 @@ class JobSpec:
     only_active: bool = False
     seed: int = 0
     fault: Fault | None = None
+    also: tuple[Fault, ...] = ()  # further faults on other ranks, at the same time
     batch_p2p: bool = False
     extras: bool = False
     straggler: tuple[int, int] | None = None
@@ -90,6 +91,12 @@ class JobSpec:
             raise ValueError(f"JobSpec.seed must be an int, got {self.seed!r}")
         if self.fault is not None and not isinstance(self.fault, Fault):
             raise ValueError(f"JobSpec.fault must be a Fault or None, got {self.fault!r}")
+        if self.also and (
+            self.fault is None
+            or not all(isinstance(f, Fault) for f in self.also)
+            or len({f.rank for f in (self.fault, *self.also)}) != 1 + len(self.also)
+        ):
+            raise ValueError("JobSpec.also needs a fault, and Faults on ranks of their own")
         if self.snapshot is not None and not (0 < self.snapshot < 1 and self.fault is None):
             raise ValueError("JobSpec.snapshot must be in (0, 1), and only for healthy jobs")
 
@@ -151,6 +158,7 @@ class SyntheticJob:
     expected: dict[str, Any] | None
     omit_ranks: set[int] = field(default_factory=set)
     spec: JobSpec | None = None
+    also_expected: list[dict[str, Any]] = field(default_factory=list)  # JobSpec.also's truth
     hung: bool = False
     engine: Any = field(default=None, repr=False)
 
@@ -257,21 +265,29 @@ class _Engine:
         self.jit = [rng.randrange(max(1, spec.jitter_ns)) for _ in range(_JITTER)]
         self.t0 = BASE_TIME_NS + rng.randrange(10**15)
         self.expected: dict[str, Any] | None = None
+        self.also_expected: list[dict[str, Any]] = []  # the truth of JobSpec.also's faults
         self.omit: set[int] = set()
-        fault_prog: list[Item] | None = None
+        programs: dict[int, list[Item]] = {}
+        self.also_at: list[tuple[int, int, bool]] = []  # with JobSpec.also: rank, place, stops
         stride = lay.dp * lay.tp
-        if spec.fault is not None:
-            stage = spec.fault.rank // stride if spec.fault.rank < lay.world else 0
-            plan = plan_fault(
-                spec.fault, lay, self.table, self.reg, self.stage_progs[stage], spec.steps
-            )
-            fault_prog, self.expected, self.omit = plan.program, plan.expected, plan.omit_ranks
+        for i, fault in enumerate((spec.fault, *spec.also) if spec.fault is not None else ()):
+            stage = fault.rank // stride if fault.rank < lay.world else 0
+            plan = plan_fault(fault, lay, self.table, self.reg, self.stage_progs[stage], spec.steps)
+            programs[fault.rank] = plan.program
+            self.omit |= plan.omit_ranks
+            if i == 0:
+                self.expected = plan.expected
+            else:
+                self.also_expected.append(plan.expected)
+            if spec.also:
+                stops = fault.kind in ("missing_ranks", "missing_dump")
+                self.also_at.append((fault.rank, plan.at, stops))
         self.ranks: list[_Rank] = []
         for r in range(lay.world):
             gids = [self.table.gid(r, k) for k in range(NKINDS)]
             t0 = self.t0 + self.jit[(r * 7) % _JITTER] * 10
-            if fault_prog is not None and spec.fault is not None and r == spec.fault.rank:
-                self.ranks.append(_Rank(fault_prog, len(fault_prog), gids, t0))
+            if r in programs:
+                self.ranks.append(_Rank(programs[r], len(programs[r]), gids, t0))
             else:
                 prog = self.stage_progs[r // stride]
                 self.ranks.append(_Rank(prog, len(prog) * spec.steps, gids, t0))
@@ -405,6 +421,12 @@ class _Engine:
                     continue
                 break
         self.hung = any(me.inflight or me.pc < me.total for me in ranks)
+        truths = [self.expected, *self.also_expected] if self.also_at else []
+        for truth, (rank, at, stops) in zip(truths, self.also_at, strict=True):
+            # Reached: the rank got to its fault; else another fault held it up before.
+            # A missing dump is missing wherever its rank got to.
+            reached = ranks[rank].pc >= at if stops else ranks[rank].pc > at
+            truth["reached"] = reached or truth["kind"] == "missing_dump"
         if self.spec.fault is None and self.hung:
             raise RuntimeError("healthy synthetic job deadlocked; program generator bug")
         if self.spec.fault is not None and not self.hung:
@@ -635,6 +657,7 @@ def simulate(spec: JobSpec) -> SyntheticJob:
         expected=engine.expected,
         omit_ranks=set(engine.omit),
         spec=spec,
+        also_expected=engine.also_expected,
         hung=engine.hung,
         engine=engine,
     )
