@@ -421,7 +421,7 @@ class _Engine:
                     continue
                 break
         self.hung = any(me.inflight or me.pc < me.total for me in ranks)
-        truths = [self.expected, *self.also_expected] if self.also_at else []
+        truths = [self.expected, *self.also_expected] if self.expected and self.also_at else []
         for truth, (rank, at, stops) in zip(truths, self.also_at, strict=True):
             # Reached: the rank got to its fault; else another fault held it up before.
             # A missing dump is missing wherever its rank got to.
