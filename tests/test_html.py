@@ -270,13 +270,13 @@ def test_a_job_seen_in_part_is_unknown_on_the_page_and_says_what_is_missing(
 
     one = tmp_path / "one"
     one.mkdir()
-    (one / "trace_0").write_bytes((FIXTURES / "tutorial" / "trace_0").read_bytes())
+    (one / "trace_0").write_bytes((FIXTURES / "cascade_4rank" / "trace_0").read_bytes())
     page = _page(one, tmp_path / "one.html")
-    assert _open(browser, page, "one_of_two.png") == []
+    assert _open(browser, page, "one_of_four.png") == []
     header = browser.find_element(By.ID, "verdict")
     assert header.text.startswith("UNKNOWN:") and header.get_attribute("class") == "unknown"
     missing = browser.find_element(By.ID, "unseen").text
-    assert "rank 1 left no dump file" in missing
+    assert "no dump states the job's world size" in missing
 
 
 def test_skipped_files_are_named_ten_per_reason_and_the_rest_on_demand(

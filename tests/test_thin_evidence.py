@@ -124,20 +124,30 @@ def test_one_dump_of_a_hung_job_whose_world_nothing_states_exits_4(tmp_path: Pat
     assert any("world size" in why for why in rep["unseen"]["why"])
 
 
-def test_one_dump_of_a_hung_two_rank_job_says_the_other_left_none(tmp_path: Path) -> None:
-    job = copy_fixture("tutorial", tmp_path, keep=[0])
-    status, rep, _err = frtrace_json(job)
-    assert (status, rep["verdict"]) == (4, "unknown")
+def test_one_dump_of_a_hung_two_rank_job_names_the_other_rank_as_maybe_awaited(
+    tmp_path: Path,
+) -> None:
+    """The world is stated (gloo's list [0, 1]) and rank 1 left no file: rank 0 may wait for
+    it in its last collective; gloo records no states that could say it completed."""
+    status, rep, _err = frtrace_json(copy_fixture("tutorial", tmp_path, keep=[0]))
+    root = rep["root_cause"]
+    assert (status, rep["verdict"]) == (1, "findings")
+    assert (root["kind"], root["culprit_ranks"], root["evidence"]["maybe"]) == (
+        "missing_dump",
+        [1],
+        True,
+    )
+    assert "rank 0 may wait in" in root["detail"]
     assert (rep["unseen"]["world_size"], rep["unseen"]["no_file"]) == (2, [1])
 
 
 def test_the_text_report_of_an_unknown_job_says_what_it_cannot_see(tmp_path: Path) -> None:
-    job = copy_fixture("tutorial", tmp_path, keep=[0])
+    job = copy_fixture("cascade_4rank", tmp_path, keep=[0])
     out = subprocess.run(
         [sys.executable, "-m", "frtrace", str(job)], capture_output=True, text=True, check=False
     )
     assert out.returncode == 4
-    assert "CANNOT TELL" in out.stdout and "rank 1 left no dump file" in out.stdout
+    assert "CANNOT TELL" in out.stdout and "no dump states the job's world size" in out.stdout
     assert out.stdout.rstrip().splitlines()[-1].startswith("UNKNOWN:")
 
 

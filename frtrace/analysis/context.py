@@ -181,13 +181,15 @@ class Context:
         return cache[rank]
 
     def steps(self, rank: int) -> list[tuple[int, int]]:
-        """The rank's calls as (group code, call site) in recorded order; the op stands in for
-        the call site when the dump has no stacks (JSON)."""
+        """The rank's calls as (group code, call site) in recorded order. Where the dump has
+        no stacks (JSON) the op and its input sizes stand in for the call site: the op alone
+        repeats so often (every all_reduce alike) that any call would look like the usual
+        next one, which the stacks would not say."""
         cache = self.__dict__.setdefault("_steps", {})
         if rank not in cache:
             e = self.history(rank)
             site = e["stack_id"].astype(np.int64)
-            op = e["op"].astype(np.int64)
+            op = e["op"].astype(np.int64) * 1_000_003 + e["input_sizes"].astype(np.int64)
             site = np.where(site >= 0, site, -1 - op)
             cache[rank] = list(zip(e["pg_name"].tolist(), site.tolist(), strict=True))
         return cache[rank]
@@ -227,8 +229,8 @@ class Context:
         steps = self.steps(rank)
         if step is None or len(steps) < 2:
             return False
-        if step[1] < 0 and len(set(steps)) < 3:
-            return False  # no stacks and a history of one or two calls tells nothing
+        if step[1] < 0 and len(set(steps)) < 2:
+            return False  # no stacks and a history of one repeated call tells nothing
         return any(a == steps[-1] and b == step for a, b in itertools.pairwise(steps))
 
     def expected(self, pg: int) -> set[int]:

@@ -249,6 +249,45 @@ def unreadable_behind(
     return kept, demoted
 
 
+def one_stall_without_p2p(
+    ctx: Context, roots: list[Finding], blocked: dict
+) -> tuple[list[Finding], list[Finding]]:
+    """(roots, merged): on gloo, which records no send/recv (ProcessGroupGloo's send and recv
+    make no Flight Recorder entry: the real pipeline fixtures hold none), a stage that stalls
+    stops the stage it feeds at the same point, invisibly. Ranks idle before the same
+    collective (same group kind and seq) of parallel groups are then one stall whose first
+    rank cannot be told: one cause naming them all, undecidable."""
+    if "gloo" not in ctx.trace.backends:
+        return roots, []
+
+    def stop(f: Finding) -> tuple[str, int | None] | None:
+        idle = f.kind == "missing_ranks" and not any(r in blocked for r in f.culprit_ranks)
+        return (f.pg_desc, f.collective_seq_id) if idle and f.pg_desc else None
+
+    places: dict[tuple[str, int | None], list[Finding]] = {}
+    for f in roots:
+        key = stop(f)
+        if key is not None:
+            places.setdefault(key, []).append(f)
+    merged: list[Finding] = []
+    for alike in places.values():
+        if len(alike) < 2:
+            continue
+        first, rest = alike[0], alike[1:]
+        stopped = sorted({r for f in alike for r in (f.not_issued_by or f.culprit_ranks)})
+        first.facts["groups"] = [f.pg_name for f in alike]
+        first.facts["first_reason"] = first.reason
+        first.facts.pop("decided_by", None)  # each group's history, not who stopped first
+        first.culprit_ranks = stopped
+        first.waiting_ranks = sorted({r for f in alike for r in f.waiting_ranks} - set(stopped))
+        first.reason, first.undecidable = "unrecorded_p2p", True
+        first.ranks_waiting_on_this = sum(f.ranks_waiting_on_this for f in alike)
+        for f in rest:
+            f.mark_consequence(f.not_issued_by or f.culprit_ranks, "same_stall")
+        merged += rest
+    return [r for r in roots if r not in merged], merged
+
+
 def one_cause_per_culprit(
     roots: list[Finding], blocked: dict
 ) -> tuple[list[Finding], list[Finding]]:
@@ -302,6 +341,8 @@ def analyze(trace: Trace, mismatch_cap: int = 10, straggler_threshold_ms: float 
     roots, again = one_cause_per_culprit(roots, waits.blocked)
     roots, unread = unreadable_behind(roots, set(trace.unreadable))
     again += unread
+    roots, alike = one_stall_without_p2p(ctx, roots, waits.blocked)
+    again += alike
     again += [waited for _root, waited in failed if waited is not None]
     root_keys = {_key(r) for r in roots}
     root_places = {

@@ -49,6 +49,8 @@ REASONS = (
     "after_mismatch",  # consequence: the absent ranks stopped after a collective they disagreed on
     "left_in_rooted",  # ranks still inside a rooted collective the others completed and left
     "unreadable_elsewhere",  # consequence: ranks wait for an unreadable rank, held up elsewhere
+    "unrecorded_p2p",  # ranks stopped at the same point of parallel groups; no p2p recorded
+    "same_stall",  # consequence: part of the root cause's stall (no p2p recorded between)
 )
 
 

@@ -105,14 +105,18 @@ def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dic
         _, first = np.unique(view["rank"][rows], return_index=True)
         for i in rows[first].tolist():
             out[int(view["rank"][i])] = _blocked_at(ctx, i)
-    if ctx.open_groups and len(view):
-        # Without states, a rank not waiting anywhere whose last collective is in an open
-        # group (members inferred from the dumps, while some ranks left none) may wait
-        # there for a member nobody can see.
+    no_file = ctx.without_dump - set(ctx.trace.unreadable)
+    if (ctx.open_groups or no_file) and len(view):
+        # Without states, a rank not waiting anywhere may wait in its last collective for a
+        # member nobody can see: in an open group (members inferred from the dumps while
+        # some ranks left none), or where a member left no file at all (a process that
+        # died; one whose dump is unreadable was alive to write it).
         last = np.r_[np.flatnonzero(view["rank"][1:] != view["rank"][:-1]), len(view) - 1]
         for i in last.tolist():
-            rank = int(view["rank"][i])
-            if rank not in out and int(view["pg"][i]) in ctx.open_groups:
+            rank, pg = int(view["rank"][i]), int(view["pg"][i])
+            if rank in out:
+                continue
+            if pg in ctx.open_groups or no_file.intersection(ctx.group_members(pg)):
                 out[rank] = _blocked_at(ctx, i, maybe=True)
     return out
 

@@ -122,6 +122,24 @@ def _left_in_rooted(f: Finding) -> str:
     )
 
 
+def _unrecorded_p2p(f: Finding) -> str:
+    ranks = f.culprit_ranks
+    groups = ", ".join(f"pg {g}" for g in f.facts.get("groups", []))
+    return (
+        f"{who(ranks)} stopped before {where(f.place)} of their groups ({groups}), where "
+        f"{who(f.waiting_ranks)} {verb(f.waiting_ranks, 'waits', 'wait')}: one stall. gloo "
+        "records no send/recv, so a pipeline stage that stalls stops the stage it feeds at the "
+        "same point, out of sight; which of them stopped first cannot be told from the dumps"
+    )
+
+
+def _same_stall(f: Finding) -> str:
+    return (
+        f"{who(f.culprit_ranks)} stopped before {where(f.place)} too: the same stall as the "
+        "root cause (no send/recv recorded between them; a consequence)"
+    )
+
+
 def _after_mismatch(f: Finding) -> str:
     m = f.facts.get("mismatch") or {}
     place = where(Place(f.pg_name, f.pg_desc, None))
@@ -362,6 +380,8 @@ _DETAIL: dict[str, Callable[[Finding], str]] = {
     "left_in_rooted": _left_in_rooted,
     "after_mismatch": _after_mismatch,
     "unreadable_elsewhere": _unreadable_elsewhere,
+    "unrecorded_p2p": _unrecorded_p2p,
+    "same_stall": _same_stall,
 }
 
 

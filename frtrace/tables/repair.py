@@ -148,13 +148,13 @@ def infer_memberships(
             )
     hints = _size_hints(entries) if len(entries) else {}
 
-    known_ranks = set(dumped_ranks) | set(unreadable)
+    known_ranks = set(dumped_ranks)
     for votes in config_votes.values():
         for voted in votes:
             known_ranks.update(voted)
     for _rank, listed in anonymous:
         known_ranks.update(listed)
-    world = _world(known_ranks, config_votes, config_desc, anonymous, hints)
+    world = _world(known_ranks, set(unreadable), config_votes, config_desc, anonymous, hints)
 
     rows = []
     member_lists: list[list[int]] = []
@@ -224,6 +224,7 @@ def infer_memberships(
 
 def _world(
     known: set[int],
+    unreadable: set[int],
     config_votes: dict[str, Counter],
     config_desc: dict[str, str],
     anonymous: list[tuple[int, list[int]]],
@@ -231,7 +232,9 @@ def _world(
 ) -> World:
     """The job's world: stated by the default group's pg_config (NCCL), a gloo dump's
     `''`-keyed list (written whole only before sub-groups exist), or the default group's
-    all_gather / reduce_scatter sizes; else bounded by the ranks seen."""
+    all_gather / reduce_scatter sizes; else bounded by the ranks seen, unreadable files'
+    included. A stated world outweighs the names of files nobody could read: those past it
+    are listed as unreadable, not counted as ranks of the job."""
     seen = max(known, default=-1) + 1
     stated: list[tuple[int, str]] = []
     for name, votes in config_votes.items():
@@ -243,7 +246,7 @@ def _world(
         size, source = max(stated)
         if size >= seen:
             return World(size, True, source)
-    return World(seen, False, "ranks seen")
+    return World(max(seen, max(unreadable, default=-1) + 1), False, "ranks seen")
 
 
 def _pg_sort_key(name: str) -> tuple[int, int, str]:

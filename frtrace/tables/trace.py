@@ -148,9 +148,9 @@ class Trace:
 
     @property
     def whole(self) -> bool:
-        """A dump states the world, and every rank of it left a usable dump: nothing of the
-        job is out of sight."""
-        return self.world.stated and not self.missing_dumps
+        """A dump states the world, every rank of it left a usable dump and no file named
+        like a dump was unreadable: nothing of the job is out of sight."""
+        return self.world.stated and not self.missing_dumps and not self.unreadable
 
 
 @lru_cache(maxsize=4096)
