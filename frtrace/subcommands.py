@@ -101,7 +101,7 @@ def _error(message: str) -> None:
     "--under",
     type=click.IntRange(min=1),
     metavar="PID",
-    help="Only processes below this pid (a torchrun agent, a Slurm step).",
+    help="Only this process and those below it (a torchrun agent, a Slurm step).",
 )
 @click.option(
     "--prefix",
@@ -178,7 +178,7 @@ def _collect(out: str, options: dict[str, Any]) -> int:
     if problem is not None:
         _error(problem)
         return EXIT_PYSPY
-    if not done.found.processes and not any(c.name for c in done.dumps):
+    if not done.found.processes and not done.dumps:
         _error("nothing to collect on this host: no training process and no dump")
         return EXIT_UNUSABLE
     partial = (

@@ -194,8 +194,8 @@ def find_training_processes(
 ) -> Found:
     """Every process of this node whose environment holds `rank_var`, one per rank and job.
 
-    `under`: only processes below that pid (a torchrun agent, a Slurm step). `exclude`:
-    pids never taken (this process).
+    `under`: only that pid and the processes below it (a torchrun agent, a Slurm step).
+    `exclude`: pids never taken (this process).
     """
     skip = set(exclude)
     parents: dict[int, int] = {}
@@ -220,7 +220,7 @@ def find_training_processes(
         command, python = _command(proc_dir)
         candidates.append(_Candidate(pid, ppid, env, command, python))
     if under is not None:
-        candidates = [c for c in candidates if _below(c.pid, under, parents)]
+        candidates = [c for c in candidates if c.pid == under or _below(c.pid, under, parents)]
     groups: dict[tuple[str, int], list[_Candidate]] = {}
     for cand in candidates:
         rank = parse_int(cand.env[rank_var])
