@@ -18,7 +18,7 @@ import click
 
 from frtrace.errors import first_line
 
-SUBCOMMANDS = ("collect",)
+SUBCOMMANDS = ("collect", "history")
 EXIT_OK, EXIT_PARTIAL, EXIT_UNUSABLE, EXIT_INTERNAL, EXIT_PYSPY = 0, 1, 2, 3, 4
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -189,13 +189,78 @@ def _collect(out: str, options: dict[str, Any]) -> int:
     return EXIT_PARTIAL if partial else EXIT_OK
 
 
+HISTORY_EPILOG = """\b
+Examples:
+  frtrace /shared/incident-42 -o /shared/incident-42/report.json   one report per incident
+  frtrace history /shared/incidents/     every report.json in the incident folders below
+  frtrace history reports/*.json --kind missing_ranks --format json
+
+\b
+A report is a JSON report of frtrace (frtrace.report/1). A culprit rank's host comes from
+the report's root_cause.hosts, else the collect.json files frtrace collect left in the dump
+folder the report names, else that folder's dump paths (nodeB/trace_3). See docs/history.md.
+
+\b
+Exit status:
+  0  the reports were read (whatever they found)
+  2  usage error, or no usable report
+  3  internal error (rerun with --debug for a traceback)
+"""
+
+
+@click.command(
+    "history",
+    context_settings=_CONTEXT,
+    epilog=HISTORY_EPILOG,
+    short_help="Which hosts and ranks broke jobs, over many reports.",
+)
+@click.argument("reports", nargs=-1, required=True, metavar="REPORT_OR_FOLDER...")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="A table, or the same as JSON.",
+)
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    metavar="KIND",
+    help="Only incidents whose root cause is of this kind (repeatable).",
+)
+@click.option("--debug", is_flag=True, help="Show Python tracebacks of internal errors.")
+def history_command(
+    reports: tuple[str, ...], fmt: str, kinds: tuple[str, ...], debug: bool
+) -> None:
+    """Which hosts and ranks were the culprit of hung jobs, how often, of which kind, first
+    and last seen: from many frtrace JSON reports, or folders of incident folders holding
+    them. The host named most often comes first.
+    """
+    _run(lambda: _history(reports, fmt, kinds), debug)
+
+
+def _history(reports: tuple[str, ...], fmt: str, kinds: tuple[str, ...]) -> int:
+    from frtrace.history import history
+    from frtrace.report import history_report
+
+    hist = history(reports, kinds)
+    for line in history_report.skipped_lines(hist):
+        click.echo(line, err=True)
+    if not hist.incidents:
+        _error("no frtrace report found in " + ", ".join(reports))
+        return EXIT_UNUSABLE
+    if fmt == "json":
+        sys.stdout.write(history_report.render_json(hist))
+    else:
+        sys.stdout.write(history_report.render_text(hist))
+    return EXIT_OK
+
+
 def subcommand(name: str) -> click.Command:
     """The click command of a subcommand name (see SUBCOMMANDS)."""
-    if name == "collect":
-        return collect_command
-    from frtrace.history_cli import history_command
-
-    return history_command
+    return collect_command if name == "collect" else history_command
 
 
 def run_subcommand(args: list[str]) -> None:
