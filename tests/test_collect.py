@@ -95,7 +95,7 @@ def live_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Job]:
         for rank in range(2):
             env = _env(
                 RANK=str(rank),
-                LOCAL_RANK=str(rank),
+                LOCAL_RANK="0",  # as if each rank ran alone on its node
                 WORLD_SIZE="2",
                 MASTER_ADDR="127.0.0.1",
                 MASTER_PORT=port,
@@ -151,7 +151,7 @@ def test_each_ranks_stack_follows_a_label_with_its_rank_local_rank_host_and_pid(
     assert collected.result.returncode == 0, collected.result.stderr
     assert sorted(collected.blocks) == [0, 1]
     for rank, (fields, body) in collected.blocks.items():
-        assert fields == [str(rank), str(rank), short_host(), str(live_job.pids[rank])]
+        assert fields == [str(rank), "0", short_host(), str(live_job.pids[rank])]
         assert body.startswith(f"Process {live_job.pids[rank]}: "), body[:200]
 
 
@@ -190,7 +190,7 @@ def test_manifest_lists_each_process_and_file_and_no_failure(collected: Run, liv
     manifest = collected.manifest
     assert (manifest["schema"], manifest["host"]) == ("frtrace.collect/1", short_host())
     procs = [(p["rank"], p["local_rank"], p["pid"], p["stack"]) for p in manifest["processes"]]
-    assert procs == [(0, 0, live_job.pids[0], "ok"), (1, 1, live_job.pids[1], "ok")]
+    assert procs == [(0, 0, live_job.pids[0], "ok"), (1, 0, live_job.pids[1], "ok")]
     kinds = sorted((f["kind"], f["name"]) for f in manifest["files"])
     assert kinds == [
         ("dump", "trace_0"),
@@ -249,7 +249,8 @@ def _sleeper(**env: str) -> subprocess.Popen[bytes]:
 class _FakeDumpPipe(threading.Thread):
     """torch's side of the NCCL debug-info pipe, as ProcessGroupNCCL.hpp's DumpPipe does it
     (mkfifo `<stem><rank>.pipe`, open it O_RDONLY|O_NONBLOCK, read up to 128 bytes per
-    poll); on a read it writes a dump where torch's DebugInfoWriter would."""
+    poll); on a read it writes a dump where torch's DebugInfoWriter would, a little later
+    (torch polls every TORCH_NCCL_COORD_CHECK_MILSEC, 1 s, and dumps asynchronously)."""
 
     def __init__(self, pipe: Path, dump: Path, content: bytes) -> None:
         super().__init__(daemon=True)
@@ -261,6 +262,7 @@ class _FakeDumpPipe(threading.Thread):
         while not self.stop.wait(0.05):
             try:
                 if os.read(self.fd, 128):
+                    time.sleep(0.3)
                     self.dump.write_bytes(self.content)
             except BlockingIOError:
                 pass
