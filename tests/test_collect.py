@@ -34,6 +34,7 @@ from frtrace.collect.run import expand_out, short_host
 LIVE_JOB = Path(__file__).with_name("live_job.py")
 READY_WITHIN_S = 150.0  # starting torch twice on a busy 2-core machine
 COLLECT_WITHIN_S = 180
+DAY_S = 86400.0
 LABEL = re.compile(r"^# frtrace-collect rank=(\d+) local_rank=(-?\d+) host=(\S+) pid=(\d+)$")
 
 
@@ -402,3 +403,21 @@ def test_a_dump_that_is_a_fifo_is_not_opened_and_is_said_not_copied(tmp_path: Pa
     assert "dump of rank 4 not copied: " in result.stderr
     assert "not a regular file" in result.stderr
     assert not (out / "nccl_trace_rank_4").exists()
+
+
+def test_a_dump_older_than_its_rank_process_is_copied_with_a_warning(tmp_path: Path) -> None:
+    _require_pyspy()
+    shutil.copy(FIXTURES / "tutorial" / "trace_0", tmp_path / "fr_7")
+    os.utime(tmp_path / "fr_7", (time.time() - DAY_S, time.time() - DAY_S))
+    proc = _sleeper(RANK="7", TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "fr_"))
+    try:
+        result = frtrace("collect", str(tmp_path / "out"), "--under", str(proc.pid))
+    finally:
+        _stop([proc])
+    assert result.returncode == 0, result.stderr
+    assert "warning: the dump of rank 7 at " in result.stderr
+    assert "before its process started" in result.stderr
+    manifest = json.loads((tmp_path / "out" / "collect.json").read_text())
+    assert [(f["name"], f["stale"]) for f in manifest["files"] if f["kind"] == "dump"] == [
+        ("fr_7", True)
+    ]

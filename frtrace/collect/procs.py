@@ -72,6 +72,8 @@ class TrainingProcess:
     env: Mapping[str, str]
     command: str
     helpers: tuple[int, ...] = ()
+    #: when it started (seconds since the epoch), None when unknown
+    started: float | None = None
 
     def cwd(self, proc: Path = Path("/proc")) -> Path | None:
         """Its working folder (relative paths in its environment are relative to it)."""
@@ -101,6 +103,7 @@ class _Candidate:
     env: dict[str, str]
     command: str
     python: bool
+    started_ticks: int | None
 
 
 def read_environ(path: Path, limit: int = ENVIRON_LIMIT) -> dict[str, str] | None:
@@ -157,13 +160,27 @@ def parse_int(value: str | None) -> int | None:
     return int(text)
 
 
-def _ppid(proc_dir: Path) -> int | None:
+def _stat(proc_dir: Path) -> tuple[int, int | None] | None:
+    """(ppid, start time in clock ticks after boot) from /proc/<pid>/stat (proc(5))."""
     data = _read_small(proc_dir / "stat", 4096)
     if not data:
         return None
-    # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+    # "pid (comm) state ppid ... starttime(22nd) ...": comm may hold spaces and parentheses.
     fields = data.rpartition(b")")[2].split()
-    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
+    if len(fields) < 2 or not fields[1].isdigit():
+        return None
+    start = int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+    return int(fields[1]), start
+
+
+def _boot_time(proc: Path) -> float | None:
+    """Seconds since the epoch at boot (`btime` of /proc/stat)."""
+    data = _read_small(proc / "stat", 1 << 20) or b""
+    for line in data.splitlines():
+        if line.startswith(b"btime "):
+            value = line.split()[1]
+            return float(value) if value.isdigit() else None
+    return None
 
 
 def _command(proc_dir: Path) -> tuple[str, bool]:
@@ -208,9 +225,10 @@ def find_training_processes(
     for entry in entries:
         pid = int(entry)
         proc_dir = proc / entry
-        ppid = _ppid(proc_dir)
-        if ppid is None:
+        info = _stat(proc_dir)
+        if info is None:
             continue
+        ppid, ticks = info
         parents[pid] = ppid
         if pid in skip:
             continue
@@ -218,7 +236,7 @@ def find_training_processes(
         if env is None or rank_var not in env:
             continue
         command, python = _command(proc_dir)
-        candidates.append(_Candidate(pid, ppid, env, command, python))
+        candidates.append(_Candidate(pid, ppid, env, command, python, ticks))
     if under is not None:
         candidates = [c for c in candidates if c.pid == under or _below(c.pid, under, parents)]
     groups: dict[tuple[str, int], list[_Candidate]] = {}
@@ -228,6 +246,8 @@ def find_training_processes(
             found.bad_ranks.append((cand.pid, cand.env[rank_var][:40]))
             continue
         groups.setdefault((_job(cand.env), rank), []).append(cand)
+    boot = _boot_time(proc)
+    hertz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     for (job, rank), members in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         pythons = [m for m in members if m.python] or members
         pids = {m.pid for m in pythons}
@@ -248,6 +268,9 @@ def find_training_processes(
                     env=dict(top.env),
                     command=top.command,
                     helpers=tuple(helpers),
+                    started=None
+                    if boot is None or top.started_ticks is None
+                    else boot + top.started_ticks / hertz,
                 )
             )
     jobs = sorted({p.job for p in found.processes})

@@ -55,6 +55,8 @@ class Copied:
     size: int = 0
     mtime: float | None = None
     failure: str | None = None
+    #: written before the rank's process started: left by an earlier run
+    stale: bool = False
 
 
 @dataclass
@@ -141,20 +143,22 @@ def _write_stacks(done: Collected, path: Path) -> str | None:
 def _copy_dumps(done: Collected, options: Options) -> list[Copied]:
     """The dumps of the ranks running here; every dump at the prefixes given with --prefix,
     and, when no rank runs here (it died after dumping), every dump at the default places."""
-    wanted: list[tuple[int, str, Path]] = []
+    wanted: list[tuple[int, str, Path, float | None]] = []
     for proc in done.found.processes:
         for prefix in dump_prefixes(proc.env, proc.cwd(options.proc)):
-            wanted += [(proc.rank, prefix, path) for path in files_of_rank(prefix, proc.rank)]
+            wanted += [
+                (proc.rank, prefix, path, proc.started) for path in files_of_rank(prefix, proc.rank)
+            ]
     searched = list(options.prefixes)
     if not done.found.processes and not searched:
         searched = dump_prefixes(dict(os.environ), Path.cwd())
     done.searched = searched
     for prefix in searched:
-        wanted += [(rank, prefix, path) for rank, path in files_at(prefix)]
+        wanted += [(rank, prefix, path, None) for rank, path in files_at(prefix)]
     copies: list[Copied] = []
     names: dict[str, str] = {}
     seen: set[str] = set()
-    for rank, prefix, path in wanted:
+    for rank, prefix, path, started in wanted:
         source = os.path.abspath(path)
         if source in seen:
             continue
@@ -170,5 +174,7 @@ def _copy_dumps(done: Collected, options: Options) -> list[Copied]:
             copies.append(Copied(rank, source, None, failure=exc.strerror or str(exc)))
             continue
         names[name] = source
-        copies.append(Copied(rank, source, name, size, mtime))
+        # a second of slack: start times are in clock ticks, mtimes may be coarse
+        stale = started is not None and mtime < started - 1.0
+        copies.append(Copied(rank, source, name, size, mtime, stale=stale))
     return copies

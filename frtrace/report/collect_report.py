@@ -34,6 +34,10 @@ def _iso(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
+def _local(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds))
+
+
 def manifest_dict(done: Collected) -> dict[str, Any]:
     """collect.json: what was found and written, and what failed (docs/collect.md)."""
     stacks = {p.pid: s for p, s in done.stacks}
@@ -49,6 +53,7 @@ def manifest_dict(done: Collected) -> dict[str, Any]:
             "source": c.source,
             "bytes": c.size,
             "mtime": _iso(c.mtime) if c.mtime is not None else None,
+            "stale": c.stale,
         }
         for c in done.dumps
         if c.name is not None
@@ -196,7 +201,15 @@ def stderr_lines(done: Collected) -> list[str]:
                 f"stack of rank {proc.rank} (pid {proc.pid}) not taken: "
                 f"{_STACK_FAILURES[stack.failure]} ({safe(stack.detail)})"
             )
+    started = {p.rank: p.started for p in found.processes}
     for copy in done.dumps:
+        began = started.get(copy.rank)
+        if copy.stale and copy.mtime is not None and began is not None:
+            lines.append(
+                f"warning: the dump of rank {copy.rank} at {safe(copy.source)} was written "
+                f"{_local(copy.mtime)}, before its process started ({_local(began)}): left by "
+                "an earlier run? (copied all the same)"
+            )
         if copy.failure is not None:
             lines.append(
                 f"dump of rank {copy.rank} not copied: {safe(copy.source)}: {safe(copy.failure)}"
