@@ -34,7 +34,6 @@ from frtrace.collect.run import expand_out, short_host
 LIVE_JOB = Path(__file__).with_name("live_job.py")
 READY_WITHIN_S = 150.0  # starting torch twice on a busy 2-core machine
 COLLECT_WITHIN_S = 180
-DAY_S = 86400.0
 LABEL = re.compile(r"^# frtrace-collect rank=(\d+) local_rank=(-?\d+) host=(\S+) pid=(\d+)$")
 
 
@@ -408,7 +407,8 @@ def test_a_dump_that_is_a_fifo_is_not_opened_and_is_said_not_copied(tmp_path: Pa
 def test_a_dump_older_than_its_rank_process_is_copied_with_a_warning(tmp_path: Path) -> None:
     _require_pyspy()
     shutil.copy(FIXTURES / "tutorial" / "trace_0", tmp_path / "fr_7")
-    os.utime(tmp_path / "fr_7", (time.time() - DAY_S, time.time() - DAY_S))
+    # older than the process by far, newer than the machine's boot
+    os.utime(tmp_path / "fr_7", (time.time() - 30, time.time() - 30))
     proc = _sleeper(RANK="7", TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "fr_"))
     try:
         result = frtrace("collect", str(tmp_path / "out"), "--under", str(proc.pid))
