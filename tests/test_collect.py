@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REPO
 
-from frtrace.collect.dumps import fresh_through_pipe
+from frtrace.collect.dumps import fresh_from_worker_server, fresh_through_pipe
 from frtrace.collect.procs import find_training_processes
 from frtrace.collect.pyspy import find_pyspy
 from frtrace.collect.run import expand_out, short_host
@@ -421,3 +421,52 @@ def test_a_dump_older_than_its_rank_process_is_copied_with_a_warning(tmp_path: P
     assert [(f["name"], f["stale"]) for f in manifest["files"] if f["kind"] == "dump"] == [
         ("fr_7", True)
     ]
+
+
+class _NcclWorkerServer(threading.Thread):
+    """A worker server as an NCCL build of torch lists its handlers (WorkerServer.cpp's
+    routes; the dump handlers of FlightRecorderCuda.cpp and control_plane/Handlers.cpp)."""
+
+    def __init__(self, path: Path, dump: bytes) -> None:
+        import http.server
+        import socketserver
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self, body: bytes) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                names = ["ping", "fr_trace_json", "dump_nccl_trace_json", "dump_nccl_trace_pickle"]
+                self._answer(json.dumps(names).encode())
+
+            def do_POST(self) -> None:
+                self._answer(dump if self.path == "/handler/dump_nccl_trace_pickle" else b"{}")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def address_string(self) -> str:  # a Unix socket has no client address
+                return "local"
+
+        self.server = socketserver.UnixStreamServer(str(path), Handler)
+        super().__init__(target=self.server.serve_forever, daemon=True)
+
+
+def test_a_worker_server_of_an_nccl_build_gives_its_nccl_pickle(tmp_path: Path) -> None:
+    dump = (FIXTURES / "tutorial" / "trace_1").read_bytes()
+    server = _NcclWorkerServer(tmp_path / "ws.sock", dump)
+    server.start()
+    try:
+        result = fresh_from_worker_server(tmp_path / "ws.sock", 9, tmp_path, timeout=10.0)
+    finally:
+        server.server.shutdown()
+        server.server.server_close()
+    assert (result.file, result.handler, result.failure) == (
+        "fresh_trace_rank_9",
+        "dump_nccl_trace_pickle",
+        None,
+    )
+    assert (tmp_path / "fresh_trace_rank_9").read_bytes() == dump

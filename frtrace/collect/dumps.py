@@ -16,9 +16,10 @@ Fresh dumps, two mechanisms torch offers a running process (nothing else is trie
   worker_main()` with `TORCH_WORKER_SERVER_SOCKET` set serves HTTP on that Unix socket
   (torch/csrc/distributed/c10d/control_plane/WorkerServer.cpp: `GET /handler/` lists the
   handlers, `POST /handler/<name>` runs one). NCCL builds register `dump_nccl_trace_pickle`
-  (FlightRecorderCuda.cpp: the whole pickle, stacks included); every build registers
-  `fr_trace_json` (control_plane/Handlers.cpp: `dump_fr_trace_json(true, true)`, i.e. only
-  entries not yet completed). Checked with torch 2.13 (CPU): `GET /handler/` answers
+  and `dump_nccl_trace_json` (FlightRecorderCuda.cpp: the NCCL recorder, every entry, the
+  pickle with stacks); every build registers `fr_trace_json` (control_plane/Handlers.cpp:
+  `dump_fr_trace_json(true, true)`, i.e. the non-NCCL recorder's entries not yet
+  completed). Checked with torch 2.13 (CPU): `GET /handler/` answers
   `["dump_traceback","pyspy_dump","wait_counter_values","fr_trace_json","ping"]`.
 - The NCCL debug-info pipe: with `TORCH_NCCL_DEBUG_INFO_PIPE_FILE=<stem>` and the recorder
   on, each process's heartbeat monitor makes a FIFO `<stem><global rank>.pipe` and reads it
@@ -49,7 +50,11 @@ PREFIX_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 #: What a dump's name may end with after the rank (frtrace reads all of these).
 SUFFIXES = ("", ".json", ".pkl", ".pickle", ".gz", ".json.gz", ".pkl.gz", ".pickle.gz")
 #: Handlers of the worker server that return a dump, best first, and the suffix of the file.
-DUMP_HANDLERS = (("dump_nccl_trace_pickle", ""), ("fr_trace_json", ".json"))
+DUMP_HANDLERS = (
+    ("dump_nccl_trace_pickle", ""),
+    ("dump_nccl_trace_json", ".json"),
+    ("fr_trace_json", ".json"),
+)
 FRESH_PREFIX = "fresh_trace_rank_"
 #: Bytes accepted from a worker server for one dump.
 FRESH_LIMIT = 2 << 30
