@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -344,17 +344,18 @@ def _hosts(
         named = _hosts_field(root["hosts"], culprits)
         if named:
             return named, "report"
-    for source, by_rank in (
+    sources: list[tuple[HostSource, Callable[[], dict[int, str]]]] = [
         ("collect", lambda: hosts_from_manifests(manifests)),
         ("path", lambda: hosts_from_paths(trace_dir) if trace_dir is not None else {}),
-    ):
+    ]
+    for source, by_rank in sources:
         ranks_hosts = by_rank()
         placed: dict[str, list[int]] = {}
         for rank in culprits:
             if rank in ranks_hosts:
                 placed.setdefault(ranks_hosts[rank], []).append(rank)
         if placed:
-            return {h: tuple(r) for h, r in placed.items()}, source  # type: ignore[return-value]
+            return {h: tuple(r) for h, r in placed.items()}, source
     return {}, None
 
 
