@@ -151,6 +151,9 @@ def _collect(out: str, options: dict[str, Any]) -> int:
 
     host = short_host()
     target = expand_out(out, host)
+    if target.exists() and not target.is_dir():
+        _error(f"{target} is not a folder (OUT is the folder collect writes into)")
+        return EXIT_UNUSABLE
     try:
         done = collect(
             Options(
