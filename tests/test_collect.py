@@ -95,7 +95,7 @@ def live_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Job]:
         for rank in range(2):
             env = _env(
                 RANK=str(rank),
-                LOCAL_RANK="0",  # as if each rank ran alone on its node
+                LOCAL_RANK="0",  # as torchrun --virtual-local-rank sets it for every worker
                 WORLD_SIZE="2",
                 MASTER_ADDR="127.0.0.1",
                 MASTER_PORT=port,
