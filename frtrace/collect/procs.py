@@ -1,13 +1,15 @@
 """The training processes of this node, found from the `RANK` in their environment.
 
-torchrun sets `RANK`, `LOCAL_RANK`, `WORLD_SIZE` and `GROUP_RANK` in every worker's
-environment before it starts it, so `/proc/<pid>/environ` (the environment a process was
-started with; later changes made by the program itself are not visible there) maps a pid to
-its rank. Processes started by a rank inherit that environment (data-loader workers, compile
-workers), so for each rank of a job the topmost Python process holding it is the rank; the
-ones below it are recorded as its helpers. Environments are read bounded, from regular files
-only, and a process whose environment cannot be read (another user's, gone) is skipped.
-Only the variables collect needs are kept: environments hold secrets.
+torchrun sets `RANK`, `LOCAL_RANK`, `WORLD_SIZE`, `GROUP_RANK`, `MASTER_ADDR`, `MASTER_PORT`
+and `TORCHELASTIC_RUN_ID` in every worker's environment before it starts it
+(torch/distributed/elastic/agent/server/local_elastic_agent.py, `_start_workers`), so
+`/proc/<pid>/environ` (the environment a process was started with; later changes made by the
+program itself are not visible there) maps a pid to its rank. Processes started by a rank
+inherit that environment (data-loader workers, compile workers), so for each rank of a job
+the topmost Python process holding it is the rank; the ones below it are recorded as its
+helpers. Environments are read bounded, from regular files only, and a process whose
+environment cannot be read (another user's, gone) is skipped. Only the variables collect
+needs are kept: environments hold secrets.
 """
 
 from __future__ import annotations
@@ -55,9 +57,6 @@ KEPT_VARS = frozenset(
 #: What tells two jobs on one node apart (two jobs both have a rank 0).
 JOB_VARS = ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "SLURM_STEP_ID")
 _PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*$")
-#: The name torch gives a training process's main thread (c10::setThreadName); the process's
-#: `comm` is its main thread's name.
-_TORCH_MAIN_THREAD = "pt_main_thread"
 
 
 @dataclass(frozen=True)
@@ -190,8 +189,7 @@ def _command(proc_dir: Path) -> tuple[str, bool]:
     names = [os.path.basename(argv[0])] if argv else []
     with contextlib.suppress(OSError):
         names.append(os.path.basename(os.readlink(proc_dir / "exe")))
-    comm = (_read_small(proc_dir / "comm", 64) or b"").decode("utf-8", "replace").strip()
-    python = comm == _TORCH_MAIN_THREAD or any(_PYTHON_NAME.match(n) for n in names)
+    python = any(_PYTHON_NAME.match(n) for n in names)
     return " ".join(argv)[:CMDLINE_LIMIT], python
 
 
