@@ -44,6 +44,15 @@ Examples:
                                          parse on a Dask cluster's workers, read from S3
 
 \b
+Subcommands (the first argument; a folder named like one is analyzed as ./collect):
+  frtrace collect OUT/%h                 on each node of a hung job: py-spy stacks labeled
+                                         with their ranks, the dumps, collect.json
+  srun --overlap --jobid=$JOB --nodes=$N --ntasks-per-node=1 frtrace collect /shared/inc-42/%h
+  pdsh -w node[01-16] frtrace collect /shared/inc-42/%h
+  frtrace history reports/               which hosts and ranks were the culprit, how often
+  frtrace collect --help, frtrace history --help
+
+\b
 Exit status:
   0  the dumps look healthy
   1  findings: a desync, mismatch or hang was found (fails a CI step); with --since
@@ -128,7 +137,7 @@ def _fail(message: str, code: int = EXIT_UNUSABLE) -> NoReturn:
     sys.exit(code)
 
 
-def _quiet_broken_pipe() -> NoReturn:
+def quiet_broken_pipe() -> NoReturn:
     """Exit like a Unix tool whose reader went away: no message, status 141. stdout is pointed
     at /dev/null first so that the final flush at exit cannot fail again."""
     with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -284,7 +293,7 @@ def cli(**options: Any) -> None:
     except click.BadParameter as exc:
         _fail(exc.format_message())
     except BrokenPipeError:
-        _quiet_broken_pipe()
+        quiet_broken_pipe()
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as exc:  # never a traceback for the user
@@ -615,8 +624,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     # parent spent 0.7-0.9 s in the kernel at 1,024 ranks; 0.33-0.40 s with 4 KB pages.
     os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
     stop_on_signals()
+    from frtrace.subcommands import is_subcommand, run_subcommand
+
     try:
-        cli.main(args=expand_multi_values(args), prog_name="frtrace")
+        if is_subcommand(args):
+            run_subcommand(args)
+        else:
+            cli.main(args=expand_multi_values(args), prog_name="frtrace")
     except SystemExit as done:
         if "distributed" in sys.modules:  # Dask closes its clients and clusters at exit
             raise

@@ -414,3 +414,60 @@ def test_a_long_wait_is_one_line_off_a_terminal_and_the_line_on_one(
     assert (
         "\n" not in terminal.getvalue() and "\rwaiting for a Dask worker, " in terminal.getvalue()
     )
+
+
+def _python_m_frtrace(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, NO_COLOR="1", PYTHONPATH=str(REPO))
+    return subprocess.run(
+        [sys.executable, "-m", "frtrace", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        check=False,
+    )
+
+
+def test_help_lists_the_subcommands_with_examples() -> None:
+    result = frtrace("--help")
+    assert "frtrace collect OUT/%h" in result.stdout
+    assert "pdsh -w node[01-16] frtrace collect /shared/inc-42/%h" in result.stdout
+    assert "frtrace history reports/" in result.stdout
+
+
+def test_collect_as_first_argument_is_the_subcommand_and_dot_slash_the_folder(
+    tmp_path: Path,
+) -> None:
+    shutil.copytree(FIXTURES / "tutorial", tmp_path / "collect")
+    bare = _python_m_frtrace("collect", cwd=tmp_path)
+    assert bare.returncode == 2
+    assert "note: to analyze the folder ./collect, run: frtrace ./collect" in bare.stderr
+    folder = _python_m_frtrace("./collect", cwd=tmp_path)
+    assert folder.returncode == 1
+    assert "ROOT CAUSE: missing_ranks in default_pg#3" in folder.stdout
+
+
+def test_history_runs_through_the_frtrace_command(tmp_path: Path) -> None:
+    frtrace(str(FIXTURES / "tutorial"), "-o", str(tmp_path / "report.json"))
+    result = _python_m_frtrace("history", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("frtrace history: 1 report(s), 1 with a root cause")
+
+
+def test_collect_and_history_import_neither_numpy_nor_pandas_nor_torch(tmp_path: Path) -> None:
+    frtrace(str(FIXTURES / "tutorial"), "-o", str(tmp_path / "report.json"))
+    runs = [
+        ("history", str(tmp_path / "report.json")),
+        ("collect", str(tmp_path / "out"), "--rank-var", "NO_SUCH", "--prefix", str(tmp_path)),
+    ]
+    for args in runs:
+        result = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "frtrace", *args],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=str(REPO)),
+            check=False,
+        )
+        imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()}
+        assert not imported & {"numpy", "pandas", "torch"}, args
+        assert "frtrace.history" in imported or "frtrace.collect.run" in imported
