@@ -296,6 +296,7 @@ class Checker:
             odd = sum(type(v) not in (list, _NONE) for v in values)
             values = [v if type(v) in (list, _NONE) else None for v in values]
             self.note("frames", odd, "a list of frames", "stack dropped")
+            kinds = {list, _NONE}  # the dropped stacks are None now
         present = [v for v in values if v is not None] if _NONE in kinds else values
         if present and max(map(len, present)) > limit:
             long = sum(len(v) > limit for v in present)
