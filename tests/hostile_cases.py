@@ -355,6 +355,29 @@ def cases(marker: Path) -> list[Case]:
         pickled(with_entry(frames=[{"name": "f", "filename": "f.py", "line": "x"}])),
         None,
     )
+    # A stack of the wrong type is dropped (an optional field), whatever the type. Protocol 4
+    # writes bytes and sets with opcodes of their own (protocol 2 would need a global).
+    frame = {"name": "f", "filename": "f.py", "line": 1}
+    odd_stacks: dict[str, Any] = {
+        "str": "f at f.py:1",
+        "dict": frame,
+        "int": 7,
+        "frame_name_int": [dict(frame, name=3)],
+        "frame_filename_list": [dict(frame, filename=["f.py"])],
+        "frame_line_float": [dict(frame, line=1.5)],
+    }
+    for label, stack in odd_stacks.items():
+        add(f"frames_{label}", "types", pickled(with_entry(frames=stack)), None)
+        add(f"frames_{label}_json", "types", json.dumps(json_frames(stack)).encode(), None)
+    for label, stack in {
+        "tuple": (frame,),
+        "bytes": b"f at f.py:1",
+        "set": {"f", "f.py"},
+        "list_of_bytes": [b"f"],
+        "list_of_sets": [{"f"}],
+        "frame_name_bytes": [dict(frame, name=b"f")],
+    }.items():
+        add(f"frames_{label}", "types", pickle.dumps(with_entry(frames=stack), protocol=4), None)
     add("sizes_nested_too_deep", "types", pickled(with_entry(input_sizes=[[[3]]])), "input_sizes")
     add(
         "sizes_hold_strings",
@@ -508,6 +531,13 @@ def json_dump(**fields: Any) -> dict[str, Any]:
     data = with_entry(**fields)
     for entry in data["entries"]:
         entry.pop("frames")
+    return data
+
+
+def json_frames(frames: Any) -> dict[str, Any]:
+    """A JSON dump whose second entry has a `frames` key (torch's JSON dumps have none)."""
+    data = json_dump()
+    data["entries"][1]["frames"] = frames
     return data
 
 
