@@ -11,6 +11,10 @@ each group) at each of its group's first six ops of the second of two steps, on 
 pipelined layouts, timing on and off: the shortest history, and the awkward places (the first
 op of a step, a p2p op, a bucket's all_gather) that one fixed rank and op would never reach.
 
+Scenarios named "format X" write the dumps as torch's writer of that older format did (pickle
+only, as torch then wrote): from 2.0 on they must be analyzed as right as the current format;
+before 2.0 every dump must be refused naming the version, healthy or not (exit 2, no verdict).
+
 With `--engine dask` every case is also analyzed by the Dask engine on a local cluster of 2
 worker processes: that report is the one judged, and its JSON must equal the local engine's
 (a case whose reports differ is a miss).
@@ -47,6 +51,7 @@ from frtrace.errors import FrtraceError  # noqa: E402
 from frtrace.synth import Fault, JobSpec, Layout, simulate, spec_for_entries, write_job  # noqa: E402
 from frtrace.synth.sim import entries_per_step  # noqa: E402
 from frtrace.tables.load import load_trace  # noqa: E402
+from frtrace.tables.parse import NoUsableDumpError  # noqa: E402
 
 LAYOUTS = (
     Layout(tp=2, dp=2, pp=2),
@@ -75,6 +80,12 @@ class Scenario:
     lost_host: bool = False  # missing_dump: the culprit's whole node (8 ranks) leaves no dump
     cut_other: bool = False  # a non-culprit's dump is cut in half (killed while writing it)
     second: str | None = None  # a second fault's kind, on a rank of another pipeline stage
+    format_version: str | None = None  # an older format to write the dumps in (pickle only)
+
+    @property
+    def refused(self) -> bool:
+        """Whether frtrace must refuse the dumps: formats before 2.0 (see docs/formats.md)."""
+        return self.format_version is not None and int(self.format_version.split(".")[0]) < 2
 
 
 SCENARIOS = (
@@ -105,6 +116,11 @@ SCENARIOS = (
     Scenario("p2p_mismatch (sender)", "p2p_mismatch", group="pp"),
     Scenario("order_cycle", "order_cycle"),
     Scenario("stuck_collective", "stuck_collective"),
+    Scenario("healthy format 2.0", None, format_version="2.0"),
+    Scenario("type_mismatch format 2.0", "type_mismatch", format_version="2.0"),
+    Scenario("missing_ranks pp format 2.2", "missing_ranks", group="pp", format_version="2.2"),
+    Scenario("healthy format 1.5, refused", None, format_version="1.5"),
+    Scenario("type_mismatch format 1.4, refused", "type_mismatch", format_version="1.4"),
 )
 
 
@@ -277,6 +293,19 @@ def judge_several(truths: list[dict[str, Any]], report: Any) -> Outcome:
     return Outcome(ok, "; ".join(problems), 0, len(report.findings), ok, ok, ok, max(extra, 0))
 
 
+def judge_refusal(folder: Path, version: str) -> Outcome:
+    """A format frtrace cannot read right: every dump refused naming its version, no verdict."""
+    try:
+        load_trace(folder, jobs=1)
+    except NoUsableDumpError as exc:
+        want = f"format version {version} is not supported"
+        other = [s.reason for s in exc.skipped if not s.reason.startswith(want)]
+        ok = not other
+        why = f"skipped for another reason: {other[0]}" if other else ""
+        return Outcome(ok, why, 0, 0, ok, ok, ok)
+    return Outcome(False, f"format {version} was read (it must be refused)", 0, 0)
+
+
 def adjust(expected: dict[str, Any] | None, sc: Scenario, timing: bool, job: Any) -> Any:
     """What the evidence allows when timing is off: a GPU that never started a collective
     looks like every member waiting inside it (no start events), so nobody can be singled out."""
@@ -326,6 +355,8 @@ def run_case(
         also = (Fault(sc.second, other, group=fault.group, step=1, index=0),)
     if sc.needs_timing and not timing and sc.kind is None:
         return None, 0.0
+    if sc.format_version is not None and (fmt != "pickle" or at is not None):
+        return None, 0.0
     common: dict[str, Any] = {
         "also": also,
         "enable_timing": timing,
@@ -364,7 +395,10 @@ def run_case(
         job.omit_ranks |= set(host)
         expected = {**expected, "culprit_ranks": host, "culprits_within": host}
     out = tmp / f"{abs(hash((sc.name, layout, timing, wrapped, fmt, at)))}"  # one per case
-    paths = write_job(job, out, fmt=fmt)
+    paths = write_job(job, out, fmt=fmt, format_version=sc.format_version)
+    if sc.refused:
+        assert sc.format_version is not None
+        return judge_refusal(out, sc.format_version), time.perf_counter() - t0
     if sc.cut_other:
         culprits = set(expected["culprit_ranks"]) if expected else set()
         victim = next(p for p in paths if rank_from_name(p.name) not in culprits)

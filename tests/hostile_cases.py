@@ -26,6 +26,8 @@ from typing import Any
 
 from builders import REPO, nccl_dump, nccl_entry
 
+from frtrace.report.fmt import safe
+
 MARKER_NAME = "pwned"  # a pickle that ran code would create this file
 RAW_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 MEMORY_LIMIT = 1536 << 20  # address space of the CLI and its workers
@@ -310,7 +312,7 @@ def cases(marker: Path) -> list[Case]:
     add("laughs_compared", "pickle", pickled(laughs_compared()), "CPU-time budget")
     add("laughs_in_frames", "pickle", pickled(with_entry(frames=laughs_list(60))), None)
     add("laughs_in_unused_key", "pickle", pickled(dump(extra=laughs_list(60))), None)
-    add("laughs_as_version", "pickle", pickled(dump(version=laughs_list(60))), None)
+    add("laughs_as_version", "pickle", pickled(dump(version=laughs_list(60))), "'version' is list")
     add(
         "laughs_in_pg_config",
         "pickle",
@@ -355,6 +357,61 @@ def cases(marker: Path) -> list[Case]:
         pickled(with_entry(frames=[{"name": "f", "filename": "f.py", "line": "x"}])),
         None,
     )
+    # A stack of the wrong type is dropped (an optional field), whatever the type. Protocol 4
+    # writes bytes and sets with opcodes of their own (protocol 2 would need a global).
+    frame = {"name": "f", "filename": "f.py", "line": 1}
+    odd_stacks: dict[str, Any] = {
+        "str": "f at f.py:1",
+        "dict": frame,
+        "int": 7,
+        "frame_name_int": [dict(frame, name=3)],
+        "frame_filename_list": [dict(frame, filename=["f.py"])],
+        "frame_line_float": [dict(frame, line=1.5)],
+    }
+    for label, stack in odd_stacks.items():
+        add(f"frames_{label}", "types", pickled(with_entry(frames=stack)), None)
+        add(f"frames_{label}_json", "types", json.dumps(json_frames(stack)).encode(), None)
+    for label, stack in {
+        "tuple": (frame,),
+        "bytes": b"f at f.py:1",
+        "set": {"f", "f.py"},
+        "list_of_bytes": [b"f"],
+        "list_of_sets": [{"f"}],
+        "frame_name_bytes": [dict(frame, name=b"f")],
+    }.items():
+        add(f"frames_{label}", "types", pickle.dumps(with_entry(frames=stack), protocol=4), None)
+    # A version that is not a string skips the file (torch always wrote a string).
+    nested: Any = "2.10"
+    for _ in range(50):
+        nested = [nested]
+    for label, version in {"int": 2, "float": 2.1, "list": ["2.10"], "dict": {"v": "2.10"}}.items():
+        reason = f"'version' is {type(version).__name__}"
+        add(f"version_{label}", "types", pickled(dump(version=version)), reason)
+        add(f"version_{label}_json", "types", json.dumps(dump(version=version)).encode(), reason)
+    add("version_nested_json", "types", json.dumps(dump(version=nested)).encode(), "'version'")
+    add("version_1_4", "types", pickled(dump(version="1.4")), "format version 1.4")
+    add("entries_seq_id_only", "types", pickled(seq_id_only()), "'seq_id'")
+    # Containers of the wrong type: the file is skipped naming the field, or the value unset.
+    add("entries_dict", "types", pickled(dict(dump(), entries={"0": nccl_entry(0, 1)})), "entries")
+    add("entries_str_json", "types", json.dumps(dict(dump(), entries="x")).encode(), "entries")
+    add("entry_list_json", "types", json.dumps(dict(dump(), entries=[[1]])).encode(), "entry 0")
+    add("pg_config_list", "types", pickled(dump(pg_config=[["0", [0, 1]]])), "'pg_config'")
+    add("pg_status_str_json", "types", json.dumps(dump(pg_status="x")).encode(), "'pg_status'")
+    add(
+        "process_group_three_json",
+        "types",
+        json.dumps(json_dump(process_group=["0", "a", "b"])).encode(),
+        "process_group",
+    )
+    add("pg_config_group_list", "types", pickled(dump(pg_config={"0": [0, 1]})), None)
+    add(
+        "pg_config_fields_odd",
+        "types",
+        pickled(dump(pg_config={"0": {"name": ["0"], "desc": 1, "ranks": {"0": 1}}})),
+        None,
+    )
+    add("pg_status_group_list", "types", pickled(dump(pg_status={"0": [3, 3, 3]})), None)
+    add("pg_status_tuple_key", "types", pickled(dump(pg_status={("0",): {}})), None)
     add("sizes_nested_too_deep", "types", pickled(with_entry(input_sizes=[[[3]]])), "input_sizes")
     add(
         "sizes_hold_strings",
@@ -511,6 +568,21 @@ def json_dump(**fields: Any) -> dict[str, Any]:
     return data
 
 
+def seq_id_only() -> dict[str, Any]:
+    """A dump whose entries have the `seq_id` of formats before 2.0, though it says 2.10."""
+    data = dump()
+    for entry in data["entries"]:
+        entry["seq_id"] = entry.pop("collective_seq_id")
+    return data
+
+
+def json_frames(frames: Any) -> dict[str, Any]:
+    """A JSON dump whose second entry has a `frames` key (torch's JSON dumps have none)."""
+    data = json_dump()
+    data["entries"][1]["frames"] = frames
+    return data
+
+
 def _sparse(header: bytes, size: int) -> Build:
     def build(folder: Path, file: str) -> None:
         with open(folder / file, "wb") as f:
@@ -643,11 +715,17 @@ def verify(selected: list[Case], result: Result, folder: Path, report_path: Path
         return
     report = json.loads(report_path.read_text())
     reasons = {Path(s["file"]).name: s["reason"] for s in report["inputs"]["skipped"]}
+    lines = result.stderr.split("\n")
     for case in selected:
         for file, reason in case.skipped.items():
             assert file in reasons, (case.name, file, sorted(reasons))
             assert reason in reasons[file], (case.name, reasons[file])
             assert "\n" not in reasons[file]
+            said = f"/{safe(file)}: {safe(reasons[file])}"
+            assert any(line.startswith("skipped ") and line.endswith(said) for line in lines), (
+                case.name,
+                said,
+            )
     expected_ranks = sorted({0, 1, *(r for c in selected for r in c.analyzed)})
     assert report["inputs"]["ranks"] == expected_ranks
     assert len(result.stderr.split("\n")) < 20 + 3 * len(selected)

@@ -471,3 +471,20 @@ def test_collect_and_history_import_neither_numpy_nor_pandas_nor_torch(tmp_path:
         imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()}
         assert not imported & {"numpy", "pandas", "torch"}, args
         assert "frtrace.history" in imported or "frtrace.collect.run" in imported
+
+
+def test_a_healthy_job_dumped_before_format_2_0_exits_2_naming_the_version(
+    tmp_path: Path,
+) -> None:
+    """Its one seq_id per group counts p2p ops too: read as a collective_seq_id, this healthy
+    pipeline job got a type_mismatch blaming every rank (exit 1)."""
+    from frtrace.synth import JobSpec, Layout, simulate, write_job
+
+    job = simulate(JobSpec(Layout(tp=2, dp=2, pp=2), steps=2, batch_p2p=True, extras=True))
+    write_job(job, tmp_path, format_version="1.4")
+    result = frtrace(str(tmp_path))
+    assert result.exit_code == 2
+    assert "ROOT CAUSE" not in result.stdout and "OK" not in result.stdout
+    lines = result.stderr.splitlines()
+    assert sum("format version 1.4 is not supported" in line for line in lines) == 8
+    assert lines[-1] == f"frtrace: error: no usable dump in {tmp_path} (8 file(s) skipped)"

@@ -22,7 +22,7 @@ from builders import FIXTURES, nccl_dump, nccl_entry
 from frtrace.dumps.limits import Budgets, budgets
 from frtrace.dumps.read import decode, inflate
 from frtrace.errors import DumpError
-from frtrace.synth import Fault, JobSpec, Layout, simulate
+from frtrace.synth import Fault, JobSpec, Layout, as_format, simulate
 from frtrace.tables import columns, parse
 from frtrace.tables.columns import RankColumns, columnize, columnize_fast, fast_path_available
 
@@ -126,8 +126,8 @@ def _entries(count: int = 4, **fields: Any) -> list[dict[str, Any]]:
 _DROP = object()
 
 
-def _v22(entry: dict[str, Any]) -> dict[str, Any]:
-    """Format 2.2 named collective_seq_id seq_id."""
+def _seq_id(entry: dict[str, Any]) -> dict[str, Any]:
+    """The `seq_id` of formats before 2.0 in place of collective_seq_id."""
     entry["seq_id"] = entry.pop("collective_seq_id")
     return entry
 
@@ -139,9 +139,9 @@ ODD_DUMPS: dict[str, Any] = {
     "missing_ints_and_durations": nccl_dump(
         0, 2, _entries(time_created_ns=_DROP, duration_ms=_DROP, op_id=None, pg_id=None)
     ),
-    "format_2_2_seq_id": nccl_dump(0, 2, [_v22(nccl_entry(i, i + 1)) for i in range(3)]),
-    "seq_id_in_the_first_entry_only": nccl_dump(0, 2, [_v22(nccl_entry(0, 1)), nccl_entry(1, 2)]),
-    "seq_id_in_a_later_entry_only": nccl_dump(0, 2, [nccl_entry(0, 1), _v22(nccl_entry(1, 2))]),
+    "format_2_0": as_format(nccl_dump(0, 2), "2.0"),
+    "format_2_3": as_format(nccl_dump(0, 2), "2.3"),
+    "seq_id_beside_collective_seq_id": nccl_dump(0, 2, _entries(seq_id=7)),
     "optional_int_out_of_range": nccl_dump(0, 2, _entries(op_id=1 << 40, time_created_ns=-5)),
     "infinite_and_int_durations": nccl_dump(
         0, 2, [*_entries(duration_ms=float("inf")), nccl_entry(9, 9, duration_ms=3)]
@@ -164,7 +164,7 @@ ODD_DUMPS: dict[str, Any] = {
     "no_entries_key": {"version": "2.10", "pg_config": {}},
     "empty_entries": nccl_dump(0, 2, []),
     "pg_status_and_config_odd": nccl_dump(0, 2)
-    | {"pg_status": {"0": {"last_enqueued_collective": None}, "x": {}}, "version": 2.5},
+    | {"pg_status": {"0": {"last_enqueued_collective": None}, "x": {}}, "version": "x" * 99},
     "p2p_and_unretired": nccl_dump(
         0, 2, _entries(is_p2p=True, retired=False, profiling_name="nccl:send 0->1")
     ),
@@ -175,6 +175,31 @@ ODD_DUMPS: dict[str, Any] = {
 def test_odd_but_valid_dumps_match(name: str) -> None:
     blob = pickle.dumps(ODD_DUMPS[name], protocol=2)
     assert differential(blob)
+
+
+REFUSED_DUMPS: dict[str, Any] = {
+    "format_1_0": as_format(nccl_dump(0, 2), "1.0"),
+    "format_1_4": as_format(nccl_dump(0, 2), "1.4"),
+    "format_1_5": as_format(nccl_dump(0, 2), "1.5"),
+    "seq_id_in_every_entry": nccl_dump(0, 2, [_seq_id(nccl_entry(i, i + 1)) for i in range(3)]),
+    "seq_id_in_the_first_entry_only": nccl_dump(
+        0, 2, [_seq_id(nccl_entry(0, 1)), nccl_entry(1, 2)]
+    ),
+    "seq_id_in_a_later_entry_only": nccl_dump(0, 2, [nccl_entry(0, 1), _seq_id(nccl_entry(1, 2))]),
+    "version_float": nccl_dump(0, 2) | {"version": 2.5},
+    "version_int": nccl_dump(0, 2) | {"version": 2},
+    "version_none": nccl_dump(0, 2) | {"version": None},
+    "version_list": nccl_dump(0, 2) | {"version": ["2.10"]},
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED_DUMPS))
+def test_dumps_the_python_path_refuses_are_declined(name: str) -> None:
+    """Formats before 2.0 and versions that are not strings: the Python path refuses the file
+    (its reason is the one the user reads), so the fast path must not answer."""
+    blob = pickle.dumps(REFUSED_DUMPS[name], protocol=2)
+    assert isinstance(slow_path(blob, 0, budgets()), DumpError)
+    assert columnize_fast(blob, 0) is None
 
 
 def test_budgets_decline_where_python_refuses_or_cuts() -> None:

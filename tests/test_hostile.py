@@ -331,3 +331,19 @@ def test_raw_json_keeps_control_characters_exact_while_the_table_escapes_them(
     assert {e["profiling_name"] for e in json.loads(raw.stdout)} == {name}
     table = run_cli([str(folder), "-j", "--format", "table"])
     assert table.status == 0 and "\x1b" not in table.stdout and "\\x1b]0;pwned" in table.stdout
+
+
+def test_a_stack_of_any_wrong_type_is_dropped_and_verbose_says_so(tmp_path: Path) -> None:
+    """A str, dict, int, tuple, bytes or set where the stack belongs, or frames whose name,
+    file or line has the wrong type: the entry stays, its stack is unset, `-v` says so (a
+    stack that was not a list crashed the parse worker: a traceback, and the file lost)."""
+    selected = [c for c in _all(tmp_path) if c.name.startswith("frames_")]
+    assert len(selected) >= 18
+    folder = tmp_path / "dumps"
+    build_folder(folder, selected)
+    report = tmp_path / "report.json"
+    result = run_cli([str(folder), "--prefix", "trace_", "-v", "-o", str(report)])
+    assert result.status in (0, 1) and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert json.loads(report.read_text())["inputs"]["skipped"] == []
+    for case in selected:
+        assert f"note: rank {case.rank}: 'frames' is not a list of" in result.stderr, case.name

@@ -19,10 +19,12 @@ from frtrace.synth import (
     JobSpec,
     Layout,
     SyntheticJob,
+    as_format,
     simulate,
     spec_for_entries,
     write_job,
 )
+from frtrace.synth.writer import ENTRY_KEYS
 
 Entry = dict[str, Any]
 REPO = Path(__file__).resolve().parent.parent
@@ -531,3 +533,39 @@ def test_parallel_writers_produce_the_same_files(tmp_path: Path) -> None:
     parallel = write_job(job, tmp_path / "parallel", workers=3)
     assert [p.name for p in serial] == [p.name for p in parallel]
     assert all(a.read_bytes() == b.read_bytes() for a, b in zip(serial, parallel, strict=True))
+
+
+def test_dumps_before_format_2_0_count_p2p_ops_in_the_one_seq_id() -> None:
+    """torch's 1.x writer: a group's one counter, bumped by collectives and p2p ops alike."""
+    dump = simulate(JobSpec(Layout(tp=2, pp=2), steps=2, batch_p2p=True)).dumps[0]
+    old = as_format(dump, "1.4")
+    keys = set(ENTRY_KEYS["1.4"])
+    assert all(keys - {"duration_ms"} <= set(e) <= keys for e in old["entries"])
+    assert [e["seq_id"] for e in old["entries"]] == [
+        e["collective_seq_id"] + e["p2p_seq_id"] for e in dump["entries"]
+    ]
+    assert any(e["is_p2p"] for e in dump["entries"])
+    pg_ids = {e["pg_id"] for e in dump["entries"]}
+    assert set(old["pg_config"]) == pg_ids  # keyed by process-local pg_id, up to 1.4
+    assert all(type(ranks) is list for ranks in old["pg_config"].values())
+
+
+def test_each_older_format_has_the_top_level_keys_torch_wrote() -> None:
+    dump = simulate(JobSpec(Layout(tp=2), steps=1)).dumps[0]
+    tops = {v: sorted(as_format(dump, v)) for v in ("1.0", "1.5", "2.2", "2.3")}
+    assert tops == {
+        "1.0": ["entries", "version"],
+        "1.5": ["entries", "pg_config", "version"],
+        "2.2": ["entries", "pg_config", "version"],
+        "2.3": ["entries", "pg_config", "pg_status", "version"],
+    }
+    assert as_format(dump, "2.2")["entries"][0]["timeout_ms"] == dump["entries"][0]["timeout_ms"]
+    assert "timeout_ms" not in as_format(dump, "2.1")["entries"][0]
+
+
+def test_older_formats_are_written_as_pickles_only(tmp_path: Path) -> None:
+    job = simulate(JobSpec(Layout(tp=2), steps=1))
+    with pytest.raises(ValueError, match="pickle only"):
+        write_job(job, tmp_path, fmt="json", format_version="2.2")
+    (path, _) = write_job(job, tmp_path, format_version="1.5")
+    assert pickle.loads(path.read_bytes())["version"] == "1.5"

@@ -10,54 +10,69 @@ import pytest
 from conftest import FIXTURES, nccl_dump, nccl_entry, write_pickle
 
 from frtrace.dumps.discover import discover
-from frtrace.synth import JobSpec, Layout, simulate
+from frtrace.synth import JobSpec, Layout, as_format, simulate
 from frtrace.tables.load import load_trace
-from frtrace.tables.parse import ParseResult
+from frtrace.tables.parse import NoUsableDumpError, ParseResult
 from frtrace.tables.trace import Trace
 
-OLD_FIELDS = (
-    "p2p_seq_id",
-    "input_dtypes",
-    "output_dtypes",
-    "thread_id",
-    "thread_name",
-    "duration_ms",
-    "is_p2p",
-    "retired",
-)
 
-
-def old_entry(record_id: int, seq: int) -> dict:
-    """An entry as format 2.2 wrote it: `seq_id`, no dtypes, no p2p counter, no thread."""
-    entry = nccl_entry(record_id, seq)
-    entry["seq_id"] = entry.pop("collective_seq_id")
-    for key in OLD_FIELDS:
-        entry.pop(key)
-    return entry
-
-
-def test_a_format_2_2_dump_loads_with_defaults_for_missing_fields(tmp_path: Path) -> None:
-    dump = nccl_dump(0, 1, [old_entry(i, i + 1) for i in range(3)])
-    dump["version"] = "2.2"
+def test_a_format_2_0_dump_loads_with_defaults_for_the_fields_it_lacks(tmp_path: Path) -> None:
+    """Format 2.0 (torch's writer as of the collective/p2p split) had no timeout_ms, threads,
+    pg_status or comm_lib_version."""
+    dump = as_format(nccl_dump(0, 1), "2.0")
+    assert "timeout_ms" not in dump["entries"][0] and "pg_status" not in dump
     write_pickle(tmp_path / "trace_0", dump)
     trace = load_trace(tmp_path)
     rows = trace.entries
     assert rows["collective_seq_id"].tolist() == [1, 2, 3]
-    assert rows["p2p_seq_id"].tolist() == [0, 0, 0]
-    assert set(rows["input_dtypes"].astype(str)) == {""}
-    assert trace.versions == ["2.2"]
-    assert any("input_dtypes" in note for note in trace.notes)
+    assert rows["timeout_ms"].tolist() == [0, 0, 0]
+    assert set(rows["thread_name"].astype(str)) == {""}
+    assert trace.versions == ["2.0"]
+    assert any("timeout_ms" in note for note in trace.notes)
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.4", "1.5"])
+def test_a_dump_of_a_format_before_2_0_is_refused_naming_its_version(
+    tmp_path: Path, version: str
+) -> None:
+    """One seq_id then counted a group's collectives and p2p ops together: read as a
+    collective_seq_id it matched ranks' collectives wrongly (a healthy job got findings)."""
+    for rank in range(2):
+        write_pickle(tmp_path / f"trace_{rank}", as_format(nccl_dump(rank, 2), version))
+    with pytest.raises(NoUsableDumpError) as refused:
+        load_trace(tmp_path)
+    assert [s.reason.split(":")[0] for s in refused.value.skipped] == [
+        f"format version {version} is not supported"
+    ] * 2
+
+
+def test_entries_with_seq_id_and_no_collective_seq_id_are_refused(tmp_path: Path) -> None:
+    entries = as_format(nccl_dump(0, 2), "1.5")["entries"]
+    write_pickle(tmp_path / "trace_0", nccl_dump(0, 2, entries))  # says format 2.10
+    with pytest.raises(NoUsableDumpError) as refused:
+        load_trace(tmp_path)
+    (skipped,) = refused.value.skipped
+    assert skipped.reason.startswith("entries have 'seq_id', not 'collective_seq_id'")
+
+
+@pytest.mark.parametrize("version", [2, 2.5, ["2.10"], {"v": "2.10"}, None])
+def test_a_version_that_is_not_a_string_skips_the_file(tmp_path: Path, version: object) -> None:
+    write_pickle(tmp_path / "trace_0", nccl_dump(0, 2))
+    write_pickle(tmp_path / "trace_1", nccl_dump(1, 2) | {"version": version})
+    trace = load_trace(tmp_path)
+    assert trace.ranks == [0]
+    (skipped,) = trace.skipped
+    assert skipped.reason.startswith("'version' is ") and "not a string" in skipped.reason
 
 
 def test_a_mix_of_format_versions_is_loaded_and_warned_about(tmp_path: Path) -> None:
     new = nccl_dump(0, 2)
-    old = nccl_dump(1, 2, [old_entry(i, i + 1) for i in range(3)])
-    old["version"] = "2.4"
+    old = as_format(nccl_dump(1, 2), "2.2")
     write_pickle(tmp_path / "trace_0", new)
     write_pickle(tmp_path / "trace_1", old)
     trace = load_trace(tmp_path)
-    assert trace.versions == ["2.10", "2.4"]
-    assert "dumps mix format versions (2.10: ranks 0; 2.4: ranks 1)" in trace.warnings
+    assert trace.versions == ["2.10", "2.2"]
+    assert "dumps mix format versions (2.10: ranks 0; 2.2: ranks 1)" in trace.warnings
 
 
 def test_membership_warnings_of_a_large_job_name_rank_ranges_not_lists(tmp_path: Path) -> None:

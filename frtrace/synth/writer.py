@@ -6,6 +6,7 @@ memory of one dump, not of all of them.
 
 from __future__ import annotations
 
+import ast
 import gzip
 import json
 import multiprocessing as mp
@@ -16,6 +17,71 @@ from typing import Any
 from frtrace.synth.sim import SyntheticJob
 
 FORMATS = ("pickle", "json")
+
+# What torch's dump writer put in a dump at each older format version, as read in its source:
+# NCCLTraceBuffer::dump (TraceUtils.h for 1.x to 2.1, NCCLUtils.hpp for 2.2 and 2.3) at the
+# commit that set `version_val` to that version. docs/formats.md lists them and their sources.
+_V1_0 = (
+    "pg_id", "seq_id", "profiling_name", "time_created_ns", "duration_ms", "input_sizes",
+    "output_sizes", "state", "retired", "frames",
+)  # fmt: skip
+_V1_4 = (
+    "record_id", "pg_id", "seq_id", "op_id", "profiling_name", "time_created_ns", "duration_ms",
+    "input_sizes", "output_sizes", "state", "time_discovered_started_ns",
+    "time_discovered_completed_ns", "retired", "frames",
+)  # fmt: skip
+_V1_5 = ("record_id", "pg_id", "process_group", *_V1_4[2:])  # 1.5: + process_group
+_V2_0 = (
+    "record_id", "pg_id", "process_group", "collective_seq_id", "p2p_seq_id", "op_id",
+    "profiling_name", "time_created_ns", "duration_ms", "input_sizes", "input_dtypes",
+    "output_sizes", "output_dtypes", "state", "time_discovered_started_ns",
+    "time_discovered_completed_ns", "retired", "is_p2p", "frames",
+)  # fmt: skip
+_V2_2 = (*_V2_0, "timeout_ms")  # 2.2: + timeout_ms
+ENTRY_KEYS: dict[str, tuple[str, ...]] = {
+    "1.0": _V1_0,
+    "1.4": _V1_4,
+    "1.5": _V1_5,
+    "2.0": _V2_0,
+    "2.1": _V2_0,  # 2.1 changed how dtypes are named inside torch, not the keys
+    "2.2": _V2_2,
+    "2.3": _V2_2,  # 2.3: + pg_status at the top
+}
+OLD_FORMATS = tuple(ENTRY_KEYS)
+
+
+def as_format(dump: dict[str, Any], version: str) -> dict[str, Any]:
+    """A format-2.10 dump as torch's writer of the older format `version` wrote it.
+
+    Entries keep only that version's keys. Before 2.0 an entry had one `seq_id`: the group's
+    ProcessGroupNCCL bumped one counter in collective() and in pointToPoint() alike, and a
+    coalesced block counted once ("seq_id refers to actual kernel launches (e.g. 1 per
+    coalesced group)", the Entry comment of 1.4 and 1.5), so it is the sum of the two counters
+    2.0 split it into. Up to 1.4 `pg_config` maps each process-local pg_id to a list of ranks
+    (groups that left no entry, whose pg_id the dump does not say, are left out); from 1.5 it is
+    keyed by group name as now. 1.0 wrote no `pg_config`; `pg_status` came in 2.3.
+    """
+    if version not in ENTRY_KEYS:
+        raise ValueError(f"version must be one of {OLD_FORMATS}, got {version!r}")
+    keys = ENTRY_KEYS[version]
+    entries = []
+    for entry in dump.get("entries") or []:
+        if "seq_id" in keys:
+            entry = dict(entry, seq_id=entry["collective_seq_id"] + entry["p2p_seq_id"])
+        entries.append({key: entry[key] for key in keys if key in entry})
+    out: dict[str, Any] = {"entries": entries, "version": version}
+    if version == "1.4":
+        ids = {e["process_group"][0]: e["pg_id"] for e in dump.get("entries") or []}
+        out["pg_config"] = {
+            ids[name]: ast.literal_eval(cfg["ranks"])
+            for name, cfg in dump.get("pg_config", {}).items()
+            if name in ids
+        }
+    elif version != "1.0":
+        out["pg_config"] = dump.get("pg_config", {})
+    if version == "2.3":
+        out["pg_status"] = dump.get("pg_status", {})
+    return out
 
 
 def host_of(rank: int) -> str:
@@ -83,14 +149,23 @@ def write_job(
     host_names: bool = False,
     host_dirs: bool = False,
     workers: int = 1,
+    format_version: str | None = None,
 ) -> list[Path]:
     """Write every dump except those of `job.omit_ranks`; returns the paths in rank order.
+
+    `format_version` (one of OLD_FORMATS) writes the dumps as torch's writer of that older
+    format did (see as_format); pickle only: torch wrote JSON dumps from 2.3 on, with
+    conventions of their own that this module follows for the current format only.
 
     `workers` > 1 forks that many processes (POSIX only) that build and write disjoint ranks:
     building dicts dominates, and forked children share the simulation state for free.
     """
     if fmt not in FORMATS:
         raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
+    if format_version is not None and (format_version not in ENTRY_KEYS or fmt != "pickle"):
+        raise ValueError(
+            f"format_version must be one of {OLD_FORMATS} (pickle only), got {format_version!r}"
+        )
     if not prefix or "/" in prefix:
         raise ValueError(f"prefix must be a non-empty file name prefix, got {prefix!r}")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -115,7 +190,9 @@ def write_job(
     if workers > 1 and len(todo) > 1 and "fork" in mp.get_all_start_methods():
         ctx = mp.get_context("fork")
         procs = [
-            ctx.Process(target=_write_ranks, args=(job, todo[i::workers], fmt, compress))
+            ctx.Process(
+                target=_write_ranks, args=(job, todo[i::workers], fmt, compress, format_version)
+            )
             for i in range(min(workers, len(todo)))
         ]
         for proc in procs:
@@ -126,15 +203,23 @@ def write_job(
         if failed:
             raise RuntimeError(f"{len(failed)} dump writer process(es) failed: {failed}")
     else:
-        _write_ranks(job, todo, fmt, compress)
+        _write_ranks(job, todo, fmt, compress, format_version)
     return [path for _, path in todo]
 
 
-def _write_ranks(job: SyntheticJob, todo: list[tuple[int, Path]], fmt: str, compress: bool) -> None:
+def _write_ranks(
+    job: SyntheticJob,
+    todo: list[tuple[int, Path]],
+    fmt: str,
+    compress: bool,
+    format_version: str | None = None,
+) -> None:
     """Serialize one dump at a time so memory stays at one dump, however large the job."""
     peek = getattr(job.dumps, "peek", job.dumps.__getitem__)
     for rank, path in todo:
         dump = peek(rank)
+        if format_version is not None:
+            dump = as_format(dump, format_version)
         if fmt == "json":
             data = json.dumps(to_json_dump(dump)).encode()
         else:

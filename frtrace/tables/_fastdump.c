@@ -616,8 +616,9 @@ static int value_canon(Cons *k, int32_t node, int depth, size_t max_list, int32_
 }
 
 /* ---- the entry schema ------------------------------------------------------------------ */
-/* Order matters: the integer fields first (as INT_FIELDS, then format 2.2's seq_id), then
- * duration and frames, then the call-site composite in columns.COMPOSITE's order. */
+/* Order matters: the integer fields first (as INT_FIELDS, then the seq_id of formats before
+ * 2.0, read only to refuse them), then duration and frames, then the call-site composite in
+ * columns.COMPOSITE's order. */
 enum { NINT = 8, F_DURATION = 8, F_FRAMES = 9, F_COMP = 10, NCOMP = 13, NFIELDS = 23 };
 /* After the entry fields: a frame's keys (looked up through the same per-node cache). */
 enum { K_NAME = NFIELDS, K_FILENAME, K_LINE, NKEYS };

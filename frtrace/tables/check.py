@@ -296,6 +296,7 @@ class Checker:
             odd = sum(type(v) not in (list, _NONE) for v in values)
             values = [v if type(v) in (list, _NONE) else None for v in values]
             self.note("frames", odd, "a list of frames", "stack dropped")
+            kinds = {list, _NONE}  # the dropped stacks are None now
         present = [v for v in values if v is not None] if _NONE in kinds else values
         if present and max(map(len, present)) > limit:
             long = sum(len(v) > limit for v in present)
@@ -438,7 +439,7 @@ def unpack_ranks(packed: bytes) -> tuple[int, ...]:
 
 
 def meta_text(value: Any, field: str, notes: list[str], limit: int = 64) -> str:
-    """A per-file string (version, comm_lib_version): text or a number, clipped."""
+    """A per-file string (comm_lib_version): text or a number, clipped."""
     if value is None:
         return ""
     if isinstance(value, (str, float)) or (type(value) is int and _short_number(value)):
@@ -446,6 +447,40 @@ def meta_text(value: Any, field: str, notes: list[str], limit: int = 64) -> str:
         return text if len(text) <= limit else text[:limit] + "..."
     notes.append(f"'{field}' is {describe(value)}, not a string; ignored")
     return ""
+
+
+# Before format 2.0 an entry had one `seq_id`: ProcessGroupNCCL bumped one `seq_` per group in
+# both collective() and pointToPoint(), and NCCLTraceBuffer::record (TraceUtils.h, format 1.x)
+# recorded it. Format 2.0 split it into collective_seq_id and p2p_seq_id (torch PR #125727),
+# because a rank that sent or received more in a group than its peers gives the group's next
+# collective a different seq_id from theirs: such dumps cannot be matched across ranks.
+_BEFORE_2_0 = (
+    "before format 2.0 one seq_id counted collectives and point-to-point ops together, "
+    "so sequence numbers need not match across ranks"
+)
+SEQ_ID_ONLY = f"entries have 'seq_id', not 'collective_seq_id': not supported ({_BEFORE_2_0})"
+_VERSION_NUMBER = re.compile(r"\s*([0-9]{1,9})\.([0-9]{1,9})")
+
+
+def format_version(data: dict[str, Any], limit: int = 64) -> str:
+    """The dump's format `version` ("" when absent), clipped; a DumpError when it is not a
+    string (every version of torch's writer wrote one, "1.0" to "2.10") or names a format before
+    2.0, which frtrace cannot read right (see _BEFORE_2_0)."""
+    if "version" not in data:
+        return ""
+    value = data["version"]
+    if type(value) is not str:
+        raise DumpError(f"'version' is {describe(value)}, not a string")
+    text = value if len(value) <= limit else value[:limit] + "..."
+    number = _VERSION_NUMBER.match(value)
+    if number is not None and int(number.group(1)) < 2:
+        raise DumpError(f"format version {clip(text, limit)} is not supported: {_BEFORE_2_0}")
+    return text
+
+
+def seq_id_only(entries: list[dict[str, Any]]) -> bool:
+    """Whether an entry has the `seq_id` of formats before 2.0 and no collective_seq_id."""
+    return any("seq_id" in e and "collective_seq_id" not in e for e in entries)
 
 
 _STATUS_FIELDS = (

@@ -23,10 +23,13 @@ from frtrace.errors import DumpError
 from frtrace.tables.check import (
     INT32,
     INT64,
+    SEQ_ID_ONLY,
     Checker,
     clean_pg_config,
     clean_pg_status,
+    format_version,
     meta_text,
+    seq_id_only,
 )
 from frtrace.tables.table import LABEL_BYTES
 
@@ -395,9 +398,11 @@ def columnize(data: dict[str, Any], rank: int, limits: Budgets | None = None) ->
     """Columns of one decoded dump, every field checked against the format (see check.py).
 
     Missing fields (older versions, JSON) get defaults; a wrong type in a needed field raises
-    DumpError naming it; optional fields that are wrong become unset, with a note.
+    DumpError naming it; optional fields that are wrong become unset, with a note. A format
+    before 2.0 raises DumpError naming it (see check.format_version).
     """
     limits = limits or budgets()
+    version = format_version(data)
     entries = data.get("entries") or []
     if len(entries) > limits.max_entries:
         raise DumpError(
@@ -413,10 +418,8 @@ def columnize(data: dict[str, Any], rank: int, limits: Budgets | None = None) ->
     ints = {}
     for col, (key, default) in INT_FIELDS.items():
         values = _column(entries, key, None, missing)
-        if col == "collective_seq_id" and key in missing and n and "seq_id" in entries[0]:
-            missing.remove(key)
-            key = "seq_id"  # format 2.2 called it seq_id
-            values = [e.get(key) for e in entries]
+        if col == "collective_seq_id" and key in missing and seq_id_only(entries):
+            raise DumpError(SEQ_ID_ONLY)
         ints[col] = check.ints(
             values,
             key,
@@ -429,11 +432,14 @@ def columnize(data: dict[str, Any], rank: int, limits: Budgets | None = None) ->
     rows = _key_fields_checked(_composite_rows(entries, missing), check)
     composite = intern_rows(rows, stacks.codes)
     _uniques_checked(composite, check)
-    return _assemble(data, rank, n, ints, duration, stacks, composite, check, clip, missing)
+    return _assemble(
+        data, version, rank, n, ints, duration, stacks, composite, check, clip, missing
+    )
 
 
 def _assemble(
     data: dict[str, Any],
+    version: str,
     rank: int,
     n: int,
     ints: dict[str, np.ndarray],
@@ -481,7 +487,7 @@ def _assemble(
         retired=retired,
         cats=cats,
         stacks=stacks,
-        version=meta_text(data.get("version"), "version", notes),
+        version=version,
         comm_lib_version=meta_text(data.get("comm_lib_version"), "comm_lib_version", notes),
         pg_config=pg_config,
         pg_status=pg_status,
@@ -493,7 +499,8 @@ def _assemble(
 
 # ---- the C fast path ------------------------------------------------------------------------
 
-# The integer fields in the order _fastdump returns them: INT_FIELDS' keys, then 2.2's seq_id.
+# The integer fields in the order _fastdump returns them: INT_FIELDS' keys, then the `seq_id`
+# of formats before 2.0 (read only to refuse such a file, as columnize does).
 _FAST_INTS = (*(key for key, _ in INT_FIELDS.values()), "seq_id")
 _ABSENT = 2  # _fastdump's per-entry state of an integer field: 0 an int, 1 None, 2 absent
 
@@ -530,17 +537,17 @@ def _fast_columns(parsed: tuple[Any, ...], rank: int, limits: Budgets) -> RankCo
     (top, has_entries, n, ints_raw, states_raw, duration_raw, frames_total, stack_raw,
      stack_table, codes_raw, tables, absent) = parsed  # fmt: skip
     validate(dict(top, entries=[]) if has_entries else top)
+    version = format_version(top)
     check = Checker(limits)
     clip = _Clip(limits.max_string_chars)
     missing: list[str] = []
     values = np.frombuffer(ints_raw, dtype=np.int64).reshape(len(_FAST_INTS), n)
     states = np.frombuffer(states_raw, dtype=np.uint8).reshape(len(_FAST_INTS), n)
+    col_seq = list(INT_FIELDS).index("collective_seq_id")
+    if ((states[col_seq] == _ABSENT) & (states[-1] != _ABSENT)).any():
+        raise DumpError(SEQ_ID_ONLY)  # as columnize (check.seq_id_only)
+    values, states = values[: len(INT_FIELDS)], states[: len(INT_FIELDS)]
     int_absent = (states == _ABSENT).any(axis=1).tolist()
-    seq_id = col_seq = list(INT_FIELDS).index("collective_seq_id")
-    if int_absent[col_seq] and n and states[-1][0] != _ABSENT:
-        seq_id = len(_FAST_INTS) - 1  # format 2.2 called it seq_id: read that row instead
-    rows = [seq_id if i == col_seq else i for i in range(len(INT_FIELDS))]
-    values, states = values[rows], states[rows]
     # All fields at once (few numpy calls per file): None and absent become the default,
     # and values outside a column's bounds are found as Checker.ints finds them.
     defaults = np.array([d for _, d in INT_FIELDS.values()], dtype=np.int64)[:, None]
@@ -550,10 +557,8 @@ def _fast_columns(parsed: tuple[Any, ...], rank: int, limits: Budgets) -> RankCo
     bad_fields = bad.any(axis=1).tolist()
     ints: dict[str, np.ndarray] = {}
     for i, (col, (key, default)) in enumerate(INT_FIELDS.items()):
-        if int_absent[i] and not (i == col_seq and seq_id != col_seq):
+        if int_absent[i]:
             missing.append(key)
-        if i == col_seq and seq_id != col_seq:
-            key = "seq_id"
         if bad_fields[i]:  # as Checker.ints: a required field fails, another becomes unset
             if col in REQUIRED_INTS:
                 raise DumpError(f"'{key}' out of range")
@@ -581,7 +586,7 @@ def _fast_columns(parsed: tuple[Any, ...], rank: int, limits: Budgets) -> RankCo
     if _key_fields_checked(composite.uniques, check) is not composite.uniques:
         raise DumpError("call-site fields need conversion")  # never from the C path's types
     _uniques_checked(composite, check)
-    return _assemble(top, rank, n, ints, duration, stacks, composite, check, clip, missing)
+    return _assemble(top, version, rank, n, ints, duration, stacks, composite, check, clip, missing)
 
 
 def _intern_code_rows(rows: np.ndarray, tables: list[list[Any]]) -> Interned:
