@@ -72,18 +72,47 @@ def test_pg_status_of_a_p2p_group_reports_its_p2p_seq() -> None:
     assert dump["pg_status"][pp_id]["last_enqueued_collective"] == last_p2p
 
 
+def _first_of_each_rank(job: Any, name: str, side: str) -> list[Any]:
+    """`side` of each rank's first entry named `name` (ranks 0-3)."""
+    return [
+        next(e[side] for e in job.dumps[r]["entries"] if e["profiling_name"] == name)
+        for r in range(4)
+    ]
+
+
 def test_rooted_and_moe_collectives_record_rank_dependent_sizes() -> None:
     job = simulate(JobSpec(Layout(tp=1, dp=4, ep=2), steps=1, extras=True))
-    by_rank = {r: job.dumps[r]["entries"] for r in range(4)}
-
-    def sizes(op: str, side: str) -> list[Any]:
-        return [next(e[side] for e in by_rank[r] if e["profiling_name"] == op) for r in range(4)]
-
-    a2a_in = sizes("nccl:all_to_all_single", "input_sizes")
+    # all_to_all_single: ProcessGroupNCCL::alltoall_base records `nccl:all_to_all`.
+    a2a_in = _first_of_each_rank(job, "nccl:all_to_all", "input_sizes")
     assert len({str(s) for s in a2a_in}) > 1  # uneven MoE splits
-    gathered = sizes("nccl:gather", "output_sizes")
+    gathered = _first_of_each_rank(job, "nccl:gather", "output_sizes")
     assert sorted(len(g) for g in gathered) == [1, 1, 1, 4]  # only the root holds all four
     assert [g for g in gathered if len(g) == 1] == [[[0]]] * 3
+
+
+def test_the_generator_records_a_scatter_as_process_group_nccl_does() -> None:
+    # ProcessGroupNCCL::scatter calls collective(outputs, inputs): the entry's inputs are the
+    # chunk each rank receives, its outputs the root's list (an undefined tensor elsewhere).
+    job = simulate(JobSpec(Layout(tp=1, dp=4), steps=1, extras=True))
+    assert _first_of_each_rank(job, "nccl:scatter", "input_sizes") == [[[4]]] * 4
+    outputs = _first_of_each_rank(job, "nccl:scatter", "output_sizes")
+    dtypes = _first_of_each_rank(job, "nccl:scatter", "output_dtypes")
+    assert sorted(len(o) for o in outputs) == [1, 1, 1, 4]
+    assert [o for o in outputs if len(o) == 1] == [[[0]]] * 3
+    assert [d for d in dtypes if len(d) == 1] == [["UNKNOWN_SCALAR"]] * 3
+
+
+def test_the_generator_records_each_uneven_all_gather_part_with_one_shard_on_every_member() -> None:
+    # ProcessGroupNCCL::allgather: part i is _broadcast_oop(output[i], i == rank ? input :
+    # output[i]): shard i in and out, whichever rank records it.
+    job = simulate(JobSpec(Layout(tp=1, dp=4), steps=1, extras=True))
+    for rank in range(4):
+        parts = [
+            e for e in job.dumps[rank]["entries"] if e["profiling_name"] == "nccl:_broadcast_oop"
+        ]
+        assert [(p["input_sizes"], p["output_sizes"]) for p in parts] == [
+            ([[8 + i]], [[8 + i]]) for i in range(4)
+        ]
 
 
 def test_a_hung_jobs_dumps_are_written_after_the_timeout_on_each_rank_s_clock() -> None:
