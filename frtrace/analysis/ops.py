@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from frtrace.tables.records import numel_rules, per_row, rank_dependent
+from frtrace.tables.records import numel_rules, pair_codes, pair_table, rank_dependent
 from frtrace.tables.table import Table, group_max
 
 STATE_CODES = {"scheduled": 0, "started": 1, "completed": 2}
@@ -263,6 +263,7 @@ def build_op_view(
     if leave_out is not None and len(leave_out):
         mask = mask.copy()
         mask[leave_out] = False
+    pairs = pair_codes(entries)[mask]  # (backend, op) of each row: what its record holds
     cols: dict[str, np.ndarray] = {
         "rank": entries["rank"][mask],
         "pg": entries["pg_name"][mask],
@@ -276,14 +277,14 @@ def build_op_view(
         "input_numel": entries["input_numel"][mask],
         "output_numel": entries["output_numel"][mask],
         # GATHER_NUMEL / SCATTER_NUMEL / 0: how numel follows the group size
-        "numel_rule": numel_rules(entries)[mask],
+        "numel_rule": numel_rules(entries, pairs),
     }
     labels: dict[str, list[str]] = {}
     for col in SIGNATURE:
         cols[col] = entries[col][mask].astype(np.int32)
         labels[col] = list(base.labels[col]) if base else [str(c) for c in entries.labels[col]]
     uncompared = dict(base.uncompared) if base else {}
-    varies = {col: per_row(entries, _differs_by_rank(col))[mask] for col in SIGNATURE[1:]}
+    varies = {col: pair_table(entries, _differs_by_rank(col))[pairs] for col in SIGNATURE[1:]}
     _mask_rank_dependent(cols, labels, uncompared, varies)
     cols["parts"] = np.ones(len(cols["rank"]), dtype=np.int32)
     dup = entries["coalesced"][mask]

@@ -117,22 +117,30 @@ NUMEL_RATIOS = (
 
 
 def numel_rule(backend: str, op: str) -> str:
-    """ "gather" (output numel = input numel x group size), "scatter" (the reverse) or ""."""
+    """Which numel rule `op` follows on `backend`: "gather" (output numel = input numel x
+    group size), "scatter" (the reverse) or "" (none)."""
     return _NUMEL.get(backend, {}).get(op, "")
 
 
-def numel_rules(entries: Table) -> np.ndarray:
-    """Per row: GATHER_NUMEL, SCATTER_NUMEL or 0 (no rule for its backend and op)."""
-    gather = per_row(entries, lambda b, o: numel_rule(b, o) == "gather")
-    scatter = per_row(entries, lambda b, o: numel_rule(b, o) == "scatter")
-    return (gather * GATHER_NUMEL + scatter * SCATTER_NUMEL).astype(np.int8)
+def numel_rules(entries: Table, pairs: np.ndarray | None = None) -> np.ndarray:
+    """Per row: GATHER_NUMEL, SCATTER_NUMEL or 0 (no rule for its backend and op).
+    `pairs`: `pair_codes(entries)` (or a subset of it) to look up instead of every row."""
+    codes = {"gather": GATHER_NUMEL, "scatter": SCATTER_NUMEL, "": 0}
+    table = pair_table(entries, lambda b, o: codes[numel_rule(b, o)], np.int8)
+    return table[pair_codes(entries) if pairs is None else pairs]
 
 
-def per_row(entries: Table, rule: Callable[[str, str], bool]) -> np.ndarray:
-    """`rule(backend, op)` for every row, evaluated once per distinct (backend, op) pair."""
+def pair_codes(entries: Table) -> np.ndarray:
+    """One code per row for its (backend, op), indexing the tables of `pair_table`."""
+    width = max(1, len(entries.labels["op"]))
+    return entries["backend"].astype(np.int64) * width + entries["op"]
+
+
+def pair_table(
+    entries: Table, rule: Callable[[str, str], object], dtype: type = bool
+) -> np.ndarray:
+    """`rule(backend, op)` for every (backend, op) pair of `entries`' labels, by pair code:
+    evaluated once per pair, looked up per row."""
     backends = [str(b) for b in entries.labels["backend"]] or [""]
     ops = [str(o) for o in entries.labels["op"]] or [""]
-    table = np.array([[rule(b, o) for o in ops] for b in backends], dtype=bool)
-    if not len(entries):
-        return np.zeros(0, dtype=bool)
-    return table[entries["backend"], entries["op"]]
+    return np.array([rule(b, o) for b in backends for o in ops], dtype=dtype)
