@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 from click.testing import CliRunner
-from conftest import REPO, nccl_dump, write_pickle
+from conftest import REPO, nccl_dump, nccl_entry, write_pickle
 
 from frtrace.analysis.engine import analyze
 from frtrace.cli import cli, expand_multi_values
@@ -72,18 +72,47 @@ def test_pg_status_of_a_p2p_group_reports_its_p2p_seq() -> None:
     assert dump["pg_status"][pp_id]["last_enqueued_collective"] == last_p2p
 
 
+def _first_of_each_rank(job: Any, name: str, side: str) -> list[Any]:
+    """`side` of each rank's first entry named `name` (ranks 0-3)."""
+    return [
+        next(e[side] for e in job.dumps[r]["entries"] if e["profiling_name"] == name)
+        for r in range(4)
+    ]
+
+
 def test_rooted_and_moe_collectives_record_rank_dependent_sizes() -> None:
     job = simulate(JobSpec(Layout(tp=1, dp=4, ep=2), steps=1, extras=True))
-    by_rank = {r: job.dumps[r]["entries"] for r in range(4)}
-
-    def sizes(op: str, side: str) -> list[Any]:
-        return [next(e[side] for e in by_rank[r] if e["profiling_name"] == op) for r in range(4)]
-
-    a2a_in = sizes("nccl:all_to_all_single", "input_sizes")
+    # all_to_all_single: ProcessGroupNCCL::alltoall_base records `nccl:all_to_all`.
+    a2a_in = _first_of_each_rank(job, "nccl:all_to_all", "input_sizes")
     assert len({str(s) for s in a2a_in}) > 1  # uneven MoE splits
-    gathered = sizes("nccl:gather", "output_sizes")
+    gathered = _first_of_each_rank(job, "nccl:gather", "output_sizes")
     assert sorted(len(g) for g in gathered) == [1, 1, 1, 4]  # only the root holds all four
     assert [g for g in gathered if len(g) == 1] == [[[0]]] * 3
+
+
+def test_the_generator_records_a_scatter_as_process_group_nccl_does() -> None:
+    # ProcessGroupNCCL::scatter calls collective(outputs, inputs): the entry's inputs are the
+    # chunk each rank receives, its outputs the root's list (an undefined tensor elsewhere).
+    job = simulate(JobSpec(Layout(tp=1, dp=4), steps=1, extras=True))
+    assert _first_of_each_rank(job, "nccl:scatter", "input_sizes") == [[[4]]] * 4
+    outputs = _first_of_each_rank(job, "nccl:scatter", "output_sizes")
+    dtypes = _first_of_each_rank(job, "nccl:scatter", "output_dtypes")
+    assert sorted(len(o) for o in outputs) == [1, 1, 1, 4]
+    assert [o for o in outputs if len(o) == 1] == [[[0]]] * 3
+    assert [d for d in dtypes if len(d) == 1] == [["UNKNOWN_SCALAR"]] * 3
+
+
+def test_the_generator_records_each_uneven_all_gather_part_with_one_shard_on_every_member() -> None:
+    # ProcessGroupNCCL::allgather: part i is _broadcast_oop(output[i], i == rank ? input :
+    # output[i]): shard i in and out, whichever rank records it.
+    job = simulate(JobSpec(Layout(tp=1, dp=4), steps=1, extras=True))
+    for rank in range(4):
+        parts = [
+            e for e in job.dumps[rank]["entries"] if e["profiling_name"] == "nccl:_broadcast_oop"
+        ]
+        assert [(p["input_sizes"], p["output_sizes"]) for p in parts] == [
+            ([[8 + i]], [[8 + i]]) for i in range(4)
+        ]
 
 
 def test_a_hung_jobs_dumps_are_written_after_the_timeout_on_each_rank_s_clock() -> None:
@@ -495,3 +524,96 @@ def test_a_swap_after_a_call_site_that_issues_several_ops_is_told_by_the_op(
     # broadcasts that follow it from the same call site; it has no twin (tp=1, the dp pair
     # is the whole stage). Only the op shows that this step is new to it.
     _swapper_alone_named(tmp_path, Layout(tp=1, dp=2, pp=4), 6, "dp", 4)
+
+
+# --- rooted and variable-size records, read per backend (docs/nccl-records.md) ---------------
+
+UNDEFINED = "UNKNOWN_SCALAR"  # dtype of the undefined tensor a non-root hands to collective()
+
+
+def _record(name: str, ins: list[Any], outs: list[Any], **fields: Any) -> dict[str, Any]:
+    """Sizes and dtypes of one entry; a `[0]` shape is an undefined tensor."""
+    dtype = [UNDEFINED if s == [0] else "Float" for s in ins]
+    out_dtype = [UNDEFINED if s == [0] else "Float" for s in outs]
+    return {
+        "profiling_name": name,
+        "input_sizes": ins,
+        "input_dtypes": dtype,
+        "output_sizes": outs,
+        "output_dtypes": out_dtype,
+        **fields,
+    }
+
+
+def _nccl_scatter(rank: int, root: int, world: int, chunk: int = 4) -> dict[str, Any]:
+    # ProcessGroupNCCL::scatter: collective(outputs, inputs): in = the received chunk,
+    # out = the root's list, one undefined tensor elsewhere.
+    outs = [[chunk]] * world if rank == root else [[0]]
+    return _record("nccl:scatter", [[chunk]], outs)
+
+
+def _gloo_scatter(rank: int, root: int, world: int, chunk: int = 4) -> dict[str, Any]:
+    # AsyncScatterWork: inputs = the root's list stacked into one shape, [] elsewhere.
+    ins = [[world, chunk]] if rank == root else []
+    return _record("gloo:scatter", ins, [[chunk]])
+
+
+def _analyze_records(tmp_path: Path, world: int, records: Any) -> Any:
+    """`records(rank)`: that rank's entries' fields, numbered seq 1, 2, ... in order."""
+    for rank in range(world):
+        entries = [nccl_entry(i, i + 1, **fields) for i, fields in enumerate(records(rank))]
+        write_pickle(tmp_path / f"nccl_trace_rank_{rank}", nccl_dump(rank, world, entries))
+    return analyze(load_trace(tmp_path, jobs=1))
+
+
+def test_a_healthy_nccl_scatter_gives_no_finding(tmp_path: Path) -> None:
+    report = _analyze_records(tmp_path, 4, lambda r: [_nccl_scatter(r, root=1, world=4)])
+    assert report.findings == []
+
+
+def test_a_non_root_that_scatters_a_different_size_on_nccl_is_named(tmp_path: Path) -> None:
+    def records(rank: int) -> list[dict[str, Any]]:
+        return [_nccl_scatter(rank, root=1, world=4, chunk=8 if rank == 2 else 4)]
+
+    root = _analyze_records(tmp_path, 4, records).root_cause
+    assert root is not None and root.kind == "size_mismatch"
+    assert root.culprit_ranks == [2] and root.collective_seq_id == 1
+
+
+def test_a_job_with_gloo_and_nccl_groups_reads_each_scatter_by_its_backend(
+    tmp_path: Path,
+) -> None:
+    # A CPU side group on gloo (its root's list in the inputs) beside the NCCL default group
+    # (its root's list in the outputs): both healthy.
+    def records(rank: int) -> list[dict[str, Any]]:
+        gloo = _gloo_scatter(rank, root=3, world=4)
+        gloo.update(process_group=("1", "cpu"), pg_id=1, collective_seq_id=1)
+        return [_nccl_scatter(rank, root=0, world=4), gloo]
+
+    assert _analyze_records(tmp_path, 4, records).findings == []
+
+
+def test_a_scatter_on_a_backend_of_unverified_layout_compares_neither_side(
+    tmp_path: Path,
+) -> None:
+    # xccl's scatter layout was not checked against its source: the root's list could be on
+    # either side, so a root that differs from its peers there is no evidence.
+    def records(rank: int) -> list[dict[str, Any]]:
+        entry = _nccl_scatter(rank, root=2, world=4)
+        return [{**entry, "profiling_name": "xccl:scatter"}]
+
+    assert _analyze_records(tmp_path, 4, records).findings == []
+
+
+def test_an_nccl_all_gather_into_tensor_that_does_not_fit_the_group_size_is_named(
+    tmp_path: Path,
+) -> None:
+    # all_gather_into_tensor records `nccl:_all_gather_base` (ProcessGroupNCCL::_allgather_base):
+    # output numel = input numel x 2 here. Two members that differ are an even split; the
+    # group size tells which one is wrong.
+    def records(rank: int) -> list[dict[str, Any]]:
+        return [_record("nccl:_all_gather_base", [[4]], [[12 if rank == 1 else 8]])]
+
+    report = _analyze_records(tmp_path, 2, records)
+    numel = [f for f in report.findings if f.reason == "numel"]
+    assert [(f.kind, f.culprit_ranks) for f in numel] == [("size_mismatch", [1])]

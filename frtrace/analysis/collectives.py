@@ -16,10 +16,9 @@ import numpy as np
 from frtrace.analysis.context import Context, judged
 from frtrace.analysis.findings import Finding
 from frtrace.analysis.ops import SIGNATURE, pg_seq_key
+from frtrace.tables.records import GATHER_NUMEL, SCATTER_NUMEL
 from frtrace.tables.table import Table, distinct, head_per, most_common, runs, split
 
-GATHER_OPS = frozenset({"all_gather", "_allgather_base", "all_gather_into_tensor", "allgather"})
-SCATTER_OPS = frozenset({"reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor"})
 _KIND_BY_COLUMN = {
     "op": "type_mismatch",
     "input_sizes": "size_mismatch",
@@ -389,10 +388,8 @@ def history_changed(ctx: Context, pg: int, seq: int, rows: Table) -> list[int]:
 
 
 def _numel_findings(ctx: Context, coll: Table) -> list[Finding]:
-    """all_gather / reduce_scatter whose numel does not fit the group size."""
-    op_labels = ctx.view.labels["op"]
-    gather = np.array([lbl in GATHER_OPS for lbl in op_labels] or [False])
-    scatter = np.array([lbl in SCATTER_OPS for lbl in op_labels] or [False])
+    """all_gather / reduce_scatter whose numel does not fit the group size (which ops, per
+    backend: frtrace.tables.records)."""
     sizes = np.array(
         [
             len(ctx.group_members(pg)) if ctx.reliable.get(ctx.name(pg)) else 0
@@ -400,14 +397,17 @@ def _numel_findings(ctx: Context, coll: Table) -> list[Finding]:
         ]
         or [0]
     )
-    ops = coll["op"]
+    rule = coll["numel_rule"]
     single = coll["parts"] == 1
     size = sizes[coll["pg"]]
     inn, out = coll["input_numel"], coll["output_numel"]
     bad = (
         single
         & (size > 0)
-        & ((gather[ops] & (out != inn * size)) | (scatter[ops] & (inn != out * size)))
+        & (
+            ((rule == GATHER_NUMEL) & (out != inn * size))
+            | ((rule == SCATTER_NUMEL) & (inn != out * size))
+        )
     )
     if not bad.any():
         return []

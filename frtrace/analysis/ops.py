@@ -9,33 +9,27 @@ and only the block's closing entry (`nccl:coalesced`, `nccl:ALLGATHER_coalesced`
 the block's real state. A p2p batch (`batch_isend_irecv`) is such a block too, its parts
 sharing one p2p_seq_id. So every part takes its closer's state (`block_states`).
 
-Shapes are compared only where the op's semantics make them equal on every member: all_to_all
-splits differ by rank (MoE), only a gather's root holds its outputs and only a scatter's root
-its inputs, and the parts of an uneven all_gather / reduce_scatter (`_broadcast_oop` /
-`_reduce_oop`) carry each member's own shard. Those columns are masked before comparing.
+Shapes are compared only where the record makes them equal on every member: all_to_all
+splits differ by rank (MoE), only a gather's or scatter's root records the list of tensors (on
+NCCL a scatter's list is in its outputs, on gloo in its inputs), and one side of an uneven
+all_gather / reduce_scatter part (`_broadcast_oop` / `_reduce_oop`) is rank i's own tensor on
+rank i. Those columns, per backend and op (frtrace.tables.records), are masked before comparing.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from frtrace.tables.records import numel_rules, pair_codes, pair_table, rank_dependent
 from frtrace.tables.table import Table, group_max
 
 STATE_CODES = {"scheduled": 0, "started": 1, "completed": 2}
 SIGNATURE = ("op", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes")
 UNCOMPARED = "*"  # label of a masked signature value: not comparable across members
-_A2A = frozenset({"all_to_all", "all_to_all_single", "alltoall", "alltoall_base", "all_to_allv"})
-# Per op, the signature columns that legitimately differ by rank.
-RANK_DEPENDENT: dict[str, tuple[str, ...]] = {
-    **{op: ("input_sizes", "output_sizes") for op in _A2A},
-    "gather": ("output_sizes", "output_dtypes"),
-    "scatter": ("input_sizes", "input_dtypes"),
-    "_broadcast_oop": ("input_sizes",),
-    "_reduce_oop": ("output_sizes",),
-}
 
 
 def is_closer_name(op: str) -> bool:
@@ -269,6 +263,7 @@ def build_op_view(
     if leave_out is not None and len(leave_out):
         mask = mask.copy()
         mask[leave_out] = False
+    pairs = pair_codes(entries)[mask]  # (backend, op) of each row: what its record holds
     cols: dict[str, np.ndarray] = {
         "rank": entries["rank"][mask],
         "pg": entries["pg_name"][mask],
@@ -281,13 +276,16 @@ def build_op_view(
         "duration_ms": entries["duration_ms"][mask].astype(np.float64),
         "input_numel": entries["input_numel"][mask],
         "output_numel": entries["output_numel"][mask],
+        # GATHER_NUMEL / SCATTER_NUMEL / 0: how numel follows the group size
+        "numel_rule": numel_rules(entries, pairs),
     }
     labels: dict[str, list[str]] = {}
     for col in SIGNATURE:
         cols[col] = entries[col][mask].astype(np.int32)
         labels[col] = list(base.labels[col]) if base else [str(c) for c in entries.labels[col]]
     uncompared = dict(base.uncompared) if base else {}
-    _mask_rank_dependent(cols, labels, uncompared)
+    varies = {col: pair_table(entries, _differs_by_rank(col))[pairs] for col in SIGNATURE[1:]}
+    _mask_rank_dependent(cols, labels, uncompared, varies)
     cols["parts"] = np.ones(len(cols["rank"]), dtype=np.int32)
     dup = entries["coalesced"][mask]
     if dup.any():
@@ -295,19 +293,20 @@ def build_op_view(
     return OpView(Table(cols, labels), labels, states_tracked, uncompared)
 
 
+def _differs_by_rank(column: str) -> Callable[[str, str], bool]:
+    return lambda backend, op: column in rank_dependent(backend, op)
+
+
 def _mask_rank_dependent(
-    cols: dict[str, np.ndarray], labels: dict[str, list[str]], uncompared: dict[str, int]
+    cols: dict[str, np.ndarray],
+    labels: dict[str, list[str]],
+    uncompared: dict[str, int],
+    rows_of: dict[str, np.ndarray],
 ) -> None:
-    """Replace the columns an op lets differ by rank with one shared `*` code (the one in
-    `uncompared` where there is one, else a new one, recorded there)."""
-    op_labels = labels["op"]
-    for col in SIGNATURE[1:]:
-        masked = np.array(
-            [col in RANK_DEPENDENT.get(op, ()) for op in op_labels] or [False], dtype=bool
-        )
-        if not masked.any() or not len(cols["op"]):
-            continue
-        rows = masked[cols["op"]]
+    """Replace the columns a (backend, op) lets differ by rank (`rows_of`: column -> rows)
+    with one shared `*` code (the one in `uncompared` where there is one, else a new one,
+    recorded there)."""
+    for col, rows in rows_of.items():
         if rows.any():
             if col not in uncompared:
                 uncompared[col] = len(labels[col])

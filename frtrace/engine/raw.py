@@ -23,9 +23,8 @@ from frtrace.errors import FrtraceError
 from frtrace.tables.columns import Frame, RankColumns
 from frtrace.tables.load import trace_messages, unreadable_ranks
 from frtrace.tables.parse import NoUsableDumpError, ParseResult, Progress, tell
+from frtrace.tables.records import NUMEL_RATIOS, numel_rules
 from frtrace.tables.repair import (
-    GATHER_OPS,
-    SCATTER_OPS,
     World,
     add_global_peers,
     infer_memberships,
@@ -34,7 +33,7 @@ from frtrace.tables.repair import (
 from frtrace.tables.table import Table, distinct, first_rows, runs
 from frtrace.tables.trace import Skipped, Trace, file_table, merge_columns
 
-_LABELLED = ("pg_name", "pg_desc", "op")
+_LABELLED = ("pg_name", "pg_desc", "backend", "op")
 _KEPT = ["rank", *_LABELLED, "input_numel", "output_numel"]
 
 
@@ -94,11 +93,9 @@ def _membership_rows(entries: Table) -> Table:
     per group the gather / scatter row whose size ratio is the largest (it takes the max)."""
     keep = np.zeros(len(entries), dtype=bool)
     keep[first_rows(entries["pg_name"], entries["pg_desc"])] = True
-    for ops, num, den in (
-        (GATHER_OPS, "output_numel", "input_numel"),
-        (SCATTER_OPS, "input_numel", "output_numel"),
-    ):
-        idx = np.flatnonzero(entries.is_label("op", ops.__contains__) & (entries[den] > 0))
+    rules = numel_rules(entries)
+    for rule, num, den in NUMEL_RATIOS:
+        idx = np.flatnonzero((rules == rule) & (entries[den] > 0))
         if not len(idx):
             continue
         ratio = entries[num][idx] // entries[den][idx]

@@ -34,7 +34,8 @@ class OpT:
     output_dtypes: tuple[str, ...]
     site: str
     # Sizes that depend on the rank (filled in when a dump is built): "" (none), "a2a" (uneven
-    # all_to_all splits), "gather" / "scatter" (only the root holds the list of tensors).
+    # all_to_all splits), "gather" / "scatter" (only the root records the list of tensors, in
+    # the entry's outputs for both: ProcessGroupNCCL::scatter swaps them, docs/nccl-records.md).
     vary: str = ""
 
     @property
@@ -366,9 +367,8 @@ def stage_program(
     tp_bwd = _collective("all_reduce", "tp", act, act, BF16, "tp_bwd")
     moe = layout.ep > 1
     tokens: Shape = (1024, HIDDEN // 4)
-    a2a = replace(
-        _collective("all_to_all_single", "ep", tokens, tokens, BF16, "moe_dispatch"), vary="a2a"
-    )
+    # all_to_all_single: ProcessGroupNCCL::alltoall_base records `nccl:all_to_all`.
+    a2a = replace(_collective("all_to_all", "ep", tokens, tokens, BF16, "moe_dispatch"), vary="a2a")
 
     def layer(tp_op: OpT, cpu: int, gpu: int) -> list[Item]:
         out = [reg.item([tp_op], cpu_ns=cpu, gpu_ns=gpu)] if tp > 1 else []
@@ -410,13 +410,11 @@ def stage_program(
         gather = _collective("all_gather", "dp", (shard,), (shard * dp,), BF16, "dp_allgather")
         items.append(reg.item([gather], cpu_ns=30_000, gpu_ns=200_000, bandwidth=20))
         if extras:
-            # An uneven all_gather: one `_broadcast_oop` part per member (each the root of its
-            # own shard; inputs differ by rank), closed by `nccl:ALLGATHER_coalesced`.
+            # An uneven all_gather: ProcessGroupNCCL::allgather issues, for each member m,
+            # `_broadcast_oop(output[m], m == rank ? input : output[m])`, so part m records
+            # shard m in and out on every member; closed by `nccl:ALLGATHER_coalesced`.
             parts = [
-                replace(
-                    _collective("_broadcast_oop", "dp", (8,), (8 + m,), FP32, "dp_allgather"),
-                    vary="bcast_oop",
-                )
+                _collective("_broadcast_oop", "dp", (8 + m,), (8 + m,), FP32, "dp_allgather")
                 for m in range(dp)
             ]
             closer = _closer("ALLGATHER_coalesced", "dp", False, "dp_allgather")
@@ -428,13 +426,16 @@ def stage_program(
         barrier = _collective("all_reduce_barrier", "default", (1,), (1,), FP32, "barrier")
         bcast = _collective("broadcast", "default", (64,), (64,), FP32, "bcast")
         red = _collective("reduce", "default", (8,), (8,), FP32, "reduce")
+        # ProcessGroupNCCL::gather: `collective(inputs, outputs)`, the root's outputs the list.
         gather = OpT(
             "nccl:gather", "gather", 0, False, ((16,),), (FP32,), ((16,),) * world,
             (FP32,) * world, "gather", vary="gather",
         )  # fmt: skip
+        # ProcessGroupNCCL::scatter: `collective(outputs, inputs)`: the entry's inputs are the
+        # received chunk (every rank), its outputs the root's list of chunks.
         scatter = OpT(
-            "nccl:scatter", "scatter", 0, False, ((4,),) * world, (FP32,) * world, ((4,),),
-            (FP32,), "scatter", vary="scatter",
+            "nccl:scatter", "scatter", 0, False, ((4,),), (FP32,), ((4,),) * world,
+            (FP32,) * world, "scatter", vary="scatter",
         )  # fmt: skip
         for op in (barrier, bcast, red, gather, scatter):
             items.append(reg.item([op], cpu_ns=20_000, gpu_ns=10_000, bandwidth=20))

@@ -638,12 +638,11 @@ def _rank_sizes(op: OpT, local: int, size: int, seq: int, rank: int) -> Sizes:
         hidden = op.input_sizes[0][1]
         ins = [[512 + (rank * 31 + seq * 17) % 512, hidden]]
         outs = [[512 + (rank * 7 + seq * 13) % 512, hidden]]
-    elif op.vary == "gather" and local != root:
+    elif op.vary in ("gather", "scatter") and local != root:
+        # ProcessGroupNCCL::gather / ::scatter: a non-root passes `outputs` (gather) or
+        # `inputs` (scatter) as one undefined tensor, which collective() records as the entry's
+        # outputs in both (scatter calls `collective(outputs, inputs)`).
         outs, odt = [[0]], [_UNDEFINED]
-    elif op.vary == "scatter" and local != root:
-        ins, idt = [[0]], [_UNDEFINED]
-    elif op.vary == "bcast_oop":  # each member's own shard of an uneven all_gather
-        ins = [[op.input_sizes[0][0] + local]]
     return ins, idt, outs, odt
 
 

@@ -18,6 +18,7 @@ from frtrace.dumps.limits import budgets
 from frtrace.ranks import rank_ranges
 from frtrace.tables.check import unpack_ranks
 from frtrace.tables.columns import RankColumns
+from frtrace.tables.records import NUMEL_RATIOS, numel_rules
 from frtrace.tables.table import Table, first_rows, group_max
 
 DEFAULT_PG = "0"
@@ -71,18 +72,13 @@ class Memberships:
     world: World = NO_WORLD
 
 
-GATHER_OPS = frozenset({"all_gather", "_allgather_base", "all_gather_into_tensor"})
-SCATTER_OPS = frozenset({"reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor"})
-
-
 def _size_hints(entries: Table) -> dict[str, int]:
-    """Group sizes implied by all_gather / reduce_scatter numel ratios (output/input)."""
+    """Group sizes implied by all_gather / reduce_scatter numel ratios (output/input; which
+    ops, per backend: frtrace.tables.records)."""
     hints: dict[str, int] = {}
-    for ops, num, den in (
-        (GATHER_OPS, "output_numel", "input_numel"),
-        (SCATTER_OPS, "input_numel", "output_numel"),
-    ):
-        rows = np.flatnonzero(entries.is_label("op", ops.__contains__) & (entries[den] > 0))
+    rules = numel_rules(entries)
+    for rule, num, den in NUMEL_RATIOS:
+        rows = np.flatnonzero((rules == rule) & (entries[den] > 0))
         if not len(rows):
             continue
         ratio = (entries[num][rows] // entries[den][rows]).astype(np.int64)
