@@ -242,7 +242,7 @@ def stopped_early(ctx: Context, pg: int, seq: int, waiting: int, idle: int) -> b
     at = np.flatnonzero((mine["pg"] == pg) & (mine["seq"] == seq))
     if not len(at):
         return False
-    return ctx.next_is_usual(idle, ctx.steps(waiting)[int(mine["pos"][at[0]])])
+    return ctx.next_is_usual(idle, (waiting, int(mine["pos"][at[0]])))
 
 
 def extra_call(ctx: Context, pg: int, ranks: list[int]) -> tuple[int, int, int] | None:

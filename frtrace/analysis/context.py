@@ -180,16 +180,17 @@ class Context:
             cache[rank] = build_op_view(mine, states, self.view, left).coll
         return cache[rank]
 
-    def steps(self, rank: int) -> list[tuple[int, int]]:
-        """The rank's calls as (group code, call site) in recorded order. Where the dump has
-        no stacks (JSON) the op and its input sizes stand in for the call site: the op alone
-        repeats so often (every all_reduce alike) that any call would look like the usual
-        next one, which the stacks would not say."""
-        cache = self.__dict__.setdefault("_steps", {})
+    def steps(self, rank: int, sized: bool = False) -> list[tuple[int, int]]:
+        """The rank's calls as (group code, call site) in recorded order; the op stands in for
+        the call site when the dump has no stacks (JSON). `sized`: there, the op and its input
+        sizes (see next_is_usual)."""
+        cache = self.__dict__.setdefault("_sized_steps" if sized else "_steps", {})
         if rank not in cache:
             e = self.history(rank)
             site = e["stack_id"].astype(np.int64)
-            op = e["op"].astype(np.int64) * 1_000_003 + e["input_sizes"].astype(np.int64)
+            op = e["op"].astype(np.int64)
+            if sized:
+                op = op * 1_000_003 + e["input_sizes"].astype(np.int64)
             site = np.where(site >= 0, site, -1 - op)
             cache[rank] = list(zip(e["pg_name"].tolist(), site.tolist(), strict=True))
         return cache[rank]
@@ -223,14 +224,25 @@ class Context:
         own = raw_state_codes(self.history(rank))
         return bool((own == 2).any()) or not self.view.states_tracked
 
-    def next_is_usual(self, rank: int, step: tuple[int, int] | None) -> bool:
-        """Its own history says `step` (group, call site) comes right after the rank's last
-        recorded call."""
-        steps = self.steps(rank)
-        if step is None or len(steps) < 2:
+    def next_is_usual(self, rank: int, at: tuple[int, int] | None) -> bool:
+        """Its own history says the call a peer made at `at` (peer rank, position in its
+        dump) comes right after the rank's last recorded call.
+
+        Without stacks (JSON) the op and its input sizes stand in for the call site: the op
+        alone repeats so much (every all_reduce alike) that any all_reduce would look like the
+        usual next call where the stacks would show a call site never seen before."""
+        if at is None:
             return False
-        if step[1] < 0 and len(set(steps)) < 2:
-            return False  # no stacks and a history of one repeated call tells nothing
+        peer, pos = at
+        step = self.steps(peer)[pos]
+        sized = step[1] < 0
+        steps = self.steps(rank, sized)
+        if len(steps) < 2:
+            return False
+        if sized:
+            step = self.steps(peer, True)[pos]
+            if len(set(steps)) < 2:
+                return False  # no stacks and a history of one repeated call tells nothing
         return any(a == steps[-1] and b == step for a, b in itertools.pairwise(steps))
 
     def expected(self, pg: int) -> set[int]:

@@ -276,7 +276,7 @@ def _first_missed(
         if len(nodes) == 1:
             usual = nodes
         else:
-            usual = [n for n in nodes if ctx.next_is_usual(rank, _would_be_step(ctx, rank, n))]
+            usual = [n for n in nodes if ctx.next_is_usual(rank, _would_be_at(ctx, rank, n))]
         if len(nodes) > 1 and (len(usual) != 1 or not ctx.has_history(rank)):
             # History is silent or ambiguous: the op its peers reached first is the one it
             # stopped before. Receives are posted ahead of time: only collectives tell.
@@ -347,14 +347,20 @@ def _call_at(
 
 
 def _would_be_step(ctx: Context, rank: int, node: Node) -> tuple[int, int] | None:
-    """The (group, call site) of the op `rank` would issue at this node: a peer's call at
-    a collective, its own last call on the channel for p2p."""
+    """The (group, call site) of the op `rank` would issue at this node (see _would_be_at)."""
+    at = _would_be_at(ctx, rank, node)
+    return None if at is None else ctx.steps(at[0])[at[1]]
+
+
+def _would_be_at(ctx: Context, rank: int, node: Node) -> tuple[int, int] | None:
+    """(rank, position) of a call like the one `rank` would issue at this node: a peer's
+    call at a collective, its own last call on the channel for p2p."""
     if node.kind == "c":
         coll = ctx.view.coll
         at = np.flatnonzero((coll["pg"] == node.pg) & (coll["seq"] == node.seq))
         if not len(at):
             return None
-        return ctx.steps(int(coll["rank"][at[0]]))[int(coll["pos"][at[0]])]
+        return int(coll["rank"][at[0]]), int(coll["pos"][at[0]])
     peer_op = "recv" if node.dst == rank else "send"
     e = ctx.trace.table.take(ctx.rank_rows(rank))
     mine = np.flatnonzero(
@@ -363,7 +369,7 @@ def _would_be_step(ctx: Context, rank: int, node: Node) -> tuple[int, int] | Non
         & (e["global_src"] == node.src)
         & (e["global_dst"] == node.dst)
     )
-    return ctx.steps(rank)[int(e["pos"][mine[-1]])] if len(mine) else None
+    return (rank, int(e["pos"][mine[-1]])) if len(mine) else None
 
 
 def _only_unreadable_maybe(
