@@ -260,9 +260,16 @@ def one_stall_without_p2p(
     if "gloo" not in ctx.trace.backends:
         return roots, []
 
+    no_file = set(ctx.trace.missing_dumps) - set(ctx.trace.unreadable)
+
+    def gone(f: Finding) -> bool:
+        return (
+            f.kind == "missing_dump" and bool(f.culprit_ranks) and set(f.culprit_ranks) <= no_file
+        )
+
     def stop(f: Finding) -> tuple[str, int | None] | None:
         idle = f.kind == "missing_ranks" and not any(r in blocked for r in f.culprit_ranks)
-        return (f.pg_desc, f.collective_seq_id) if idle and f.pg_desc else None
+        return (f.pg_desc, f.collective_seq_id) if (idle or gone(f)) and f.pg_desc else None
 
     places: dict[tuple[str, int | None], list[Finding]] = {}
     for f in roots:
@@ -272,6 +279,15 @@ def one_stall_without_p2p(
     merged: list[Finding] = []
     for alike in places.values():
         if len(alike) < 2:
+            continue
+        dead = [f for f in alike if gone(f)]
+        if dead:
+            # A rank that left no file died; the ranks that stopped at the same point and
+            # dumped were stopped by it (through the unrecorded pipeline sends).
+            for f in alike:
+                if f not in dead:
+                    f.mark_consequence(f.not_issued_by or f.culprit_ranks, "same_stall")
+                    merged.append(f)
             continue
         first, rest = alike[0], alike[1:]
         stopped = sorted({r for f in alike for r in (f.not_issued_by or f.culprit_ranks)})
@@ -349,11 +365,13 @@ def analyze(trace: Trace, mismatch_cap: int = 10, straggler_threshold_ms: float 
         (r.kind, r.pg_name, r.hang_seq if r.hang_seq is not None else r.collective_seq_id)
         for r in roots
     }
+    recast = {_key(f) for f in again}  # roots recast as consequences: one finding each
     others = [
         f
         for f in found
         if f not in roots
         and _key(f) not in root_keys
+        and _key(f) not in recast
         and (f.kind, f.pg_name, f.collective_seq_id) not in root_places
     ]
     others += again

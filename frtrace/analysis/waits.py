@@ -21,6 +21,7 @@ from frtrace.analysis.context import Context
 from frtrace.analysis.findings import STUCK_AFTER_MS, Finding, Hop, WaitNode
 from frtrace.analysis.ops import op_is, pg_seq_key
 from frtrace.analysis.p2p import P2PResult
+from frtrace.tables.table import Table, group_max
 
 Node = WaitNode
 
@@ -112,13 +113,19 @@ def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dic
         # some ranks left none), or where a member left no file at all (a process that
         # died; one whose dump is unreadable was alive to write it).
         last = np.r_[np.flatnonzero(view["rank"][1:] != view["rank"][:-1]), len(view) - 1]
+        frontier = _frontier(view)
         for i in last.tolist():
-            rank, pg = int(view["rank"][i]), int(view["pg"][i])
-            if rank in out:
-                continue
+            rank, pg, seq = int(view["rank"][i]), int(view["pg"][i]), int(view["seq"][i])
+            if rank in out or frontier.get(pg, seq) > seq:
+                continue  # a member went on to a later collective: this one completed
             if pg in ctx.open_groups or no_file.intersection(ctx.group_members(pg)):
                 out[rank] = _blocked_at(ctx, i, maybe=True)
     return out
+
+
+def _frontier(view: Table) -> dict[int, int]:
+    """Group code -> the highest collective seq any rank issued in it."""
+    return {int(pg): int(seq) for pg, seq in group_max(view["pg"], view["seq"]).items()}
 
 
 def _blocked_at(ctx: Context, row: int, maybe: bool = False) -> Blocked:
