@@ -820,13 +820,20 @@ def mark_secondary(
         away = {r: blocked[r].node for r in suspects if r in blocked}
 
         # A rank that issued this collective while blocked in the same kind of op (group
-        # kind and op: another stage's pipeline recv) shows such a wait does not stop a rank
-        # from issuing it (work is enqueued ahead of the GPU): it excuses no suspect.
+        # kind and op: another stage's pipeline recv), having enqueued more behind that wait
+        # than the suspect did, shows such a wait does not stop a rank from issuing it (work
+        # is enqueued ahead of the GPU): the suspect stopped issuing on its own.
         def role(r: int) -> tuple[str, str]:
             return ctx.desc(blocked[r].node.pg), blocked[r].op
 
-        past = {role(r) for r in f.issued_by if r in blocked}
-        away = {r: n for r, n in away.items() if role(r) not in past}
+        def behind(r: int) -> int:  # entries recorded after its blocking op (all unsettled)
+            return int((ctx.trace.table["pos"][ctx.rank_rows(r)] > blocked[r].pos).sum())
+
+        ahead: dict[tuple[str, str], int] = {}
+        for r in f.issued_by:
+            if r in blocked:
+                ahead[role(r)] = max(ahead.get(role(r), 0), behind(r))
+        away = {r: n for r, n in away.items() if behind(r) >= ahead.get(role(r), 0)}
         idle = {r for r in suspects if r not in blocked and r in stopped}
         if (
             away
