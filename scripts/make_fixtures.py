@@ -846,11 +846,22 @@ What real gloo dumps look like (the loader must cope; synthetic fixtures may dif
 - A size mismatch in `all_reduce` is not an error gloo raises. With the odd rank's tensor
   larger (8 elements against 6) a peer process was aborted (SIGABRT, so no dump); with it
   smaller (4 against 6) the odd rank's call returned and its peers timed out, which is what
-  `size_3rank` uses.
+  `size_3rank` uses. With it larger by one (5 against 4, `mismatch_kills_3rank`) the two
+  peers' calls returned and the odd rank timed out waiting for its fifth element.
+- A rank that dies (an uncaught exception, `os._exit`) writes no dump: its file is simply
+  absent (`pipeline_raise_4rank` has `trace_0`, `trace_2`, `trace_3`). Its peers' gloo calls
+  fail with "Connection closed by peer" / "reset by peer", or time out.
 - JSON turns tuples into lists, `None` times into `0`, adds `nccl_comm_state: {{}}`
   and drops `frames`.
 - gloo records `reduce_scatter_tensor` as `gloo:all_reduce` (of the whole input) and
-  point-to-point `send`/`recv` not at all.
+  point-to-point `send`/`recv` not at all: `torch.distributed.pipelining`'s activations and
+  gradients leave no entry, and its `pp` groups appear in no entry and no `pg_status` key.
+- `init_device_mesh` groups are named by number like `new_group`'s, with desc
+  `mesh_<dim name>`: the two dp groups of a 2 x 2 mesh are both `mesh_dp` (named `3` and `4`).
+  A 1-D mesh over the whole world is the default group itself.
+- FSDP2 (`fully_shard`) records `all_gather_into_tensor` as `gloo:all_gather` with a rank's
+  shard in (`[[18]]`) and the world's out (`[[4, 18]]`), and its gradient reduce-scatter as
+  `gloo:all_reduce` of the whole input (`[[72]]`).
 - Sub-groups keep the 30-minute default `timeout_ms` (1800000) whatever the default
   group was given, unless `new_group(..., timeout=...)` sets one (`order_inversion_4rank`:
   2000).
@@ -993,6 +1004,186 @@ collective's root legitimately records other sizes than its peers. Group `0` = r
 collectives 1-7 on every rank.
 
 {gather_scatter_4rank_table}
+
+## `pipeline_stall_4rank/` (pickle) and `pipeline_stall_4rank_json/` (JSON)
+
+One run, dumped in both formats (`trace_0` … `trace_3`, `.json` in the JSON folder).
+
+A 2-stage pipeline on 4 ranks: `init_device_mesh("cpu", (2, 2), mesh_dim_names=("pp",
+"dp"))`, each mesh group created with the {timeout}-second timeout. Ranks 0-1 run stage 0,
+ranks 2-3 stage 1 (`pp` pairs 0-2 and 1-3); each stage is a `Linear(4, 4)` driven by
+`torch.distributed.pipelining`'s `ScheduleGPipe` over 2 microbatches (activations and
+gradients go by send/recv). After each step every rank all_reduces its stage's two gradients
+(weight `[4, 4]`, then bias `[4]`) in its `dp` group: `mesh_dp` named `3` (ranks 0, 1) or
+`mesh_dp` named `4` (ranks 2, 3). In step 3 rank 1's `slow_data_loader` blocks outside any
+collective. Rank 3, which needs rank 1's activations, times out in that recv; ranks 0 and 2 run
+their step together and time out in the step's first dp `all_reduce` (seq 5), waiting for rank
+1 and rank 3. Those three dump; rank 1 stays stalled until they have, is dumped then (an
+on-demand dump taken mid-stall), and all four exit with status 0.
+
+What torch wrote: the dp `all_reduce`s only. The pipeline's send/recv left no entry and the
+`pp` groups appear nowhere (no entry, no `pg_status` key). Ranks 0 and 2 have seq 1-5 in
+their `mesh_dp`, ranks 1 and 3 seq 1-4; the two groups share the desc `mesh_dp` and differ
+only by name.
+
+**Expected conclusion:** findings (exit 1). The real culprit is rank 1, stalled outside
+collectives: it never issued `mesh_dp` (pg `3`) seq 5 (`all_reduce`), where rank 0 waits. The
+dumps show the same in pg `4`: rank 3 never issued seq 5, where rank 2 waits, because it waits
+for rank 1 in a recv nothing recorded. Nothing in the dumps links the two groups (swapping the
+stages gives the same dumps but for the group names), so the evidence allows this much: ranks 1
+and 3 both stopped before seq 5 of their `dp` group (`missing_ranks`, seq 5, `all_reduce`),
+rank 1 among the culprits but not provably first; ranks 0 and 2 only wait and are never
+culprits. Each stopped rank's own history (weight then bias, step after step: in the stacks,
+and in the shapes for JSON) says the seq 5 `all_reduce` is its next call, so the pickle and
+the JSON folder must agree.
+
+{pipeline_stall_4rank_table}
+
+## `pipeline_raise_4rank/` (pickle) and `pipeline_raise_4rank_json/` (JSON)
+
+One run, dumped in both formats (`trace_0`, `trace_2`, `trace_3`, `.json` in the JSON folder).
+
+The pipeline of `pipeline_stall_4rank`, but in step 3 rank 1's data loader raises
+(`CorruptSampleError`). Nothing catches it: rank 1 exits with status 1 and writes no dump.
+Rank 3's recv from rank 1 and rank 0's dp `all_reduce` (seq 5) fail (gloo's "Connection
+closed by peer" in one capture, the timeout in another: it depends on how soon rank 1's
+process is gone); rank 2, through its step with rank 0, times out in its dp `all_reduce` (seq
+5) waiting for rank 3. Ranks 0, 2 and 3 dump and exit with status 0.
+
+What torch wrote: as in `pipeline_stall_4rank` without rank 1. Pg `3` (`mesh_dp`) is in rank
+0's dump only (seq 1-5), pg `4` in ranks 2 (seq 1-5) and 3 (seq 1-4). `pg_config` is `''`
+with ranks `'[]'`: no dump states the world size nor pg `3`'s other member.
+
+**Expected conclusion:** findings (exit 1). Root cause `missing_dump`, culprit rank 1, the
+one rank without a dump (the file names 0, 2, 3 leave a gap: the world has at least 4 ranks). Where:
+rank 0 waits in `mesh_dp` (pg `3`) seq 5 (`all_reduce`); no other dump uses pg `3`, so its
+other member left no dump, and rank 1 is the only rank that left none. Pg `4` is ranks 2 and
+3, and its seq 4 completed (rank 2 went on to seq 5), so placing rank 1 there, or rank 3
+waiting in pg `4` seq 4, is wrong. Rank 3, missing from pg `4` seq 5 where rank 2 waits, is
+blocked in the unrecorded recv from rank 1: a consequence at most. Ranks 0 and 2 are never
+culprits. The JSON folder must say the same.
+
+{pipeline_raise_4rank_table}
+
+## `truncated_beside_fault_4rank/` (pickle) and `truncated_beside_fault_4rank_json/` (JSON)
+
+One run, dumped in both formats (`trace_0` … `trace_3`, `.json` in the JSON folder).
+
+A real fault beside a damaged dump. 4 ranks, default group, {timeout}-second timeout. Each
+step all_reduces a gradient `(2, 3)`, then a loss `(1)`; ranks 0-2 have 3 batches, rank 3 only
+2 (uneven data), so rank 3 leaves the loop after seq 4 and waits outside collectives while
+ranks 0-2 time out in step 3's gradient `all_reduce` (seq 5). All four dump and exit with
+status 0. Then the script cuts rank 1's pickle to half its bytes, and its JSON dump likewise:
+this emulates a process killed while writing its dump. Rank 1 is not at fault.
+
+What torch wrote: ranks 0 and 2 seq 1-5, rank 3 seq 1-4 (`[[2, 3]]` and `[[1]]` in turn);
+rank 1's files end mid-stream.
+
+**Expected conclusion:** findings (exit 1); rank 1's file is skipped as unreadable with one
+line on stderr, the rest analyzed. Root cause `missing_ranks` in `default_pg` (pg `0`) at seq
+5 (`all_reduce`): culprit rank 3 (ranks 0 and 2 issued it), waiting ranks 0 and 2. What rank 1
+did is unknown, and that never makes it a culprit: no finding blames rank 1. Same from the
+JSON folder.
+
+{truncated_beside_fault_4rank_table}
+
+## `fsdp2_rank_dies_4rank/` (pickle) and `fsdp2_rank_dies_4rank_json/` (JSON)
+
+One run, dumped in both formats (`trace_0` … `trace_2`, `.json` in the JSON folder).
+
+FSDP2 on gloo: `init_device_mesh("cpu", (4,))` (on gloo its one group is the default group),
+a `Linear(8, 8)` - `ReLU` - `Linear(8, 4)` model with `fully_shard` on each `Linear` and on
+the root, SGD, {timeout}-second timeout. A step is 2 forward `all_gather`s (layer 0, then
+layer 2), 2 backward `all_gather`s (layer 2, then layer 0) and 2 gradient reduce-scatters. In
+step 2, between forward and backward, rank 3 calls `os._exit(1)`: it exits with status 1 and
+writes no dump. Ranks 0-2 fail in the first backward `all_gather` (seq 9): some at once
+("Connection closed by peer" or "reset by peer"), some after the timeout, which ones varies
+from capture to capture; they dump and exit with status 0.
+
+What torch wrote: `gloo:all_gather` with inputs `[[18]]` / `[[9]]` (a rank's shard) and
+outputs `[[4, 18]]` / `[[4, 9]]`, and each reduce-scatter as `gloo:all_reduce` of the whole
+input (`[[36]]`, `[[72]]`), all in `('0', 'default_pg')`. `pg_config` lists `'[0, 1, 2, 3]'`
+(no sub-group was made). Ranks 0-2 all end at seq 9.
+
+**Expected conclusion:** findings (exit 1). Root cause `missing_dump`, culprit rank 3: a
+member of `default_pg` (pg `0`, ranks 0-3 by `pg_config`) that left no dump, while ranks 0-2,
+the waiting ranks, all stopped at seq 9 (`all_gather`). No state says seq 9 did not complete,
+but three members stopped at one collective while the fourth left nothing is what a dead rank
+looks like; "no finding" would miss the cause. Ranks 0-2 are never culprits. Same from JSON.
+
+{fsdp2_rank_dies_4rank_table}
+
+## `mismatch_kills_3rank/` (pickle) and `mismatch_kills_3rank_json/` (JSON)
+
+One run, dumped in both formats (`trace_0` … `trace_2`, `.json` in the JSON folder).
+
+3 ranks, default group, {timeout}-second timeout. Two `all_reduce`s of 4 elements (seq 1-2),
+then rank 2 all_reduces 5 elements while ranks 0 and 1 all_reduce 4 (seq 3). gloo lets ranks 0
+and 1 finish seq 3 (their calls return) and they go on to the next `all_reduce` of 4 (seq 4);
+rank 2 waits in seq 3 for its fifth element and times out ("Timed out waiting 2000ms for recv
+operation"). Its error handler dumps, then re-raises: rank 2 exits with status 1. Ranks 0 and 1
+time out in seq 4, dump, and exit with status 0. No process was aborted.
+
+What torch wrote: ranks 0 and 1 seq 1-4, all `[[4]]`; rank 2 seq 1-3 with `[[5]]` at seq 3.
+
+**Expected conclusion:** findings (exit 1). Root cause `size_mismatch` in `default_pg` (pg
+`0`) at seq 3 (`all_reduce`): culprit rank 2 (`[[5]]` against `[[4]]` on ranks 0 and 1). That
+ranks 0 and 1 then wait in seq 4, which rank 2 never issued, is a consequence of it, never a
+second cause nor the root. Same from JSON.
+
+{mismatch_kills_3rank_table}
+
+## `broadcast_2v2_4rank/` (pickle) and `broadcast_2v2_4rank_json/` (JSON)
+
+One run, dumped in both formats (`trace_0` … `trace_3`, `.json` in the JSON folder).
+
+4 ranks, default group, {timeout}-second timeout. Each of 3 steps broadcasts the weights (4
+floats) from rank 0, then all_reduces a gradient (4 floats). In step 3 rank 3 names itself as
+the broadcast's root. As in `broadcast_root_4rank`, ranks 0 and 2 get through that broadcast
+(seq 5) and time out in the step's `all_reduce` (seq 6); ranks 1 and 3 time out inside the
+broadcast. All four dump and exit with status 0.
+
+What torch wrote: seq 1-5 alike on every rank (`gloo:broadcast` and `gloo:all_reduce`, `[[4]]`,
+no root anywhere); ranks 0 and 2 also have seq 6.
+
+How this differs from `broadcast_root_4rank`: the fault and what gloo did are the same, the
+history is not. Here every broadcast so far (seq 1, 3) was followed by an `all_reduce` (seq 2,
+4) on every rank, so the ranks' own history also says that the `all_reduce` ranks 0 and 2
+issued at seq 6 is the call due next, not an extra one; in `broadcast_root_4rank`
+(broadcasts from roots 0, 1, 2, an `all_reduce`, the disputed broadcast) only the rooted
+collective itself tells.
+
+**Expected conclusion:** findings (exit 1). Root cause `missing_ranks` in `default_pg` (pg
+`0`) at seq 6 (`all_reduce`): culprits ranks 1 and 3, which never left the broadcast at seq 5,
+waiting ranks 0 and 2. The root rank 3 named is recorded nowhere, so rank 3 cannot be singled
+out; naming rank 0 or 2 as a culprit would be wrong. Same from JSON.
+
+{broadcast_2v2_4rank_table}
+
+## `extra_call_2rank/` (pickle) and `extra_call_2rank_json/` (JSON)
+
+One run, dumped in both formats (`trace_0`, `trace_1`, `.json` in the JSON folder).
+
+2 ranks, default group, {timeout}-second timeout. Each of 3 steps broadcasts the weights from
+rank 0 (4 floats), all_gathers embeddings (2 each), all_reduces a gradient (4), then a loss
+(1). After the loop rank 0 alone (the "logging rank") all_reduces a metrics vector (3) from a
+line of its own, and times out there (seq 13); rank 1 has finished and waits outside any
+collective until rank 0 has dumped, then dumps. Both exit with status 0.
+
+What torch wrote: seq 1-12 alike on both ranks; rank 0 also has seq 13, `gloo:all_reduce`
+`[[3]]`, whose stack (pickle) is a call site no earlier entry used.
+
+**Expected conclusion:** findings (exit 1): `missing_ranks` in `default_pg` (pg `0`) at seq 13
+(`all_reduce`), waiting rank 0, undecidable: culprits ranks 0 and 1. The truth (rank 0 issued
+one call too many) cannot be told from "rank 1 stopped before a call both ranks make after
+training": seq 13 follows the last step and comes from a call site seen nowhere before, so no
+history decides. The JSON folder holds less (no stacks; ops stand in for call sites) and must
+not give a more confident answer: that an `all_reduce` (the loss) always followed an
+`all_reduce` (the gradient) does not make rank 0's metrics call the one rank 1 was due to
+make, so naming rank 1 alone there would be wrong. (This is the report "the pickle folder says
+undecidable, ranks 0-1, but the JSON folder of the same run names rank 1" reproduced.)
+
+{extra_call_2rank_table}
 """
 
 
