@@ -28,8 +28,9 @@ from typing import Any
 
 from frtrace.capture import dump_flight_recorder, enable_flight_recorder
 
-#: Seconds a rank may take before the whole capture is declared stuck.
-_CAPTURE_DEADLINE_S = 60.0
+#: Seconds a rank may take before the whole capture is declared stuck (four ranks importing
+#: torch at once on a busy 2-core machine take most of a minute before their first collective).
+_CAPTURE_DEADLINE_S = 180.0
 #: The process-group timeout that turns the tutorial's missing collective into an error.
 TUTORIAL_TIMEOUT_S = 2.0
 
@@ -41,11 +42,17 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _run_ranks(target: Callable[..., None], world: int, args: tuple[Any, ...]) -> None:
+def _run_ranks(
+    target: Callable[..., None],
+    world: int,
+    args: tuple[Any, ...],
+    exits: dict[int, int] | None = None,
+) -> None:
     """Run ``target(rank, world, port, *args)`` in ``world`` spawned processes and wait.
 
-    Raises if any rank fails or the job outlives the deadline (stragglers are killed), so a
-    broken capture never leaves half-written fixtures looking valid.
+    Raises if any rank exits otherwise than ``exits`` says (default: every rank exits 0) or
+    the job outlives the deadline (stragglers are killed), so a broken capture never leaves
+    half-written fixtures looking valid.
     """
     ctx = mp.get_context("spawn")
     port = _free_port()
@@ -59,9 +66,12 @@ def _run_ranks(target: Callable[..., None], world: int, args: tuple[Any, ...]) -
     for r in stuck:
         procs[r].kill()
         procs[r].join()
-    failed = {r: p.exitcode for r, p in enumerate(procs) if p.exitcode != 0}
+    expected = {r: (exits or {}).get(r, 0) for r in range(world)}
+    failed = {r: p.exitcode for r, p in enumerate(procs) if p.exitcode != expected[r]}
     if stuck or failed:
-        raise RuntimeError(f"capture failed: stuck ranks {stuck}, exit codes {failed}")
+        raise RuntimeError(
+            f"capture failed: stuck ranks {stuck}, exit codes {failed} (expected {expected})"
+        )
 
 
 def _init_gloo(rank: int, world: int, port: int, timeout_s: float | None = None) -> None:
@@ -193,18 +203,26 @@ def cascade_worker(rank: int, world: int, port: int, out_dir: Path, timeout_s: f
         store.wait([f"frtrace/bye_{r}" for r in range(world)], timedelta(seconds=60))
 
 
-def _dump_and_leave(rank: int, world: int, store: Any, out_dir: Path) -> None:
-    """Dump, then keep this rank alive until every rank has dumped.
+def _dump_and_leave(
+    rank: int,
+    world: int,
+    store: Any,
+    out_dir: Path,
+    json_dir: Path | None = None,
+    alive: Sequence[int] | None = None,
+) -> None:
+    """Dump, then keep this rank alive until every rank in ``alive`` (default all) has dumped.
 
     A rank that exits early would turn its peers' timeouts into connection errors; the
     store still works after a process group gave up. Rank 0 hosts the store, so it leaves last.
     """
-    _dump(rank, out_dir, None)
+    ranks = list(range(world)) if alive is None else list(alive)
+    _dump(rank, out_dir, json_dir)
     store.set(f"frtrace/dumped_{rank}", "1")
-    store.wait([f"frtrace/dumped_{r}" for r in range(world)], timedelta(seconds=60))
+    store.wait([f"frtrace/dumped_{r}" for r in ranks], timedelta(seconds=60))
     store.set(f"frtrace/bye_{rank}", "1")
     if rank == 0:
-        store.wait([f"frtrace/bye_{r}" for r in range(world)], timedelta(seconds=60))
+        store.wait([f"frtrace/bye_{r}" for r in ranks], timedelta(seconds=60))
 
 
 def order_inversion_worker(
@@ -329,6 +347,366 @@ def gather_scatter_worker(rank: int, world: int, port: int, out_dir: Path) -> No
     dist.destroy_process_group()
 
 
+# --- jobs where the evidence is thin: pipelines, dead ranks, a truncated dump, ties ---------
+
+#: The step (counted from 0) in which the pipeline jobs' stage-0 rank 1 stalls or fails.
+PIPELINE_FAULT_STEP = 2
+
+
+def _caught(rank: int, exc: BaseException) -> None:
+    """Say on stderr which error ended this rank's collectives (what the README reports)."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    first = first.split("] ", 1)[-1] if first.startswith("[") else first  # drop "[file:line] "
+    print(f"rank {rank}: {type(exc).__name__}: {first[:120]}", file=sys.stderr, flush=True)
+
+
+def _mse(out: Any, target: Any) -> Any:
+    """The pipeline's loss (a plain function: the schedule calls it on the last stage)."""
+    return ((out - target) ** 2).mean()
+
+
+def _pipeline(rank: int, world: int, port: int, timeout_s: float) -> tuple[Any, Any, int, Any]:
+    """Join a 2-stage x 2-replica pipeline; return (schedule, stage module, stage, dp group).
+
+    ``init_device_mesh("cpu", (2, 2), ("pp", "dp"))``: ranks 0-1 are stage 0 and ranks 2-3
+    stage 1; the ``dp`` groups are {0, 1} and {2, 3}, the ``pp`` groups {0, 2} and {1, 3}.
+    Each stage is one ``Linear(4, 4)`` run by ``torch.distributed.pipelining``'s GPipe
+    schedule over 2 microbatches, whose activations and gradients go by send/recv.
+    """
+    import torch
+    from torch.distributed import ProcessGroupGloo
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
+    _init_gloo(rank, world, port, timeout_s)
+    # Mesh groups would otherwise wait 30 minutes. The timeout is given at creation: seen with
+    # torch 2.13, `_set_pg_timeout` on a mesh group afterwards made its collectives time out
+    # after 2 s, but a pipeline recv on it still waited more than 60 s.
+    gloo: Any = ProcessGroupGloo  # its options type is not in torch's stubs
+    short = gloo._Options()
+    short._timeout = timedelta(seconds=timeout_s)
+    mesh = init_device_mesh(
+        "cpu",
+        (2, 2),
+        mesh_dim_names=("pp", "dp"),
+        backend_override={"pp": ("gloo", short), "dp": ("gloo", short)},
+    )
+    stage_index = mesh["pp"].get_local_rank()
+    torch.manual_seed(stage_index)
+    module = torch.nn.Linear(4, 4)
+    pp = mesh["pp"].get_group()
+    stage = PipelineStage(module, stage_index, 2, torch.device("cpu"), group=pp)
+    schedule = ScheduleGPipe(stage, n_microbatches=2, loss_fn=_mse)
+    return schedule, module, stage_index, mesh["dp"].get_group()
+
+
+def _pipeline_step(schedule: Any, module: Any, stage_index: int, dp: Any, batch: Any) -> None:
+    """One training step: GPipe forward and backward, then the dp all_reduce of each gradient."""
+    import torch
+    import torch.distributed as dist
+
+    if stage_index == 0:
+        schedule.step(batch)
+    else:
+        schedule.step(target=torch.zeros(4, 4))
+    for param in module.parameters():  # weight [4, 4], then bias [4]
+        dist.all_reduce(param.grad, group=dp)
+    module.zero_grad()
+
+
+def pipeline_stall_worker(
+    rank: int, world: int, port: int, out_dir: Path, json_dir: Path, timeout_s: float
+) -> None:
+    """One rank of the 2x2 pipeline whose stage-0 rank 1 stalls in its data loader.
+
+    In step 3 (``PIPELINE_FAULT_STEP``) rank 1's loader blocks outside any collective. Rank 3
+    (stage 1, same replica) times out in the recv of rank 1's activations, which gloo does
+    not record; rank 0 and rank 2 finish their pipeline step together and time out in the
+    step's first dp all_reduce, waiting for rank 1 and rank 3. The stall outlasts their
+    dumps; rank 1 is dumped while still stalled, on demand, then every rank leaves.
+    """
+    import torch
+    import torch.distributed as dist
+
+    schedule, module, stage_index, dp = _pipeline(rank, world, port, timeout_s)
+    store = dist.distributed_c10d._get_default_store()
+
+    def slow_data_loader(step: int) -> Any:
+        if rank == 1 and step == PIPELINE_FAULT_STEP:
+            others = [f"frtrace/dumped_{r}" for r in range(world) if r != 1]
+            store.wait(others, timedelta(seconds=60))  # the stall, longer than any timeout
+            return None  # an on-demand dump of this rank is taken next, still mid-stall
+        return torch.ones(4, 4)
+
+    try:
+        for step in range(PIPELINE_FAULT_STEP + 1):
+            batch = slow_data_loader(step) if stage_index == 0 else None
+            if stage_index == 0 and batch is None:
+                break
+            _pipeline_step(schedule, module, stage_index, dp, batch)
+    except RuntimeError as exc:
+        _caught(rank, exc)  # the hang, cut short by the process-group timeout
+    _dump_and_leave(rank, world, store, out_dir, json_dir)
+
+
+class CorruptSampleError(ValueError):
+    """What the pipeline_raise job's data loader raises on rank 1."""
+
+
+def pipeline_raise_worker(
+    rank: int, world: int, port: int, out_dir: Path, json_dir: Path, timeout_s: float
+) -> None:
+    """One rank of the 2x2 pipeline whose stage-0 rank 1 raises in its data loader.
+
+    In step 3 rank 1's loader raises; nothing catches it, so rank 1 exits with status 1 and
+    writes no dump. Rank 3 fails in the recv of rank 1's activations (not recorded), rank 0
+    in the dp all_reduce it shares with rank 1; rank 2, done with its pipeline step, times
+    out in the dp all_reduce it shares with rank 3. Those three dump.
+    """
+    import torch
+    import torch.distributed as dist
+
+    schedule, module, stage_index, dp = _pipeline(rank, world, port, timeout_s)
+    store = dist.distributed_c10d._get_default_store()
+
+    def data_loader(step: int) -> Any:
+        if rank == 1 and step == PIPELINE_FAULT_STEP:
+            raise CorruptSampleError(f"rank {rank}: corrupt sample in step {step}")
+        return torch.ones(4, 4)
+
+    try:
+        for step in range(PIPELINE_FAULT_STEP + 1):
+            batch = data_loader(step) if stage_index == 0 else None
+            _pipeline_step(schedule, module, stage_index, dp, batch)
+    except RuntimeError as exc:
+        _caught(rank, exc)  # rank 1 is gone: a connection error or the process-group timeout
+    _dump_and_leave(rank, world, store, out_dir, json_dir, alive=(0, 2, 3))
+
+
+def uneven_data_worker(
+    rank: int, world: int, port: int, out_dir: Path, json_dir: Path, timeout_s: float
+) -> None:
+    """One rank of a 4-rank job whose rank 3 runs out of data one step early.
+
+    Each step all_reduces a gradient (2, 3) then a loss (1); ranks 0-2 have 3 batches,
+    rank 3 has 2, so it leaves the loop after step 2 while ranks 0-2 time out in step 3's
+    gradient all_reduce. Rank 3 dumps first, having nothing to wait for.
+    """
+    import torch
+    import torch.distributed as dist
+
+    _init_gloo(rank, world, port, timeout_s)
+    store = dist.distributed_c10d._get_default_store()
+    batches = 2 if rank == 3 else 3  # the uneven inputs
+    try:
+        for _ in range(batches):
+            dist.all_reduce(torch.ones(2, 3))
+            dist.all_reduce(torch.ones(1))
+    except RuntimeError as exc:
+        _caught(rank, exc)  # the hang, cut short by the process-group timeout
+    _dump_and_leave(rank, world, store, out_dir, json_dir)
+
+
+def fsdp2_worker(
+    rank: int, world: int, port: int, out_dir: Path, json_dir: Path, timeout_s: float
+) -> None:
+    """One rank of an FSDP2 job (``fully_shard``) whose rank 3 dies in its second step.
+
+    A Linear(8, 8) - ReLU - Linear(8, 4) model, each Linear and the root sharded over the
+    4 ranks of a 1-D mesh (the default group). A step is 2 forward all_gathers, 2 backward
+    all_gathers and 2 gradient reduce-scatters (recorded as all_reduce on gloo). In step 2
+    rank 3 ends with ``os._exit(1)`` between forward and backward: no dump. Ranks 0-2 fail
+    in the first backward all_gather and dump.
+    """
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    _init_gloo(rank, world, port, timeout_s)
+    store = dist.distributed_c10d._get_default_store()
+    mesh = init_device_mesh("cpu", (world,))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+    for layer in (model[0], model[2]):
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    try:
+        for step in range(2):
+            loss = model(torch.ones(2, 8)).sum()
+            if rank == 3 and step == 1:
+                os._exit(1)  # the crash: gone between forward and backward, no dump
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    except RuntimeError as exc:
+        _caught(rank, exc)  # rank 3 is gone: a connection error or the process-group timeout
+    _dump_and_leave(rank, world, store, out_dir, json_dir, alive=(0, 1, 2))
+
+
+def mismatch_kills_worker(
+    rank: int, world: int, port: int, out_dir: Path, json_dir: Path, timeout_s: float
+) -> None:
+    """One rank of a 3-rank job where rank 2 all_reduces 5 elements and its peers 4.
+
+    Two healthy all_reduces of 4 come first. In the third, ranks 0 and 1 get their 4
+    elements and return; rank 2 waits for its fifth and times out. Ranks 0-1 go on to the
+    next all_reduce and time out there. Rank 2's error handler dumps and re-raises, so rank
+    2 exits with status 1; ranks 0-1 dump after it.
+    """
+    import torch
+    import torch.distributed as dist
+
+    _init_gloo(rank, world, port, timeout_s)
+    store = dist.distributed_c10d._get_default_store()
+    for _ in range(2):
+        dist.all_reduce(torch.ones(4))
+    try:
+        dist.all_reduce(torch.ones(5 if rank == 2 else 4))  # rank 2's odd size
+        dist.all_reduce(torch.ones(4))
+    except RuntimeError as exc:
+        _caught(rank, exc)
+        if rank == 2:  # a job's own handler: dump the recorder, then let the error end it
+            _dump(rank, out_dir, json_dir)
+            store.set(f"frtrace/dumped_{rank}", "1")
+            raise
+    store.wait(["frtrace/dumped_2"], timedelta(seconds=60))
+    _dump_and_leave(rank, world, store, out_dir, json_dir, alive=(0, 1))
+
+
+def broadcast_2v2_worker(
+    rank: int, world: int, port: int, out_dir: Path, json_dir: Path, timeout_s: float
+) -> None:
+    """One rank of a 4-rank job that broadcasts weights from rank 0, then all_reduces, each step.
+
+    In step 3 rank 3 names itself as the broadcast's root. Ranks 0 and 2 get through that
+    broadcast and time out in the step's all_reduce; ranks 1 and 3 time out in the broadcast.
+    """
+    import torch
+    import torch.distributed as dist
+
+    _init_gloo(rank, world, port, timeout_s)
+    store = dist.distributed_c10d._get_default_store()
+    weights, grad = torch.zeros(4), torch.ones(4)
+    try:
+        for step in range(3):
+            dist.broadcast(weights, src=3 if (rank == 3 and step == 2) else 0)
+            dist.all_reduce(grad)
+    except RuntimeError as exc:
+        _caught(rank, exc)  # the hang, cut short by the process-group timeout
+    _dump_and_leave(rank, world, store, out_dir, json_dir)
+
+
+def extra_call_worker(
+    rank: int, world: int, port: int, out_dir: Path, json_dir: Path, timeout_s: float
+) -> None:
+    """One rank of a 2-rank job where, after training, rank 0 alone all_reduces its metrics.
+
+    Each of 3 steps broadcasts the weights from rank 0, all_gathers embeddings, all_reduces
+    the gradient, then all_reduces the loss. After the loop only rank 0 (the logging rank)
+    all_reduces a metrics vector, from its own line, and times out; rank 1 has finished and
+    waits (outside any collective) for rank 0 to dump, then dumps.
+    """
+    import torch
+    import torch.distributed as dist
+
+    _init_gloo(rank, world, port, timeout_s)
+    store = dist.distributed_c10d._get_default_store()
+    weights, embedding, grad, loss = torch.zeros(4), torch.ones(2), torch.ones(4), torch.ones(1)
+    for _ in range(3):
+        dist.broadcast(weights, src=0)
+        dist.all_gather([torch.empty(2) for _ in range(world)], embedding)
+        dist.all_reduce(grad)
+        dist.all_reduce(loss)
+    if rank == 0:
+        try:
+            dist.all_reduce(torch.zeros(3))  # the logging call rank 1 never makes
+        except RuntimeError as exc:
+            _caught(rank, exc)  # the hang, cut short by the process-group timeout
+    else:
+        store.wait(["frtrace/dumped_0"], timedelta(seconds=60))
+    _dump_and_leave(rank, world, store, out_dir, json_dir)
+
+
+def _capture_both(
+    worker: Callable[..., None],
+    world: int,
+    out_dir: Path,
+    json_dir: Path,
+    timeout_s: float,
+    exits: dict[int, int] | None = None,
+) -> list[Path]:
+    """Run ``worker``; pickles go to ``out_dir`` and JSON dumps of the same run to ``json_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_dir.mkdir(parents=True, exist_ok=True)
+    for old in [*out_dir.glob("trace_*"), *json_dir.glob("trace_*")]:
+        old.unlink()  # a rank that dies writes none: no stale dump may stand in for it
+    _run_ranks(worker, world, (out_dir, json_dir, timeout_s), exits)
+    return sorted(out_dir.glob("trace_*")) + sorted(json_dir.glob("trace_*"))
+
+
+def capture_pipeline_stall(
+    out_dir: Path, json_dir: Path, timeout_s: float = TUTORIAL_TIMEOUT_S
+) -> list[Path]:
+    """Run the 2x2 pipeline whose rank 1 stalls; pickles to ``out_dir``, JSON to ``json_dir``."""
+    return _capture_both(pipeline_stall_worker, 4, out_dir, json_dir, timeout_s)
+
+
+def capture_pipeline_raise(
+    out_dir: Path, json_dir: Path, timeout_s: float = TUTORIAL_TIMEOUT_S
+) -> list[Path]:
+    """Run the 2x2 pipeline whose rank 1 raises and exits with status 1, leaving no dump."""
+    return _capture_both(pipeline_raise_worker, 4, out_dir, json_dir, timeout_s, {1: 1})
+
+
+#: The rank whose dumps ``capture_truncated_beside_fault`` cuts, and the part of them it keeps.
+TRUNCATED_RANK = 1
+TRUNCATED_KEEP = 0.5
+
+
+def capture_truncated_beside_fault(
+    out_dir: Path, json_dir: Path, timeout_s: float = TUTORIAL_TIMEOUT_S
+) -> list[Path]:
+    """Run the uneven-data job, then cut rank 1's two dumps to half their bytes.
+
+    The cut emulates a process killed while writing its dump; rank 1 is not at fault.
+    """
+    paths = _capture_both(uneven_data_worker, 4, out_dir, json_dir, timeout_s)
+    for path in (out_dir / f"trace_{TRUNCATED_RANK}", json_dir / f"trace_{TRUNCATED_RANK}.json"):
+        data = path.read_bytes()
+        path.write_bytes(data[: int(len(data) * TRUNCATED_KEEP)])
+    return paths
+
+
+def capture_fsdp2_rank_dies(
+    out_dir: Path, json_dir: Path, timeout_s: float = TUTORIAL_TIMEOUT_S
+) -> list[Path]:
+    """Run the FSDP2 job whose rank 3 dies (status 1, no dump) in its second step."""
+    return _capture_both(fsdp2_worker, 4, out_dir, json_dir, timeout_s, {3: 1})
+
+
+def capture_mismatch_kills(
+    out_dir: Path, json_dir: Path, timeout_s: float = TUTORIAL_TIMEOUT_S
+) -> list[Path]:
+    """Run the 3-rank job where rank 2 all_reduces 5 elements against 4 and exits with 1."""
+    return _capture_both(mismatch_kills_worker, 3, out_dir, json_dir, timeout_s, {2: 1})
+
+
+def capture_broadcast_2v2(
+    out_dir: Path, json_dir: Path, timeout_s: float = TUTORIAL_TIMEOUT_S
+) -> list[Path]:
+    """Run the 4-rank job whose rank 3 names itself as root in step 3's broadcast."""
+    return _capture_both(broadcast_2v2_worker, 4, out_dir, json_dir, timeout_s)
+
+
+def capture_extra_call(
+    out_dir: Path, json_dir: Path, timeout_s: float = TUTORIAL_TIMEOUT_S
+) -> list[Path]:
+    """Run the 2-rank job where rank 0 alone all_reduces its metrics after training."""
+    return _capture_both(extra_call_worker, 2, out_dir, json_dir, timeout_s)
+
+
 def _capture(worker: Callable[..., None], world: int, out_dir: Path, *args: Any) -> list[Path]:
     """Run ``worker`` on ``world`` ranks writing pickles to ``out_dir``; return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -403,9 +781,14 @@ def summarize(paths: Sequence[Path]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for path in sorted(paths):
-        with open(path, "rb") as f:
-            dump = pickle.load(f)
         rank = path.name.removeprefix("trace_")
+        try:
+            with open(path, "rb") as f:
+                dump = pickle.load(f)
+        except (pickle.UnpicklingError, EOFError):
+            size = path.stat().st_size
+            rows.append(f"| {rank} | (unreadable: the pickle ends after {size} bytes) | | | | | |")
+            continue
         for e in dump["entries"]:
             pg = ", ".join(e["process_group"])
             rows.append(
@@ -463,11 +846,22 @@ What real gloo dumps look like (the loader must cope; synthetic fixtures may dif
 - A size mismatch in `all_reduce` is not an error gloo raises. With the odd rank's tensor
   larger (8 elements against 6) a peer process was aborted (SIGABRT, so no dump); with it
   smaller (4 against 6) the odd rank's call returned and its peers timed out, which is what
-  `size_3rank` uses.
+  `size_3rank` uses. With it larger by one (5 against 4, `mismatch_kills_3rank`) the two
+  peers' calls returned and the odd rank timed out waiting for its fifth element.
+- A rank that dies (an uncaught exception, `os._exit`) writes no dump: its file is simply
+  absent (`pipeline_raise_4rank` has `trace_0`, `trace_2`, `trace_3`). Its peers' gloo calls
+  fail with "Connection closed by peer" / "reset by peer", or time out.
 - JSON turns tuples into lists, `None` times into `0`, adds `nccl_comm_state: {{}}`
   and drops `frames`.
 - gloo records `reduce_scatter_tensor` as `gloo:all_reduce` (of the whole input) and
-  point-to-point `send`/`recv` not at all.
+  point-to-point `send`/`recv` not at all: `torch.distributed.pipelining`'s activations and
+  gradients leave no entry, and its `pp` groups appear in no entry and no `pg_status` key.
+- `init_device_mesh` groups are named by number like `new_group`'s, with desc
+  `mesh_<dim name>`: the two dp groups of a 2 x 2 mesh are both `mesh_dp` (named `3` and `4`).
+  A 1-D mesh over the whole world is the default group itself.
+- FSDP2 (`fully_shard`) records `all_gather_into_tensor` as `gloo:all_gather` with a rank's
+  shard in (`[[18]]`) and the world's out (`[[4, 18]]`), and its gradient reduce-scatter as
+  `gloo:all_reduce` of the whole input (`[[72]]`).
 - Sub-groups keep the 30-minute default `timeout_ms` (1800000) whatever the default
   group was given, unless `new_group(..., timeout=...)` sets one (`order_inversion_4rank`:
   2000).
@@ -514,7 +908,10 @@ out; ranks 0 and 1, having finished `pair01` seq 3, wait for rank 2 in the defau
 **Expected conclusion:** root cause rank 3 in `pair23` (pg `2`) at seq 3, `missing_ranks`:
 its own history shows this call always followed its last one. The chain reads: ranks 0-1
 wait in `default_pg#3` for rank 2; rank 2 waits in `pair23#3` for rank 3; rank 3 never
-issued it. Blaming rank 2 (where ranks 0-1 wait) would be wrong.
+issued it. Blaming rank 2 (where ranks 0-1 wait) would be wrong. The default group's
+`default_pg#3`, which ranks 2 and 3 have not issued, is a consequence of that root cause, not a
+second cause: rank 2 waits in `pair23#3` and rank 3 stopped. That stays so when one waiting
+rank's dump is lost (rank 0 alone then issued `default_pg#3`, and is still not to blame).
 
 {cascade_4rank_table}
 
@@ -607,6 +1004,186 @@ collective's root legitimately records other sizes than its peers. Group `0` = r
 collectives 1-7 on every rank.
 
 {gather_scatter_4rank_table}
+
+## `pipeline_stall_4rank/` (pickle) and `pipeline_stall_4rank_json/` (JSON)
+
+One run, dumped in both formats (`trace_0` … `trace_3`, `.json` in the JSON folder).
+
+A 2-stage pipeline on 4 ranks: `init_device_mesh("cpu", (2, 2), mesh_dim_names=("pp",
+"dp"))`, each mesh group created with the {timeout}-second timeout. Ranks 0-1 run stage 0,
+ranks 2-3 stage 1 (`pp` pairs 0-2 and 1-3); each stage is a `Linear(4, 4)` driven by
+`torch.distributed.pipelining`'s `ScheduleGPipe` over 2 microbatches (activations and
+gradients go by send/recv). After each step every rank all_reduces its stage's two gradients
+(weight `[4, 4]`, then bias `[4]`) in its `dp` group: `mesh_dp` named `3` (ranks 0, 1) or
+`mesh_dp` named `4` (ranks 2, 3). In step 3 rank 1's `slow_data_loader` blocks outside any
+collective. Rank 3, which needs rank 1's activations, times out in that recv; ranks 0 and 2 run
+their step together and time out in the step's first dp `all_reduce` (seq 5), waiting for rank
+1 and rank 3. Those three dump; rank 1 stays stalled until they have, is dumped then (an
+on-demand dump taken mid-stall), and all four exit with status 0.
+
+What torch wrote: the dp `all_reduce`s only. The pipeline's send/recv left no entry and the
+`pp` groups appear nowhere (no entry, no `pg_status` key). Ranks 0 and 2 have seq 1-5 in
+their `mesh_dp`, ranks 1 and 3 seq 1-4; the two groups share the desc `mesh_dp` and differ
+only by name.
+
+**Expected conclusion:** findings (exit 1). The real culprit is rank 1, stalled outside
+collectives: it never issued `mesh_dp` (pg `3`) seq 5 (`all_reduce`), where rank 0 waits. The
+dumps show the same in pg `4`: rank 3 never issued seq 5, where rank 2 waits, because it waits
+for rank 1 in a recv nothing recorded. Nothing in the dumps links the two groups (swapping the
+stages gives the same dumps but for the group names), so the evidence allows this much: ranks 1
+and 3 both stopped before seq 5 of their `dp` group (`missing_ranks`, seq 5, `all_reduce`),
+rank 1 among the culprits but not provably first; ranks 0 and 2 only wait and are never
+culprits. Each stopped rank's own history (weight then bias, step after step: in the stacks,
+and in the shapes for JSON) says the seq 5 `all_reduce` is its next call, so the pickle and
+the JSON folder must agree.
+
+{pipeline_stall_4rank_table}
+
+## `pipeline_raise_4rank/` (pickle) and `pipeline_raise_4rank_json/` (JSON)
+
+One run, dumped in both formats (`trace_0`, `trace_2`, `trace_3`, `.json` in the JSON folder).
+
+The pipeline of `pipeline_stall_4rank`, but in step 3 rank 1's data loader raises
+(`CorruptSampleError`). Nothing catches it: rank 1 exits with status 1 and writes no dump.
+Rank 3's recv from rank 1 and rank 0's dp `all_reduce` (seq 5) fail (gloo's "Connection
+closed by peer" in one capture, the timeout in another: it depends on how soon rank 1's
+process is gone); rank 2, through its step with rank 0, times out in its dp `all_reduce` (seq
+5) waiting for rank 3. Ranks 0, 2 and 3 dump and exit with status 0.
+
+What torch wrote: as in `pipeline_stall_4rank` without rank 1. Pg `3` (`mesh_dp`) is in rank
+0's dump only (seq 1-5), pg `4` in ranks 2 (seq 1-5) and 3 (seq 1-4). `pg_config` is `''`
+with ranks `'[]'`: no dump states the world size nor pg `3`'s other member.
+
+**Expected conclusion:** findings (exit 1). Root cause `missing_dump`, culprit rank 1, the
+one rank without a dump (the file names 0, 2, 3 leave a gap: the world has at least 4 ranks). Where:
+rank 0 waits in `mesh_dp` (pg `3`) seq 5 (`all_reduce`); no other dump uses pg `3`, so its
+other member left no dump, and rank 1 is the only rank that left none. Pg `4` is ranks 2 and
+3, and its seq 4 completed (rank 2 went on to seq 5), so placing rank 1 there, or rank 3
+waiting in pg `4` seq 4, is wrong. Rank 3, missing from pg `4` seq 5 where rank 2 waits, is
+blocked in the unrecorded recv from rank 1: a consequence at most. Ranks 0 and 2 are never
+culprits. The JSON folder must say the same.
+
+{pipeline_raise_4rank_table}
+
+## `truncated_beside_fault_4rank/` (pickle) and `truncated_beside_fault_4rank_json/` (JSON)
+
+One run, dumped in both formats (`trace_0` … `trace_3`, `.json` in the JSON folder).
+
+A real fault beside a damaged dump. 4 ranks, default group, {timeout}-second timeout. Each
+step all_reduces a gradient `(2, 3)`, then a loss `(1)`; ranks 0-2 have 3 batches, rank 3 only
+2 (uneven data), so rank 3 leaves the loop after seq 4 and waits outside collectives while
+ranks 0-2 time out in step 3's gradient `all_reduce` (seq 5). All four dump and exit with
+status 0. Then the script cuts rank 1's pickle to half its bytes, and its JSON dump likewise:
+this emulates a process killed while writing its dump. Rank 1 is not at fault.
+
+What torch wrote: ranks 0 and 2 seq 1-5, rank 3 seq 1-4 (`[[2, 3]]` and `[[1]]` in turn);
+rank 1's files end mid-stream.
+
+**Expected conclusion:** findings (exit 1); rank 1's file is skipped as unreadable with one
+line on stderr, the rest analyzed. Root cause `missing_ranks` in `default_pg` (pg `0`) at seq
+5 (`all_reduce`): culprit rank 3 (ranks 0 and 2 issued it), waiting ranks 0 and 2. What rank 1
+did is unknown, and that never makes it a culprit: no finding blames rank 1. Same from the
+JSON folder.
+
+{truncated_beside_fault_4rank_table}
+
+## `fsdp2_rank_dies_4rank/` (pickle) and `fsdp2_rank_dies_4rank_json/` (JSON)
+
+One run, dumped in both formats (`trace_0` … `trace_2`, `.json` in the JSON folder).
+
+FSDP2 on gloo: `init_device_mesh("cpu", (4,))` (on gloo its one group is the default group),
+a `Linear(8, 8)` - `ReLU` - `Linear(8, 4)` model with `fully_shard` on each `Linear` and on
+the root, SGD, {timeout}-second timeout. A step is 2 forward `all_gather`s (layer 0, then
+layer 2), 2 backward `all_gather`s (layer 2, then layer 0) and 2 gradient reduce-scatters. In
+step 2, between forward and backward, rank 3 calls `os._exit(1)`: it exits with status 1 and
+writes no dump. Ranks 0-2 fail in the first backward `all_gather` (seq 9): some at once
+("Connection closed by peer" or "reset by peer"), some after the timeout, which ones varies
+from capture to capture; they dump and exit with status 0.
+
+What torch wrote: `gloo:all_gather` with inputs `[[18]]` / `[[9]]` (a rank's shard) and
+outputs `[[4, 18]]` / `[[4, 9]]`, and each reduce-scatter as `gloo:all_reduce` of the whole
+input (`[[36]]`, `[[72]]`), all in `('0', 'default_pg')`. `pg_config` lists `'[0, 1, 2, 3]'`
+(no sub-group was made). Ranks 0-2 all end at seq 9.
+
+**Expected conclusion:** findings (exit 1). Root cause `missing_dump`, culprit rank 3: a
+member of `default_pg` (pg `0`, ranks 0-3 by `pg_config`) that left no dump, while ranks 0-2,
+the waiting ranks, all stopped at seq 9 (`all_gather`). No state says seq 9 did not complete,
+but three members stopped at one collective while the fourth left nothing is what a dead rank
+looks like; "no finding" would miss the cause. Ranks 0-2 are never culprits. Same from JSON.
+
+{fsdp2_rank_dies_4rank_table}
+
+## `mismatch_kills_3rank/` (pickle) and `mismatch_kills_3rank_json/` (JSON)
+
+One run, dumped in both formats (`trace_0` … `trace_2`, `.json` in the JSON folder).
+
+3 ranks, default group, {timeout}-second timeout. Two `all_reduce`s of 4 elements (seq 1-2),
+then rank 2 all_reduces 5 elements while ranks 0 and 1 all_reduce 4 (seq 3). gloo lets ranks 0
+and 1 finish seq 3 (their calls return) and they go on to the next `all_reduce` of 4 (seq 4);
+rank 2 waits in seq 3 for its fifth element and times out ("Timed out waiting 2000ms for recv
+operation"). Its error handler dumps, then re-raises: rank 2 exits with status 1. Ranks 0 and 1
+time out in seq 4, dump, and exit with status 0. No process was aborted.
+
+What torch wrote: ranks 0 and 1 seq 1-4, all `[[4]]`; rank 2 seq 1-3 with `[[5]]` at seq 3.
+
+**Expected conclusion:** findings (exit 1). Root cause `size_mismatch` in `default_pg` (pg
+`0`) at seq 3 (`all_reduce`): culprit rank 2 (`[[5]]` against `[[4]]` on ranks 0 and 1). That
+ranks 0 and 1 then wait in seq 4, which rank 2 never issued, is a consequence of it, never a
+second cause nor the root. Same from JSON.
+
+{mismatch_kills_3rank_table}
+
+## `broadcast_2v2_4rank/` (pickle) and `broadcast_2v2_4rank_json/` (JSON)
+
+One run, dumped in both formats (`trace_0` … `trace_3`, `.json` in the JSON folder).
+
+4 ranks, default group, {timeout}-second timeout. Each of 3 steps broadcasts the weights (4
+floats) from rank 0, then all_reduces a gradient (4 floats). In step 3 rank 3 names itself as
+the broadcast's root. As in `broadcast_root_4rank`, ranks 0 and 2 get through that broadcast
+(seq 5) and time out in the step's `all_reduce` (seq 6); ranks 1 and 3 time out inside the
+broadcast. All four dump and exit with status 0.
+
+What torch wrote: seq 1-5 alike on every rank (`gloo:broadcast` and `gloo:all_reduce`, `[[4]]`,
+no root anywhere); ranks 0 and 2 also have seq 6.
+
+How this differs from `broadcast_root_4rank`: the fault and what gloo did are the same, the
+history is not. Here every broadcast so far (seq 1, 3) was followed by an `all_reduce` (seq 2,
+4) on every rank, so the ranks' own history also says that the `all_reduce` ranks 0 and 2
+issued at seq 6 is the call due next, not an extra one; in `broadcast_root_4rank`
+(broadcasts from roots 0, 1, 2, an `all_reduce`, the disputed broadcast) only the rooted
+collective itself tells.
+
+**Expected conclusion:** findings (exit 1). Root cause `missing_ranks` in `default_pg` (pg
+`0`) at seq 6 (`all_reduce`): culprits ranks 1 and 3, which never left the broadcast at seq 5,
+waiting ranks 0 and 2. The root rank 3 named is recorded nowhere, so rank 3 cannot be singled
+out; naming rank 0 or 2 as a culprit would be wrong. Same from JSON.
+
+{broadcast_2v2_4rank_table}
+
+## `extra_call_2rank/` (pickle) and `extra_call_2rank_json/` (JSON)
+
+One run, dumped in both formats (`trace_0`, `trace_1`, `.json` in the JSON folder).
+
+2 ranks, default group, {timeout}-second timeout. Each of 3 steps broadcasts the weights from
+rank 0 (4 floats), all_gathers embeddings (2 each), all_reduces a gradient (4), then a loss
+(1). After the loop rank 0 alone (the "logging rank") all_reduces a metrics vector (3) from a
+line of its own, and times out there (seq 13); rank 1 has finished and waits outside any
+collective until rank 0 has dumped, then dumps. Both exit with status 0.
+
+What torch wrote: seq 1-12 alike on both ranks; rank 0 also has seq 13, `gloo:all_reduce`
+`[[3]]`, whose stack (pickle) is a call site no earlier entry used.
+
+**Expected conclusion:** findings (exit 1): `missing_ranks` in `default_pg` (pg `0`) at seq 13
+(`all_reduce`), waiting rank 0, undecidable: culprits ranks 0 and 1. The truth (rank 0 issued
+one call too many) cannot be told from "rank 1 stopped before a call both ranks make after
+training": seq 13 follows the last step and comes from a call site seen nowhere before, so no
+history decides. The JSON folder holds less (no stacks; ops stand in for call sites) and must
+not give a more confident answer: that an `all_reduce` (the loss) always followed an
+`all_reduce` (the gradient) does not make rank 0's metrics call the one rank 1 was due to
+make, so naming rank 1 alone there would be wrong. (This is the report "the pickle folder says
+undecidable, ranks 0-1, but the JSON folder of the same run names rank 1" reproduced.)
+
+{extra_call_2rank_table}
 """
 
 
@@ -622,6 +1199,26 @@ CAPTURES: dict[str, Callable[[Path], list[Path]]] = {
     "alltoall_uneven_4rank": lambda out: capture_alltoall(out / "alltoall_uneven_4rank"),
     "gather_scatter_4rank": lambda out: capture_gather_scatter(out / "gather_scatter_4rank"),
 }
+#: Folders captured in both formats from one run: ``NAME/`` (pickle) and ``NAME_json/``.
+BOTH_FORMATS: dict[str, Callable[[Path, Path], list[Path]]] = {
+    "pipeline_stall_4rank": capture_pipeline_stall,
+    "pipeline_raise_4rank": capture_pipeline_raise,
+    "truncated_beside_fault_4rank": capture_truncated_beside_fault,
+    "fsdp2_rank_dies_4rank": capture_fsdp2_rank_dies,
+    "mismatch_kills_3rank": capture_mismatch_kills,
+    "broadcast_2v2_4rank": capture_broadcast_2v2,
+    "extra_call_2rank": capture_extra_call,
+}
+
+
+def _in_both_folders(
+    name: str, capture: Callable[[Path, Path], list[Path]]
+) -> Callable[[Path], list[Path]]:
+    """Capture ``name`` under the fixture root: pickles in ``name/``, JSON in ``name_json/``."""
+    return lambda out: capture(out / name, out / f"{name}_json")
+
+
+CAPTURES.update({name: _in_both_folders(name, capture) for name, capture in BOTH_FORMATS.items()})
 
 
 def write_fixtures(out: Path, only: Sequence[str] | None = None) -> dict[str, list[Path]]:
