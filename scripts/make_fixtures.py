@@ -953,10 +953,10 @@ ranks 1 and 3 end at seq 5.
 cannot be read from the dumps, nor can "root disagreement". What is knowable: in
 `default_pg` (pg `0`) ranks 0 and 2 wait in seq 6 (`all_reduce`) that ranks 1 and 3 never
 issued, their last record being the broadcast seq 5 that all four issued alike. So the root
-cause is `missing_ranks` at pg `0` seq 6 with waiting ranks 0 and 2 and rank 3 among the
-culprits; without states nothing separates "ranks 1 and 3 are stuck" from "ranks 0 and 2
-issued an extra all_reduce", so naming both sides (undecidable) is honest, and naming only
-ranks 0 and 2 would be wrong.
+cause is `missing_ranks` at pg `0` seq 6 with waiting ranks 0 and 2 and culprits ranks 1 and 3:
+seq 5 is a rooted collective, which lets the root's side finish while others still wait (of
+an `all_reduce` no member can leave before all arrived), so the ranks that completed it and
+moved on are not suspects; which of ranks 1 and 3 named the wrong root is not recorded.
 
 {broadcast_root_4rank_table}
 

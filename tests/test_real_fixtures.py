@@ -193,8 +193,9 @@ def test_broadcast_root_hang_is_located_and_keeps_the_real_culprit_among_the_nam
         "all_reduce",
         [0, 2],
     )
-    # Ranks 1 and 3 never got past the broadcast; rank 3 named the wrong root.
-    assert {1, 3} <= set(root["culprit_ranks"])
+    # Ranks 1 and 3 never got past the broadcast; rank 3 named the wrong root. Ranks 0 and 2
+    # completed it and moved on: not suspects.
+    assert root["culprit_ranks"] == [1, 3]
 
 
 # --- size_3rank: rank 2 all_reduces 4 elements, ranks 0-1 six ------------------------------
@@ -277,8 +278,7 @@ def test_gather_scatter_reduce_broadcast_with_various_roots_is_healthy() -> None
 
 # --- thin evidence: each job dumped as pickle (FOLDER) and JSON (FOLDER_json) in one run ----
 #
-# Expectations follow fixtures/README.md. Where the current analyzer misses one, the case is
-# marked xfail(strict=True): the suite stays green, and the mark must go when it is fixed.
+# Expectations follow fixtures/README.md, derived from each program, not from frtrace's output.
 
 THIN = [
     "pipeline_stall_4rank",
@@ -291,13 +291,13 @@ THIN = [
 ]
 
 
-def twins(folder: str, pickle_fails: str = "", json_fails: str = "") -> list[Any]:
-    """The pickle folder and its JSON twin as parameters; a reason marks a known miss."""
+def twins(folder: str) -> list[Any]:
+    """The pickle folder and its JSON twin as parameters."""
     return [
-        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=why) if why else (), id=fmt)
-        for name, fmt, why in (
-            (folder, "pickle", pickle_fails),
-            (f"{folder}_json", "json", json_fails),
+        pytest.param(name, id=fmt)
+        for name, fmt in (
+            (folder, "pickle"),
+            (f"{folder}_json", "json"),
         )
     ]
 
@@ -379,10 +379,8 @@ def test_extra_call_dumps_differ_only_by_rank_0s_call_after_training() -> None:
 # pipeline_stall_4rank: rank 1 stalls in its data loader; rank 3 waits for it in an
 # unrecorded recv, ranks 0 and 2 in their dp groups' seq 5.
 
-STALL_JSON_MISS = "JSON: ops alone (no shapes) tell nothing, so each dp pair is an even split"
 
-
-@pytest.mark.parametrize("folder", twins("pipeline_stall_4rank", json_fails=STALL_JSON_MISS))
+@pytest.mark.parametrize("folder", twins("pipeline_stall_4rank"))
 def test_pipeline_stall_names_ranks_1_and_3_stopped_before_their_dp_seq_5(folder: str) -> None:
     root = root_of(folder)
     assert (root["kind"], root["pg_desc"], root["collective_seq_id"], root["op"]) == (
@@ -395,14 +393,12 @@ def test_pipeline_stall_names_ranks_1_and_3_stopped_before_their_dp_seq_5(folder
     assert {r for f in causes(folder) for r in f["culprit_ranks"]} == {1, 3}
 
 
-@pytest.mark.parametrize("folder", twins("pipeline_stall_4rank", json_fails=STALL_JSON_MISS))
+@pytest.mark.parametrize("folder", twins("pipeline_stall_4rank"))
 def test_pipeline_stall_never_blames_ranks_0_and_2_that_wait_in_dp(folder: str) -> None:
     assert blamed(folder).isdisjoint({0, 2}), report(folder)[1]["findings"]
 
 
 # pipeline_raise_4rank: rank 1 raises and leaves no dump; rank 0 waits for it in mesh_dp 3.
-
-RAISE_MISS = "places rank 1 in pg 4 at seq 4 (which completed); rank 0 waits for it in pg 3 #5"
 
 
 @pytest.mark.parametrize("folder", twins("pipeline_raise_4rank"))
@@ -411,7 +407,7 @@ def test_pipeline_raise_reports_rank_1_without_a_dump(folder: str) -> None:
     assert (rep["inputs"]["missing_dumps"], rep["unseen"]["no_file"]) == ([1], [1])
 
 
-@pytest.mark.parametrize("folder", twins("pipeline_raise_4rank", RAISE_MISS, RAISE_MISS))
+@pytest.mark.parametrize("folder", twins("pipeline_raise_4rank"))
 def test_pipeline_raise_blames_rank_1_where_its_dp_peer_rank_0_waits(folder: str) -> None:
     root = root_of(folder)
     assert (root["kind"], root["culprit_ranks"], root["waiting_ranks"]) == (
@@ -457,10 +453,8 @@ def test_truncated_rank_is_never_a_culprit(folder: str) -> None:
 
 # fsdp2_rank_dies_4rank: rank 3 calls os._exit(1) between forward and backward.
 
-FSDP_MISS = "UNKNOWN (exit 4): no finding, though ranks 0-2 stop at one collective of a group"
 
-
-@pytest.mark.parametrize("folder", twins("fsdp2_rank_dies_4rank", FSDP_MISS, FSDP_MISS))
+@pytest.mark.parametrize("folder", twins("fsdp2_rank_dies_4rank"))
 def test_fsdp2_rank_that_died_without_a_dump_is_the_root_cause(folder: str) -> None:
     root = root_of(folder)
     assert (root["kind"], root["culprit_ranks"], root["waiting_ranks"]) == (
@@ -498,10 +492,7 @@ def test_mismatch_kills_wait_at_seq_4_is_a_consequence(folder: str) -> None:
     assert later and all(f["secondary"] and f["culprit_ranks"] == [2] for f in later), later
 
 
-DUPLICATE = "seq 4 is listed twice, as stopped_earlier and as after_mismatch"
-
-
-@pytest.mark.parametrize("folder", twins("mismatch_kills_3rank", DUPLICATE, DUPLICATE))
+@pytest.mark.parametrize("folder", twins("mismatch_kills_3rank"))
 def test_mismatch_kills_wait_at_seq_4_is_reported_once(folder: str) -> None:
     later = [f for f in report(folder)[1]["findings"] if f["collective_seq_id"] == 4]
     assert len(later) == 1, later
@@ -524,10 +515,8 @@ def test_broadcast_2v2_blames_the_two_ranks_left_in_the_broadcast(folder: str) -
 
 # extra_call_2rank: after training rank 0 alone all_reduces its metrics.
 
-EXTRA_JSON_MISS = "JSON: 'all_reduce follows all_reduce' (gradient, loss) names rank 1 alone"
 
-
-@pytest.mark.parametrize("folder", twins("extra_call_2rank", json_fails=EXTRA_JSON_MISS))
+@pytest.mark.parametrize("folder", twins("extra_call_2rank"))
 def test_extra_call_after_training_is_undecidable_between_ranks_0_and_1(folder: str) -> None:
     root = root_of(folder)
     assert (root["kind"], root["culprit_ranks"], root["waiting_ranks"]) == (
@@ -541,21 +530,8 @@ def test_extra_call_after_training_is_undecidable_between_ranks_0_and_1(folder: 
 
 # Both formats of one run: the JSON twin holds less, so it may not be more confident.
 
-DIFFERS = {
-    "pipeline_stall_4rank": "pickle names rank 1 (stacks), JSON ranks 0-1 (even split)",
-    "extra_call_2rank": "pickle names ranks 0-1 (undecidable), JSON rank 1 (op sequence)",
-}
 
-
-@pytest.mark.parametrize(
-    "folder",
-    [
-        pytest.param(f, marks=pytest.mark.xfail(strict=True, reason=DIFFERS[f]))
-        if f in DIFFERS
-        else f
-        for f in THIN
-    ],
-)
+@pytest.mark.parametrize("folder", THIN)
 def test_pickle_and_json_of_one_run_give_the_same_root_cause(folder: str) -> None:
     def root(name: str) -> tuple[Any, ...] | None:
         status, rep = report(name)
