@@ -23,6 +23,7 @@ from frtrace.dumps.discover import Discovery, DumpFile, discover, rank_from_name
 from frtrace.dumps.store import is_url
 from frtrace.engine import load_found, locate
 from frtrace.errors import FrtraceError
+from frtrace.evidence.read import load_with_evidence
 from frtrace.tables.load import load_discovered
 from frtrace.tables.parse import Progress
 from frtrace.tables.trace import Trace
@@ -82,7 +83,9 @@ def load(
             found = discover(folder, prefix)
     else:
         found = _from_files([Path(p) for p in path_or_paths])
-    return load_discovered(found, ranks=ranks, jobs=jobs, progress=progress)
+    return load_with_evidence(
+        found, lambda: load_discovered(found, ranks=ranks, jobs=jobs, progress=progress)
+    )
 
 
 def _from_files(paths: list[Path]) -> Discovery:

@@ -46,6 +46,7 @@ REASONS = (
     "blocked_elsewhere",  # consequence: the absent ranks are blocked in another op
     "stopped_earlier",  # consequence: the absent ranks stopped before the root cause
     "no_dump_elsewhere",  # consequence: ranks wait here too for the root cause's dumpless rank
+    "never_joined",  # logs: the culprits never joined the collective the others waited in
 )
 
 

@@ -4,6 +4,11 @@ The rank is the trailing integer of the file name once `.json`/`.pkl`/`.gz` suff
 removed, so host names inside the name (`nccl_trace_rank_node03-host_27`) do not confuse it.
 Only ASCII digits make a rank, and entries that are not regular files (FIFOs, devices, links,
 folders) are reported as skipped by type, without being opened.
+
+A folder copied off the nodes may mix dumps with the job's logs and py-spy outputs: when a
+folder is given, every regular file's first KB is read (frtrace.evidence.text.sniff) and logs
+and stacks are set apart by content, whatever their names, so that a log named like a dump is
+read as a log, not reported as a broken dump.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ class Discovery:
     ignored: list[Path] = field(default_factory=list)
     # named like a dump but unusable before reading: (path, reason), e.g. a FIFO or rank 2**40
     skipped: list[tuple[Path, str]] = field(default_factory=list)
+    logs: list[Path] = field(default_factory=list)  # the job's logs, told by content
+    stacks: list[Path] = field(default_factory=list)  # py-spy outputs, told by content
 
 
 def strip_suffixes(name: str) -> str:
@@ -191,8 +198,13 @@ def discover(trace_dir: str | Path | None, prefix: str | None) -> Discovery:
         raise FrtraceError(f"{directory}: not a folder (give the folder that holds the dumps)")
     if prefix is None and env_prefix:
         prefix = env_prefix
-    # The default location is usually /tmp, shared with everything else: search it flat.
+    # The default location is usually /tmp, shared with everything else: search it flat,
+    # and for dumps only.
     candidates = _candidates(directory, subfolders=trace_dir is not None)
+    logs: list[Path] = []
+    stacks: list[Path] = []
+    if trace_dir is not None:
+        candidates, logs, stacks = split_by_content(candidates)
     inferred = prefix is None
     if prefix is None:
         prefix, _others = infer_prefix([p.name for p, kind in candidates if kind is None])
@@ -213,4 +225,25 @@ def discover(trace_dir: str | Path | None, prefix: str | None) -> Discovery:
         if claim_rank(by_rank, rank, path, max_rank, skipped):
             files.append(DumpFile(path, rank))
     files.sort(key=lambda f: f.rank)
-    return Discovery(directory, prefix, inferred, files, ignored, skipped)
+    return Discovery(directory, prefix, inferred, files, ignored, skipped, logs, stacks)
+
+
+def split_by_content(
+    candidates: list[tuple[Path, str | None]],
+) -> tuple[list[tuple[Path, str | None]], list[Path], list[Path]]:
+    """(the candidates that may be dumps, logs, py-spy outputs): regular files are told apart
+    by their first KB; a text file is a log or stacks whatever its name."""
+    from frtrace.evidence.text import LOG, STACKS, sniff
+
+    keep: list[tuple[Path, str | None]] = []
+    logs: list[Path] = []
+    stacks: list[Path] = []
+    for path, kind in candidates:
+        what = sniff(path) if kind is None else None
+        if what == LOG:
+            logs.append(path)
+        elif what == STACKS:
+            stacks.append(path)
+        else:
+            keep.append((path, kind))
+    return keep, logs, stacks

@@ -91,6 +91,25 @@ def load_found(
     """
     if engine not in ENGINES:
         raise FrtraceError(f"unknown engine '{engine}' (known: {', '.join(ENGINES)})")
+    if isinstance(found, Discovery) and (found.logs or found.stacks or found.files):
+        from frtrace.evidence.read import load_with_evidence
+
+        def dumps() -> Trace:
+            return _load_found(found, engine, scheduler, ranks, jobs, progress, client)
+
+        return load_with_evidence(found, dumps)
+    return _load_found(found, engine, scheduler, ranks, jobs, progress, client)
+
+
+def _load_found(
+    found: Found,
+    engine: str,
+    scheduler: str | None,
+    ranks: Iterable[int] | None,
+    jobs: int | None,
+    progress: Progress | None,
+    client: Any,
+) -> Trace:
     if engine == "local" and isinstance(found, Discovery):
         with start_parsing(select_files(found, ranks), jobs) as parsing:
             # Imported only now: the analysis' imports run while the workers parse.
