@@ -47,6 +47,7 @@ REASONS = (
     "stopped_earlier",  # consequence: the absent ranks stopped before the root cause
     "no_dump_elsewhere",  # consequence: ranks wait here too for the root cause's dumpless rank
     "never_joined",  # logs: the culprits never joined the collective the others waited in
+    "all_waiting",  # logs: every rank they name waited in it: one missing from them, or inside
 )
 
 

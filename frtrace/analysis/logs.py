@@ -8,8 +8,10 @@ exited with an error, its live stack is outside collectives, or the logs say not
 others waited in are the culprits, as a dump would name them (`missing_ranks`); when several
 are absent, those with evidence of their own failure are named before those that only
 went silent (torn down by the agent after the failure), and ranks waiting elsewhere are
-named only when no rank is absent. Every member waiting in one collective is a hang inside
-it (`stuck_collective`). Nothing waiting and nothing failed: healthy, no finding.
+named only when no rank is absent. Every rank the inputs name waiting in one collective is
+undecidable (`stuck_collective`, reason `all_waiting`): the rank they wait for may be in
+logs that were not given, or the hang is inside the collective. Nothing waiting and nothing
+failed: healthy, no finding.
 """
 
 from __future__ import annotations
@@ -193,7 +195,7 @@ def log_findings(ev: Evidence) -> list[Finding]:
                 culprit_ranks=waiting,
                 waiting_ranks=waiting,
                 expected_ranks=world,
-                reason="stuck",
+                reason="all_waiting",
                 facts=facts,
                 undecidable=True,
             )

@@ -132,8 +132,9 @@ def _place(ev: Evidence, rank: int, speaker: Speaker, path: str) -> RankEvidence
 def _infer_last_slot(
     logs: list[ParsedLog], slots: dict[tuple[str, int], int], ev: Evidence
 ) -> None:
-    """One (node, local rank) never matched and one rank below the largest never named: the
-    same process (a rank that printed nothing with its rank on it, the stuck one often)."""
+    """One (node, local rank) never matched and one rank never named (ranks run from 0 to at
+    least the number of workers the logs show): the same process (a rank that printed
+    nothing with its rank on it, often the stuck one)."""
     seen = {(s.host, s.local) for log in logs for s in log.speakers if s.local is not None}
     unmatched = sorted(
         (host, local) for host, local in seen if local is not None and (host, local) not in slots
@@ -144,7 +145,9 @@ def _infer_last_slot(
     named |= set(ev.ranks)
     if not named:
         return
-    missing = sorted(set(range(max(named) + 1)) - named)
+    # ranks are 0..W-1, and W is at least every worker the logs show
+    world = max(max(named) + 1, len(seen | set(slots)))
+    missing = sorted(set(range(world)) - named)
     if len(unmatched) == 1 and len(missing) == 1:
         host, local = unmatched[0]
         slots[(host, local)] = missing[0]

@@ -239,9 +239,8 @@ class _Parser:
         if t:
             rank = int(t.group("rank"))
             rest = rest[t.end() :]
-        if "\r" in rest:  # a progress bar: its last state
-            parts = [p for p in rest.split("\r") if p.strip()]
-            rest = parts[-1] if parts else ""
+        if "\r" in rest:  # a progress bar's updates: read on as one line
+            rest = rest.replace("\r", " ")
         speaker = Speaker(self.host_of(role), local, rank)
         if local is not None or rank is not None:
             self.out.speakers.add(speaker)

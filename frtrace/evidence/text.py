@@ -38,6 +38,7 @@ ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@
 # py-spy's first line of a process (py-spy src/dump.rs, print_traces), or the label line
 # `frtrace collect` writes before it.
 _STACKS_START = re.compile(r"^(?:# frtrace-collect |Process \d+: )", re.MULTILINE)
+_JSON_ARRAY = re.compile(rb'\[\s*(?:[{\["\]]|$)')
 _CONTROL = re.compile("[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
 
 
@@ -47,10 +48,15 @@ def sniff_bytes(head: bytes) -> str:
     stripped = head.lstrip()
     if not stripped:
         return EMPTY
-    if head[:2] == b"\x1f\x8b" or head[:1] == b"\x80" or stripped[:1] in (b"{", b"["):
+    if head[:2] == b"\x1f\x8b" or head[:1] == b"\x80" or stripped[:1] == b"{":
         return DUMP
-    if b"\x00" in head:
-        return BINARY
+    if _JSON_ARRAY.match(stripped):  # not `[nodeA:0]:`, the first line of a torchrun log
+        return DUMP
+    if b"\x00" in head:  # text lines, then zeros (a log with a hole, a sparse file): text
+        text_part = head[: head.index(b"\x00")]
+        if b"\n" not in text_part or sniff_bytes(text_part) not in (LOG, STACKS):
+            return BINARY
+        head = text_part
     text = ANSI.sub("", head.decode("utf-8", "replace"))
     if len(_CONTROL.findall(text[:-4])) * 10 > max(len(text), 1):  # a cut last char is fine
         return BINARY

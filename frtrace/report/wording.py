@@ -314,6 +314,18 @@ def _never_joined(f: Finding) -> str:
     return f"{head}: {'; '.join(parts)} (from the logs)"
 
 
+def _all_waiting(f: Finding) -> str:
+    ranks = f.waiting_ranks
+    how = _HOW.get(str(f.facts.get("how", "")), "")
+    what = (f.op or "a collective") + (f" at {where(f.place)}" if f.pg_name or f.pg_desc else "")
+    return (
+        f"{who(ranks)}, every rank these inputs name, waited in {what}"
+        f"{' ' + how if how else ''}; none is seen missing from it: either the rank they wait "
+        "for is in logs that were not given (give every node's logs or dumps), or the hang is "
+        "inside the collective (network, NCCL, a GPU) (from the logs; undecidable)"
+    )
+
+
 def culprit_state(facts: dict[str, object]) -> str:
     """What the logs and stacks show of one absent rank, as a verb phrase."""
     state = facts.get("state")
@@ -358,6 +370,7 @@ _DETAIL: dict[str, Callable[[Finding], str]] = {
     "stopped_earlier": _stopped_earlier,
     "no_dump_elsewhere": _no_dump_elsewhere,
     "never_joined": _never_joined,
+    "all_waiting": _all_waiting,
 }
 
 
