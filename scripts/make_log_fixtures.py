@@ -14,6 +14,8 @@ file per node. Global rank 3 carries the fault, wherever the rendezvous places i
 - ``skip``: rank 3 skips its third all_reduce and goes to the final barrier; py-spy stacks
   are taken while the job hangs, with the ``# frtrace-collect`` label line before each block.
 - ``healthy``: three all_reduces and a barrier on every rank.
+- ``pyspy``: not a job; one Python process (a main thread in ``slow_data_loader``, a
+  ``prefetch`` thread) dumped with ``py-spy dump --native`` and ``--locals``.
 
 Every rank also records a Flight Recorder dump (``frtrace.capture``) into a sub-folder named
 after its node (``nodeB/nccl_trace_rank_nodeB_3``): the stuck rank before it sleeps, a rank
@@ -40,6 +42,7 @@ import time
 from pathlib import Path
 
 SCENARIOS = ("stuck", "raise", "kill", "skip", "healthy")
+FORMATS = "pyspy"  # not a job: one process dumped with `--native` and with `--locals`
 CULPRIT = 3  # the global rank that carries the fault
 NODES = ("nodeA", "nodeB")
 NPROC = 2
@@ -226,16 +229,49 @@ def run_scenario(scenario: str, out: Path) -> dict[str, object]:
     return expected
 
 
+_FORMATS_PROGRAM = """
+import sys, threading, time
+def slow_data_loader():
+    time.sleep(600)
+threading.Thread(target=lambda: time.sleep(600), name="prefetch", daemon=True).start()
+print("ready", flush=True)
+slow_data_loader()
+"""
+
+
+def py_spy_formats(out: Path) -> None:
+    """`py-spy dump --native` and `--locals` of one sleeping process, for the parser."""
+    out.mkdir(parents=True, exist_ok=True)
+    spy = _py_spy()
+    program = Path(tempfile.mkdtemp(prefix="frtrace-pyspy-")) / "loader.py"
+    program.write_text(_FORMATS_PROGRAM)
+    proc = subprocess.Popen([sys.executable, str(program)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        time.sleep(1.0)
+        for flag, name in (("--native", "native.txt"), ("--locals", "locals.txt")):
+            with open(out / name, "wb") as f:
+                subprocess.run([spy, "dump", flag, "--pid", str(proc.pid)], stdout=f, check=True)
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(program.parent, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=Path("fixtures/logs"))
-    parser.add_argument("--only", nargs="+", choices=SCENARIOS)
+    parser.add_argument("--only", nargs="+", choices=(*SCENARIOS, FORMATS))
     parser.add_argument("--worker", choices=SCENARIOS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         worker(args.worker)
         return
-    for scenario in args.only or SCENARIOS:
+    for scenario in args.only or (*SCENARIOS, FORMATS):
+        if scenario == FORMATS:
+            py_spy_formats(args.out / FORMATS)
+            print(f"{FORMATS}: written", flush=True)
+            continue
         started = time.monotonic()
         expected = run_scenario(scenario, args.out / scenario)
         print(

@@ -149,7 +149,7 @@ def _culprit_facts(rev: RankEvidence, state: RankState) -> dict[str, Any]:
     if exited is not None:
         out.update(exitcode=exited.exitcode, signal=exited.signal)
     if rev.stack is not None and rev.stack.main is not None and rev.stack.main.frames:
-        out["function"] = rev.stack.main.frames[0].text()
+        out["function"] = rev.stack.main.python_frames[0].text()
     if state.place is not None:
         out["op"] = state.place.op
     return out

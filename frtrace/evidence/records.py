@@ -8,6 +8,7 @@ from an untrusted file: reports escape it before printing.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 # How a rank left a collective it waited in (Wait.how).
@@ -17,6 +18,7 @@ COMM_ERROR = "comm_error"  # another communication error (DistBackendError, NCCL
 
 # Innermost Python frames kept per exception or thread.
 MAX_FRAMES = 12
+_NATIVE = re.compile(r"\.(?:so(?:\.[\w.]+)?|dylib|dll|exe)$|^\?\?$")
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,12 @@ class PyFrame:
     line: int
 
     def text(self) -> str:
-        return f"{self.function} ({self.file}:{self.line})"
+        return f"{self.function} ({self.file}{f':{self.line}' if self.line else ''})"
+
+    @property
+    def native(self) -> bool:
+        """A C/C++ frame of `py-spy dump --native` (`clock_nanosleep (libc.so.6)`)."""
+        return bool(_NATIVE.search(self.file)) or self.function.startswith("0x")
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,14 @@ class ThreadStack:
     status: str  # idle, active, active+gil...
     name: str
     frames: tuple[PyFrame, ...]
+
+    @property
+    def python_frames(self) -> tuple[PyFrame, ...]:
+        """The frames from the innermost Python one on (`--native` frames before it dropped)."""
+        for i, frame in enumerate(self.frames):
+            if not frame.native:
+                return self.frames[i:]
+        return self.frames
 
 
 @dataclass(frozen=True)

@@ -109,9 +109,10 @@ def culprit_rows(analysis: Analysis, rank: int, frames: int | None) -> list[tupl
     if stack is not None and stack.main is not None:
         op = in_collective(stack)
         where = f"inside {op or 'a collective'}" if op is not None else "outside collectives"
-        shown = stack.main.frames if frames is None else stack.main.frames[:frames]
+        live = stack.main.python_frames
+        shown = live if frames is None else live[:frames]
         rows.append(("live stack", f"{where} (py-spy, innermost first):"))
-        rows += [("", f"  {f.function}  {f.file}:{f.line}") for f in shown]
+        rows += [("", f"  {f.function}  {f.file}{f':{f.line}' if f.line else ''}") for f in shown]
     step = next_step(rev)
     if step:
         rows.append(("next step", step))
