@@ -194,3 +194,75 @@ def test_one_nodes_logs_alone_do_not_blame_the_ranks_that_waited(tmp_path: Path)
     assert code == 1
     assert (root["kind"], root["evidence"]["undecidable"]) == ("stuck_collective", True)
     assert "logs that were not given" in root["detail"]
+
+
+def test_a_log_named_like_a_dump_is_read_as_a_log_not_skipped_as_a_broken_dump(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for node in ("nodeA", "nodeB"):
+        (folder / f"trace_{node}_0").write_text((LOGS / "raise" / f"{node}.log").read_text())
+    code, data = json_report(folder)
+    assert data["inputs"]["skipped"] == []
+    assert len(data["inputs"]["logs"]) == 2
+    assert (code, data["root_cause"]["culprit_ranks"]) == (1, [3])
+
+
+def test_without_role_the_default_prefix_and_the_files_name_give_the_host(tmp_path: Path) -> None:
+    """`torchrun` without `--role` writes `[default<local>]:`; the node is the file's."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for node in ("nodeA", "nodeB"):
+        text = (LOGS / "raise" / f"{node}.log").read_text()
+        (folder / f"{node}.out").write_text(text.replace(f"[{node}:", "[default"))
+    _code, data = json_report(folder)
+    assert data["root_cause"]["hosts"] == ["nodeB"]
+
+
+def test_per_rank_files_without_prefixes_are_their_ranks(tmp_path: Path) -> None:
+    """One file per rank (`rank3.log`), lines as the worker wrote them, nothing prefixed."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    timeout = (
+        "Traceback (most recent call last):\n"
+        '  File "/job/train.py", line 40, in step\n'
+        "    dist.all_reduce(x)\n"
+        '  File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", '
+        "line 3252, in all_reduce\n"
+        "    work.wait()\n"
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out "
+        "waiting 5000ms for recv operation to complete\n"
+    )
+    for rank in (0, 1, 2):
+        (folder / f"rank{rank}.log").write_text(f"step 9 on rank {rank}\n" + timeout)
+    (folder / "rank3.log").write_text("step 9 on rank 3\nloading shard 17\n")
+    code, data = json_report(folder)
+    root = data["root_cause"]
+    assert (code, root["culprit_ranks"], root["waiting_ranks"]) == (1, [3], [0, 1, 2])
+
+
+def test_a_chained_exception_is_read_as_its_last_one(tmp_path: Path) -> None:
+    log = tmp_path / "rank0.log"
+    log.write_text(
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "/job/data.py", line 88, in slow_data_loader\n'
+        "[rank0]:     return next(it)\n"
+        "[rank0]: StopIteration\n"
+        "\n"
+        "[rank0]: During handling of the above exception, another exception occurred:\n"
+        "\n"
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "/job/train.py", line 12, in <module>\n'
+        "[rank0]:     main()\n"
+        '[rank0]:   File "/job/data.py", line 90, in slow_data_loader\n'
+        '[rank0]:     raise RuntimeError("shard 17 is empty")\n'
+        "[rank0]: RuntimeError: shard 17 is empty\n"
+    )
+    parsed = parse_log(log)
+    assert [(s.rank, r.type, r.message) for s, r in parsed.raised] == [
+        (0, "StopIteration", ""),
+        (0, "RuntimeError", "shard 17 is empty"),
+    ]
+    last = parsed.raised[-1][1]
+    assert [f.function for f in last.frames] == ["slow_data_loader", "<module>"]

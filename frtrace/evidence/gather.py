@@ -85,36 +85,44 @@ def gather(
         ev.workers |= {(s.host, s.local) for s in log.speakers if s.local is not None}
         ev.workers |= {(s.host, s.local) for s, _e in log.exits if s.local is not None}
 
-    def owner(log: ParsedLog, speaker: Speaker) -> int | None:
+    def owner(log: ParsedLog, speaker: Speaker) -> RankEvidence | None:
+        """The rank a line's writer is, filed with what the line says of its node."""
         if speaker.rank is not None:
-            return speaker.rank
-        if speaker.local is not None:
-            return slots.get((speaker.host, speaker.local))
-        return log.file_rank
+            rank: int | None = speaker.rank
+        elif speaker.local is not None:
+            rank = slots.get((speaker.host, speaker.local))
+        else:
+            rank, speaker = log.file_rank, Speaker(log.host, None, None)
+        return None if rank is None else _place(ev, rank, speaker, log.input.path)
 
     for log in logs:
+        if log.file_rank is not None:  # a per-rank file, even one that names nothing
+            _place(ev, log.file_rank, Speaker(log.host, None, None), log.input.path)
         for speaker in log.speakers:
-            rank = owner(log, speaker)
-            if rank is not None:
-                _place(ev, rank, speaker, log.input.path)
+            owner(log, speaker)
         for speaker, wait in log.waits:
-            if (rank := owner(log, speaker)) is not None:
-                _place(ev, rank, speaker, log.input.path).waits.append(wait)
+            if (waiter := owner(log, speaker)) is not None:
+                waiter.waits.append(wait)
         for speaker, raised in log.raised:
-            if (rank := owner(log, speaker)) is not None:
-                _place(ev, rank, speaker, log.input.path).raised.append(raised)
+            if (raiser := owner(log, speaker)) is not None:
+                raiser.raised.append(raised)
         for speaker, exited in log.exits:
             if speaker.rank is None:
                 continue
-            r = _place(ev, speaker.rank, speaker, log.input.path)
-            r.exits.append(exited)
-            r.pid = r.pid or exited.pid
+            ended = _place(ev, speaker.rank, speaker, log.input.path)
+            ended.exits.append(exited)
+            ended.pid = ended.pid or exited.pid
     by_pid = {(r.host, r.pid): r.rank for r in ev.ranks.values() if r.pid is not None}
     for log in logs:
         for speaker, warned in log.warnings:
-            rank = by_pid.get((log.host, warned.pid), owner(log, speaker))
-            if rank is not None:
-                _place(ev, rank, speaker, log.input.path).warnings.append(warned)
+            mapped = by_pid.get((log.host, warned.pid))
+            warner = (
+                _place(ev, mapped, speaker, log.input.path)
+                if mapped is not None
+                else owner(log, speaker)
+            )
+            if warner is not None:
+                warner.warnings.append(warned)
     _match_stacks(ev, stacks)
     return ev
 

@@ -406,6 +406,8 @@ class _Parser:
         out.exits = [(Speaker(host, s.local, s.rank), e) for s, e in out.exits]
         if not out.speakers and not out.exits:
             out.file_rank = rank_from_log_name(Path(self.path))
+            if out.file_rank is not None and host == host_from_path(Path(self.path), None):
+                host = out.host = ""  # `rank3.log` names a rank, not a node
         out.input = InputFile(
             self.path, "log", host, stats.lines, stats.truncated, stats.binary, stats.cut
         )
