@@ -174,3 +174,19 @@ def test_logs_and_stacks_are_not_reported_as_broken_dumps(tmp_path: Path) -> Non
     assert data["inputs"]["skipped"] == []
     assert {Path(f["file"]).name for f in data["inputs"]["logs"]} == {"nodeA.log", "nodeB.log"}
     assert "skipped" not in result.stderr
+
+
+def test_logs_and_stacks_given_as_several_files_are_one_job() -> None:
+    folder = LOGS / "stuck"
+    files = [folder / "nodeA.log", folder / "nodeB.log", folder / "nodeB.pyspy.txt"]
+    result, data = report(*map(str, files))
+    assert (result.exit_code, data["root_cause"]["culprit_ranks"]) == (1, [3])
+    assert "slow_data_loader" in data["root_cause"]["detail"]
+
+
+def test_dump_folders_and_logs_given_together_are_one_job() -> None:
+    folder = LOGS / "raise"
+    paths = [folder / "nodeA", folder / "nodeB", folder / "nodeA.log", folder / "nodeB.log"]
+    _result, data = report(*map(str, paths))
+    assert data["inputs"]["files"] == 3
+    assert data["root_cause"]["culprit_evidence"][0]["host"] == "nodeB"

@@ -247,3 +247,56 @@ def split_by_content(
         else:
             keep.append((path, kind))
     return keep, logs, stacks
+
+
+def discover_many(paths: list[Path], prefix: str | None) -> Discovery:
+    """Several folders and files given at once (dumps, logs, py-spy outputs, as copied off
+    the nodes): folders are searched as `discover` does, files are told apart by content;
+    a dump file's rank is the trailing number of its name."""
+    from frtrace.evidence.text import LOG, STACKS, sniff
+
+    if not paths:
+        raise FrtraceError("no folder or file given")
+    files: list[DumpFile] = []
+    logs: list[Path] = []
+    stacks: list[Path] = []
+    ignored: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    by_rank: dict[int, Path] = {}
+    max_rank = budgets().max_rank
+    prefixes: list[str] = []
+    for path in paths:
+        if not os.path.lexists(path):
+            raise FrtraceError(f"{path}: no such file or folder")
+        if path.is_dir():
+            found = discover(path, prefix)
+            prefixes.append(found.prefix)
+            ignored += found.ignored
+            skipped += found.skipped
+            logs += found.logs
+            stacks += found.stacks
+            for f in found.files:
+                if claim_rank(by_rank, f.rank, f.path, max_rank, skipped):
+                    files.append(f)
+            continue
+        kind = _kind(path)
+        what = sniff(path) if kind is None else None
+        if what == LOG:
+            logs.append(path)
+        elif what == STACKS:
+            stacks.append(path)
+        elif kind is not None:
+            skipped.append(
+                (path, kind if kind.startswith("cannot") else f"{kind}, not a regular file")
+            )
+        else:
+            rank = rank_from_name(path.name)
+            if rank is None:
+                raise FrtraceError(f"{path}: the file name does not end in a rank number")
+            if claim_rank(by_rank, rank, path, max_rank, skipped):
+                files.append(DumpFile(path, rank))
+    files.sort(key=lambda f: f.rank)
+    parents = [str(p if p.is_dir() else p.parent) for p in paths]
+    common = Path(os.path.commonpath([os.path.abspath(p) for p in parents]))
+    shared = prefixes[0] if prefixes and len(set(prefixes)) == 1 else ""
+    return Discovery(common, shared, False, files, ignored, skipped, logs, stacks)

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from frtrace.evidence.logs import ParsedLog, Speaker, collective_of
+from frtrace.evidence.logs import ParsedLog, Speaker, collective_of, same_folder
 from frtrace.evidence.pyspy import ParsedStacks
 from frtrace.evidence.records import Evidence, ProcessStack, RankEvidence
 
@@ -41,7 +41,7 @@ def dump_host(path: Path, prefix: str, root: Path | None) -> str:
     middle = middle.rstrip("0123456789").rstrip("_-.")
     if middle:
         return middle
-    if root is not None and path.parent != root and path.parent.name:
+    if root is not None and not same_folder(path.parent, root) and path.parent.name:
         return path.parent.name
     return ""
 

@@ -19,6 +19,7 @@ within budgets (frtrace.evidence.text.read_lines).
 
 from __future__ import annotations
 
+import os
 import re
 import signal as signals
 from dataclasses import dataclass, field, replace
@@ -159,7 +160,7 @@ class ParsedLog:
 def host_from_path(path: Path, root: Path | None) -> str:
     """The node a file came from, by where it lies: its sub-folder of `root` (one folder per
     node), else its name without the usual suffixes (`nodeB.log` -> nodeB)."""
-    if root is not None and path.parent != root and path.parent.name:
+    if root is not None and not same_folder(path.parent, root) and path.parent.name:
         return path.parent.name
     name = path.name
     changed = True
@@ -169,6 +170,11 @@ def host_from_path(path: Path, root: Path | None) -> str:
             if name.lower().endswith(suffix) and len(name) > len(suffix):
                 name, changed = name[: -len(suffix)], True
     return name
+
+
+def same_folder(a: Path, b: Path) -> bool:
+    """The same folder, however each path was spelled (relative or not)."""
+    return os.path.abspath(a) == os.path.abspath(b)
 
 
 def rank_from_log_name(path: Path) -> int | None:
