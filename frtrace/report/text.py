@@ -471,7 +471,8 @@ def _root_block(
     stall = stall_lines(f)
     if stall is not None:
         lines += wrap(stall[0], width, f"  {'stuck':<16}", " " * 18)
-        lines += wrap(stall[1], width, f"  {'look at':<16}", " " * 18)
+        if not any(key == "next step" for key, _v in rows):  # the logs gave a concrete one
+            lines += wrap(stall[1], width, f"  {'look at':<16}", " " * 18)
     if verbose:
         lines += ["", *wrap(_detail(f), width, "  ")]
     else:
