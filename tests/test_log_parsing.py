@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -266,3 +267,26 @@ def test_a_chained_exception_is_read_as_its_last_one(tmp_path: Path) -> None:
     ]
     last = parsed.raised[-1][1]
     assert [f.function for f in last.frames] == ["slow_data_loader", "<module>"]
+
+
+def test_a_log_named_like_the_next_ranks_dump_is_read_as_a_log(tmp_path: Path) -> None:
+    """Dumps are told apart by content only when needed: this one is found when its parse
+    fails, and is then read as the log it is."""
+    folder = tmp_path / "job"
+    shutil.copytree(LOGS / "raise" / "nodeA", folder)
+    shutil.copy(LOGS / "raise" / "nodeB" / "nccl_trace_rank_nodeB_3", folder)
+    (folder / "nccl_trace_rank_nodeB_2").write_text((LOGS / "raise" / "nodeB.log").read_text())
+    code, data = json_report(folder)
+    assert data["inputs"]["skipped"] == []
+    assert [Path(f["file"]).name for f in data["inputs"]["logs"]] == ["nccl_trace_rank_nodeB_2"]
+    assert (code, data["inputs"]["ranks"]) == (1, [0, 1, 3])
+
+
+def test_a_larger_family_of_logs_does_not_hide_the_dumps(tmp_path: Path) -> None:
+    folder = tmp_path / "job"
+    shutil.copytree(LOGS / "raise" / "nodeA", folder)
+    for i, node in enumerate(("nodeA", "nodeB", "nodeA")):
+        (folder / f"out_{i}").write_text((LOGS / "raise" / f"{node}.log").read_text())
+    _code, data = json_report(folder)
+    assert data["inputs"]["ranks"] == [0, 1]
+    assert len(data["inputs"]["logs"]) == 3

@@ -203,11 +203,14 @@ def discover(trace_dir: str | Path | None, prefix: str | None) -> Discovery:
     candidates = _candidates(directory, subfolders=trace_dir is not None)
     logs: list[Path] = []
     stacks: list[Path] = []
-    if trace_dir is not None:
-        candidates, logs, stacks = split_by_content(candidates)
+    if trace_dir is not None:  # files without a rank in their name: logs, stacks, others
+        candidates = split_by_content(candidates, logs, stacks, numbered=False)
     inferred = prefix is None
     if prefix is None:
-        prefix, _others = infer_prefix([p.name for p, kind in candidates if kind is None])
+        prefix, others = infer_prefix([p.name for p, kind in candidates if kind is None])
+        if others and trace_dir is not None:  # several families: logs may be one of them
+            candidates = split_by_content(candidates, logs, stacks, numbered=True)
+            prefix, _others = infer_prefix([p.name for p, kind in candidates if kind is None])
     files: list[DumpFile] = []
     ignored: list[Path] = []
     skipped: list[tuple[Path, str]] = []
@@ -222,6 +225,14 @@ def discover(trace_dir: str | Path | None, prefix: str | None) -> Discovery:
             reason = kind if kind.startswith("cannot") else f"{kind}, not a regular file"
             skipped.append((path, reason))
             continue
+        if rank in by_rank and trace_dir is not None:  # one of the two may be a log
+            left = split_by_content([(by_rank[rank], None), (path, None)], logs, stacks, True)
+            if len(left) < 2:
+                if by_rank[rank] not in {p for p, _k in left}:
+                    files = [f for f in files if f.path != by_rank[rank]]
+                    del by_rank[rank]
+                if path not in {p for p, _k in left}:
+                    continue
         if claim_rank(by_rank, rank, path, max_rank, skipped):
             files.append(DumpFile(path, rank))
     files.sort(key=lambda f: f.rank)
@@ -230,23 +241,45 @@ def discover(trace_dir: str | Path | None, prefix: str | None) -> Discovery:
 
 def split_by_content(
     candidates: list[tuple[Path, str | None]],
-) -> tuple[list[tuple[Path, str | None]], list[Path], list[Path]]:
-    """(the candidates that may be dumps, logs, py-spy outputs): regular files are told apart
-    by their first KB; a text file is a log or stacks whatever its name."""
+    logs: list[Path],
+    stacks: list[Path],
+    numbered: bool,
+) -> list[tuple[Path, str | None]]:
+    """The candidates that may be dumps; logs and py-spy outputs among the regular files
+    whose names carry a rank (`numbered`) or not are added to `logs` and `stacks`, told apart
+    by their first KB whatever their names. Rank-numbered files are read only when needed
+    (the parse says which failed): a folder of dumps costs no extra read."""
     from frtrace.evidence.text import LOG, STACKS, sniff
 
     keep: list[tuple[Path, str | None]] = []
-    logs: list[Path] = []
-    stacks: list[Path] = []
     for path, kind in candidates:
-        what = sniff(path) if kind is None else None
+        look = kind is None and (rank_from_name(path.name) is not None) == numbered
+        what = sniff(path) if look else None
         if what == LOG:
             logs.append(path)
         elif what == STACKS:
             stacks.append(path)
         else:
             keep.append((path, kind))
-    return keep, logs, stacks
+    return keep
+
+
+def reclaim_text(found: Discovery, skipped: list[Any]) -> list[Any]:
+    """Files the parse skipped that are text (logs, py-spy outputs named like dumps) are
+    moved to `found.logs` / `found.stacks`; returns the skipped files left."""
+    from frtrace.evidence.text import LOG, STACKS, sniff
+
+    left = []
+    for item in skipped:
+        path = Path(item.file)
+        what = sniff(path) if not path.is_symlink() and path.is_file() else None
+        if what == LOG:
+            found.logs.append(path)
+        elif what == STACKS:
+            found.stacks.append(path)
+        else:
+            left.append(item)
+    return left
 
 
 def discover_many(paths: list[Path], prefix: str | None) -> Discovery:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from frtrace.dumps.discover import Discovery, rank_from_name
+from frtrace.dumps.discover import Discovery, rank_from_name, reclaim_text
 from frtrace.errors import FrtraceError
 from frtrace.evidence.gather import DumpHost, dump_host, gather
 from frtrace.evidence.logs import LogReadError, ParsedLog, parse_log
@@ -58,12 +58,18 @@ def _skip(skipped: list[Skipped] | None, path: Path, reason: str) -> None:
 def empty_trace(found: Discovery, skipped: list[Skipped] | None = None) -> Trace:
     """A Trace without entries (no usable dump): the analysis then runs on the evidence."""
     from frtrace.tables.columns import columnize
-    from frtrace.tables.repair import infer_memberships, pg_status_table, status_names
+    from frtrace.tables.repair import (
+        add_global_peers,
+        infer_memberships,
+        pg_status_table,
+        status_names,
+    )
     from frtrace.tables.trace import file_table, merge_columns
 
     nothing = columnize({"version": "", "pg_config": {}, "pg_status": {}, "entries": []}, 0)
     entries, stacks = merge_columns([nothing])
     members = infer_memberships(entries, [], [])
+    add_global_peers(entries, members.groups)
     status = pg_status_table([], status_names(entries))
     return Trace(
         trace_dir=str(found.trace_dir),
@@ -80,14 +86,15 @@ def empty_trace(found: Discovery, skipped: list[Skipped] | None = None) -> Trace
 def load_with_evidence(found: Discovery, parse: Callable[[], Trace]) -> Trace:
     """`parse()` the dumps `found` names, then attach the evidence of its logs and stacks; a
     folder of logs or stacks without any usable dump gives an empty Trace with the evidence."""
-    has_evidence = bool(found.logs or found.stacks)
-    if found.files or not has_evidence:
+    if found.files or not (found.logs or found.stacks):
         try:
             trace = parse()
         except NoUsableDumpError as exc:
-            if not has_evidence:
+            left = reclaim_text(found, exc.skipped)  # logs named like dumps
+            if not (found.logs or found.stacks):
                 raise
-            return _logs_only(found, exc.skipped)
+            return _logs_only(found, left)
+        trace.skipped[:] = reclaim_text(found, trace.skipped)
         trace.evidence = read_evidence(found, trace.skipped, trace.ranks)
         return trace
     return _logs_only(found, [Skipped(str(p), r) for p, r in found.skipped])
