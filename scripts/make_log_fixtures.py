@@ -258,6 +258,81 @@ def py_spy_formats(out: Path) -> None:
         shutil.rmtree(program.parent, ignore_errors=True)
 
 
+_README = """\
+# Real logs and py-spy stacks
+
+Written by `scripts/make_log_fixtures.py` (do not edit by hand; rerun it): torch {torch},
+backend **gloo** on CPU, py-spy {py_spy}, Python {python}. Each job ran under two `torchrun`
+agents on one machine standing for two nodes (`--nnodes 2 --nproc-per-node 2 --role nodeA:
+--tee 3 --rdzv-backend c10d`), each agent's output in its own file (`nodeA.log`,
+`nodeB.log`). The c10d rendezvous decides which node gets which global ranks; the fault is
+always global rank 3, and `expected.json` says where it ran (node, pid), as the workers
+recorded it. Every rank also wrote a Flight Recorder dump into its node's folder
+(`nodeB/nccl_trace_rank_nodeB_3`) when it could; the folder without those sub-folders is the
+same job's logs alone.
+
+{table}
+
+`pyspy/` holds `py-spy dump --native` and `--locals` of one process (a main thread sleeping in
+`slow_data_loader`, a `prefetch` thread), for the parser.
+"""
+
+
+_ROWS = (
+    ("folder", "what rank 3 did", "the others", "logs alone", "with dumps"),
+    (
+        "`stuck/`",
+        "sleeps in `slow_data_loader` before its third all_reduce; py-spy stacks taken during "
+        "the hang (`node*.pyspy.txt`, plain `py-spy dump` output, matched by pid through "
+        "torchelastic's summary)",
+        "time out in the all_reduce (gloo, 40 s); rank 3 is then ended with SIGTERM by its agent",
+        "rank 3 on its node, stuck in `slow_data_loader`",
+        "`missing_ranks` at `default_pg#3`, rank 3",
+    ),
+    (
+        "`raise/`",
+        "raises `ValueError: bad batch at step 2`",
+        "time out or lose the peer in the all_reduce",
+        "rank 3, `ValueError`",
+        "`missing_ranks` at `default_pg#3`, rank 3",
+    ),
+    (
+        "`kill/`",
+        "SIGKILLs itself",
+        "torn down; no dump from anyone, no summary from the other node",
+        "rank 3, SIGKILL",
+        "(no dump)",
+    ),
+    (
+        "`skip/`",
+        "skips its third all_reduce and waits in the final barrier; stacks with "
+        "`# frtrace-collect` labels",
+        "time out in the all_reduce",
+        "rank 3, waiting in `barrier` instead",
+        "`type_mismatch` at `default_pg#3`, rank 3",
+    ),
+    ("`healthy/`", "three all_reduces and a barrier", "the same", "OK", "OK"),
+)
+
+
+def write_readme(out: Path) -> None:
+    """fixtures/logs/README.md, with the versions that wrote the fixtures."""
+    import platform
+
+    import torch
+
+    spy = subprocess.run([_py_spy(), "--version"], capture_output=True, text=True).stdout
+    rows = ["| " + " | ".join(row) + " |" for row in _ROWS]
+    rows.insert(1, "|" + " --- |" * len(_ROWS[0]))
+    text = _README.format(
+        torch=torch.__version__,
+        py_spy=spy.split()[-1],
+        python=platform.python_version(),
+        table="\n".join(rows),
+    )
+    (out / "README.md").write_text(text)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=Path("fixtures/logs"))
@@ -279,6 +354,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{expected['culprit_rank']} on {expected['culprit_host']}",
             flush=True,
         )
+    write_readme(args.out)
 
 
 if __name__ == "__main__":
