@@ -420,7 +420,7 @@ def _answer(
             f"{loaded - started:.2f}s",
             err=True,
         )
-        for note in trace.notes:
+        for note in trace.notes + (trace.evidence.notes if trace.evidence else []):
             click.echo(f"note: {safe(note)}", err=True)
     names = matching_groups(trace.group_table, pg_filters)
     style = MarkedStyle(use_color())

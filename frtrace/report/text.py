@@ -709,7 +709,7 @@ def render_text(
         lines.append("")
     for item in shown:
         lines += wrap(f"note: {note_text(item)}", width, "", "  ")
-    if verbose:
+    if verbose and len(analysis.ctx.pg_names):
         lines += ["", style.bold("GROUPS"), group_table(analysis)]
     line = verdict(analysis, exit_status)
     lines += ["", style.green(line) if analysis.ok else style.red(line)]
