@@ -60,3 +60,17 @@ def nccl_watchdog_lines(
 def nccl_warn_line(host: str, pid: int, message: str, device: int = 0) -> str:
     """An NCCL WARN line as nccl's src/debug.cc (ncclDebugLog) writes it."""
     return f"{host}:{pid}:{pid + 7} [{device}] transport/net_ib.cc:1295 NCCL WARN {message}"
+
+
+def nccl_async_error_lines(rank: int, seq: int, message: str, op: str = "ALLREDUCE") -> list[str]:
+    """An NCCL error the watchdog found (not a timeout): WorkNCCL::checkAndSetException logs
+    `logPrefix() << "Collective " << *this << " raised the following async exception: " <<
+    message`, then Watchdog::runLoop its `failure detected` line."""
+    work = f"WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=1024, NumelOut=1024, Timeout(ms)=600000)"
+    tag = f"[rank{rank}]:"
+    error = f"[Rank {rank}] Collective {work} raised the following async exception: {message}"
+    status = (
+        f"[PG ID 0 PG GUID 0(default_pg) Rank {rank}]  failure detected by watchdog at work "
+        f"sequence id: {seq} PG status: last enqueued work: {seq}, last completed work: {seq - 1}"
+    )
+    return [tag + _glog(690) + error, tag + _glog(2271) + status]

@@ -12,7 +12,7 @@ from typing import Any
 from click.testing import CliRunner
 from conftest import FIXTURES
 from hostile_cases import RAW_CONTROLS, run_cli
-from log_builders import nccl_warn_line, nccl_watchdog_lines
+from log_builders import nccl_async_error_lines, nccl_warn_line, nccl_watchdog_lines
 
 from frtrace.cli import cli, expand_multi_values
 from frtrace.evidence.logs import parse_log
@@ -290,3 +290,18 @@ def test_a_larger_family_of_logs_does_not_hide_the_dumps(tmp_path: Path) -> None
     _code, data = json_report(folder)
     assert data["inputs"]["ranks"] == [0, 1]
     assert len(data["inputs"]["logs"]) == 3
+
+
+def test_an_nccl_error_is_a_communication_error_not_a_timeout(tmp_path: Path) -> None:
+    log = tmp_path / "rank1.log"
+    message = "NCCL error: remote process exited or there was a network error"
+    _write(log, nccl_async_error_lines(1, 9, message))
+    ((_speaker, wait),) = parse_log(log).waits  # the status line completes the error's
+    assert (wait.how, wait.op, wait.seq, wait.detail) == ("comm_error", "all_reduce", 9, message)
+    assert (wait.pg_name, wait.pg_desc, wait.last_completed) == ("0", "default_pg", 8)
+
+
+def test_every_ranks_host_is_in_the_json_report() -> None:
+    _code, data = json_report(LOGS / "stuck")
+    truth = json.loads((LOGS / "stuck" / "expected.json").read_text())
+    assert data["inputs"]["hosts"] == truth["hosts"]

@@ -65,6 +65,12 @@ _WATCHDOG = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d{1,12}), OpType=(?P<op>\w{1,40}), NumelIn=(?P<nin>\d{1,20}), "
     r"NumelOut=(?P<nout>\d{1,20}), Timeout\(ms\)=(?P<timeout>\d{1,12})\)"
 )
+# WorkNCCL::checkAndSetException, for an NCCL error rather than a timeout: `<logPrefix()>
+# Collective <work> raised the following async exception: <message>`.
+_ASYNC_ERROR = re.compile(
+    r"Collective WorkNCCL\(SeqNum=(?P<seq>\d{1,12}), OpType=(?P<op>\w{1,40}),.{0,200}?\) "
+    r"raised the following async exception: (?P<msg>.*)"
+)
 # ProcessGroupNCCL::Watchdog::runLoop: `<logPrefix()> failure detected by watchdog at work
 # sequence id: <seq> PG status: last enqueued work: <n>, last completed work: <n>`, where
 # ProcessGroupNCCL::createLogPrefix is `[PG ID <id> PG GUID <uid>(<desc>) Rank <rank>] `
@@ -255,7 +261,11 @@ class _Parser:
         where = Where(self.path, number)
         if local is None and rank is None and self._summary_line(rest, number):
             return
-        if "Watchdog caught" in rest or "failure detected by watchdog" in rest:
+        if (
+            "Watchdog caught" in rest
+            or "failure detected by watchdog" in rest
+            or "raised the following async exception" in rest
+        ):
             self._watchdog(rest, speaker, where)
             return
         if "NCCL WARN" in rest:
@@ -288,11 +298,23 @@ class _Parser:
             )
             self.out.waits.append((speaker, wait))
             return
+        a = _ASYNC_ERROR.search(text)
+        if a:
+            op = a.group("op")
+            error = Wait(
+                COMM_ERROR,
+                OP_NAMES.get(op, op.lower()),
+                where,
+                seq=int(a.group("seq")),
+                detail=cut(a.group("msg")),
+            )
+            self.out.waits.append((speaker, error))
+            return
         s = _WATCHDOG_STATUS.search(text)
         if s is None:
             return
         seq = int(s.group("seq"))
-        found = Wait(TIMEOUT, "", where, seq=seq)
+        found = Wait(COMM_ERROR, "", where, seq=seq)  # no timeout line before it: an error
         index = None
         for i in range(len(self.out.waits) - 1, -1, -1):  # the timeout line just before
             who, wait = self.out.waits[i]

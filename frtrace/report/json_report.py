@@ -36,6 +36,7 @@ def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
             "missing_dumps": trace.missing_dumps,
             "skipped": [{"file": s.file, "reason": s.reason} for s in trace.skipped],
             "versions": trace.versions,
+            "hosts": _hosts(analysis),
             "logs": _read_files(analysis, "log"),
             "stacks": _read_files(analysis, "stacks"),
         },
@@ -59,6 +60,14 @@ def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
             "root_cause_outside": analysis.selection.root_cause_outside,
         },
     }
+
+
+def _hosts(analysis: Analysis) -> dict[str, str]:
+    """Every rank's host, where a dump's name or folder, a log or a py-spy file tells it."""
+    ev = analysis.evidence
+    if ev is None:
+        return {}
+    return {str(r): e.host for r, e in sorted(ev.ranks.items()) if e.host}
 
 
 def _read_files(analysis: Analysis, kind: str) -> list[dict[str, Any]]:
