@@ -113,10 +113,15 @@ def culprit_rows(analysis: Analysis, rank: int, frames: int | None) -> list[tupl
         shown = live if frames is None else live[:frames]
         rows.append(("live stack", f"{where} (py-spy, innermost first):"))
         rows += [("", f"  {f.function}  {f.file}{f':{f.line}' if f.line else ''}") for f in shown]
-    step = next_step(rev)
+    step = next_step(rev) if from_logs(rev) else ""  # a dump's name alone says no more
     if step:
         rows.append(("next step", step))
     return rows
+
+
+def from_logs(rev: RankEvidence) -> bool:
+    """Whether logs or stacks say anything of the rank (beyond a dump's name)."""
+    return bool(rev.waits or rev.raised or rev.exits or rev.warnings or rev.stack)
 
 
 def next_step(rev: RankEvidence) -> str:
@@ -211,5 +216,5 @@ def culprit_evidence(analysis: Analysis, rank: int) -> dict[str, Any] | None:
         "pid": rev.pid,
         "files": list(rev.files),
         "evidence": shown,
-        "next_step": next_step(rev) or None,
+        "next_step": (next_step(rev) if from_logs(rev) else "") or None,
     }

@@ -18,7 +18,13 @@ import pandas as pd
 
 from frtrace.analysis.engine import Analysis
 from frtrace.evidence.gather import in_collective
-from frtrace.report.evidence import culprit_rows, inputs_summary, next_step, rank_evidence
+from frtrace.report.evidence import (
+    culprit_rows,
+    from_logs,
+    inputs_summary,
+    next_step,
+    rank_evidence,
+)
 from frtrace.report.json_report import report_dict
 from frtrace.report.skipped import SKIPPED_SHOWN
 from frtrace.report.text import (
@@ -258,7 +264,7 @@ def _stall(analysis: Analysis) -> list[str]:
     stall = list(stall_lines(root) or ()) if root is not None else []
     if stall and root is not None and root.culprit_ranks:
         rev = rank_evidence(analysis, root.culprit_ranks[0])
-        step = next_step(rev) if rev is not None else ""
+        step = next_step(rev) if rev is not None and from_logs(rev) else ""
         if step:
             stall[1] = step
     return stall
