@@ -43,7 +43,7 @@ class Budgets:
     max_groups: int = 100_000  # pg_config / pg_status keys per dump
     # Logs and py-spy stacks: bytes read per file (its head and tail when larger) and bytes
     # kept per line (a longer line is cut, the rest read and dropped).
-    max_log_bytes: int = 64 << 20
+    max_log_bytes: int = 32 << 20
     max_log_line: int = 16_384
 
     def parse_cpu_seconds(self, size: int) -> int:

@@ -43,9 +43,13 @@ from frtrace.evidence.text import LineStats, read_lines
 
 MAX_TEXT = 300  # characters kept of a message read from a log
 
-# torchrun's header, then the excepthook's / C++ logging's global rank.
-_TORCHRUN = re.compile(r"\[(?P<role>[^\[\]\s]{0,128}?)(?P<local>\d{1,6})\]:")
+# torchrun's header, then the excepthook's / C++ logging's global rank (`[rank3]:` alone is
+# the latter, not a torchrun role named "rank").
 _RANK_TAG = re.compile(r"\[rank(?P<rank>\d{1,7})\]:\s?")
+_HEAD = re.compile(
+    r"(?:(?!\[rank\d{1,7}\]:)\[(?P<role>[^\[\]\s]{0,128}?)(?P<local>\d{1,6})\]:)?"
+    r"(?:\[rank(?P<rank>\d{1,7})\]:\s?)?"
+)
 
 # Python's traceback (traceback.format_exception).
 _TB_START = "Traceback (most recent call last):"
@@ -138,6 +142,21 @@ OP_NAMES = {
     "BARRIER": "barrier",
     "COALESCED": "coalesced",
 }
+
+
+def _maybe(line: str) -> bool:
+    """Whether a line may say more than who wrote it (a rank tag, a traceback's start, NCCL's
+    watchdog or WARN, torchelastic's summary); the others are only glanced at. Substring
+    tests, faster than one regex of alternatives on the millions of lines of a large log."""
+    return (
+        "[rank" in line
+        or "Traceback" in line
+        or "atchdog" in line
+        or "exception" in line
+        or "NCCL WARN" in line
+        or "Root Cause" in line
+        or (line[:1] == "[" and line.rstrip().endswith("]:"))
+    )
 
 
 class Speaker(NamedTuple):
@@ -233,48 +252,69 @@ class _Parser:
         self.summary: _Summary | None = None
         self.root_next = False
         self.roles: dict[str, int] = {}
+        self.speakers: dict[tuple[str, int | None, int | None], Speaker] = {}
+        self.heads: set[str] = set()  # torchrun headers already noted by `glance`
 
     def host_of(self, role: str) -> str:
         if role.endswith(":") and len(role) > 1:
             return role[:-1]
         return self.file_host
 
+    def glance(self, line: str) -> None:
+        """Note the writer of a line that says nothing else (one dict lookup per line)."""
+        end = line.find("]:", 0, 160) + 2 if line[:1] == "[" else 0
+        head = line[:end]
+        if head in self.heads:
+            return
+        self.heads.add(head)
+        m = _HEAD.match(head)
+        if m is not None and m.group("local") is not None:
+            role = m.group("role")
+            self.roles[role] = self.roles.get(role, 0) + 1
+            self.speaker(role, int(m.group("local")), None)
+
+    def speaker(self, role: str, local: int | None, rank: int | None) -> Speaker:
+        """The writer of a line (made once per distinct header: most lines share a few)."""
+        key = (role, local, rank)
+        got = self.speakers.get(key)
+        if got is None:
+            got = self.speakers[key] = Speaker(self.host_of(role), local, rank)
+            if local is not None or rank is not None:
+                self.out.speakers.add(got)
+                if local is not None and rank is not None:
+                    self.out.slots[(got.host, local)] = rank
+        return got
+
     def feed(self, number: int, line: str) -> None:
+        if not self.tracebacks and self.summary is None and not _maybe(line):
+            self.glance(line)  # most lines: nothing to read but who wrote them
+            return
         rest = line
         role, local, rank = "", None, None
-        m = None if _SUM_ENTRY.match(rest) else _TORCHRUN.match(rest)
-        if m and m.group("role") != "rank":
-            role, local = m.group("role"), int(m.group("local"))
-            rest = rest[m.end() :]
-            self.roles[role] = self.roles.get(role, 0) + 1
-        t = _RANK_TAG.match(rest)
-        if t:
-            rank = int(t.group("rank"))
-            rest = rest[t.end() :]
+        if line[:1] == "[":
+            m = _HEAD.match(line)
+            if m is not None and m.end() and not (m.group("local") and _SUM_ENTRY.match(line)):
+                if m.group("local") is not None:
+                    role, local = m.group("role"), int(m.group("local"))
+                    self.roles[role] = self.roles.get(role, 0) + 1
+                if m.group("rank") is not None:
+                    rank = int(m.group("rank"))
+                rest = line[m.end() :]
         if "\r" in rest:  # a progress bar's updates: read on as one line
             rest = rest.replace("\r", " ")
-        speaker = Speaker(self.host_of(role), local, rank)
-        if local is not None or rank is not None:
-            self.out.speakers.add(speaker)
-            if local is not None and rank is not None:
-                self.out.slots[(speaker.host, local)] = rank
-        where = Where(self.path, number)
+        speaker = self.speaker(role, local, rank)
         if local is None and rank is None and self._summary_line(rest, number):
             return
-        if (
-            "Watchdog caught" in rest
-            or "failure detected by watchdog" in rest
-            or "raised the following async exception" in rest
-        ):
-            self._watchdog(rest, speaker, where)
-            return
-        if "NCCL WARN" in rest:
+        if "atchdog" in rest or "async exception" in rest:
+            self._watchdog(rest, speaker, Where(self.path, number))
+        elif speaker in self.tracebacks or rest.startswith(_TB_START):
+            self._traceback(rest, speaker, Where(self.path, number))
+        elif "NCCL WARN" in rest:
             w = _NCCL_WARN.search(rest)
             if w:
+                where = Where(self.path, number)
                 warned = Warned(w.group("host"), int(w.group("pid")), cut(w.group("msg")), where)
                 self.out.warnings.append((speaker, warned))
-            return
-        self._traceback(rest, speaker, where)
 
     # --- NCCL's watchdog ---
 

@@ -145,7 +145,7 @@ def _lines(
     """Lines of the next `budget` bytes of fd. A line longer than `max_line` keeps its first
     `max_line` bytes; the rest is read and dropped, never held."""
     number = first
-    pending = bytearray()
+    pending = b""  # the start of a line the previous chunk did not end (at most max_line)
     dropping = skip_first  # the tail starts mid-line: drop up to the first newline
     left = budget
     while left > 0:
@@ -153,36 +153,37 @@ def _lines(
         if not chunk:
             break
         left -= len(chunk)
-        start = 0
-        while True:
-            nl = chunk.find(b"\n", start)
-            end = len(chunk) if nl < 0 else nl
-            if not dropping:
-                room = max_line - len(pending)
-                if end - start > room:
-                    pending += chunk[start : start + max(room, 0)]
-                    stats.cut += 1
-                    dropping = True
-                else:
-                    pending += chunk[start:end]
-            if nl < 0:
-                break
-            if dropping and skip_first:
-                skip_first = dropping = False
-                pending.clear()
-            else:
+        pieces = chunk.split(b"\n")
+        for piece in pieces[:-1]:  # each ends a line
+            if dropping:
                 dropping = False
-                text = _clean(bytes(pending), stats)
-                pending.clear()
-                stats.lines += 1
-                if text is not None:
-                    yield number, text
-                if number:
-                    number += 1
-            start = nl + 1
+                if skip_first:
+                    skip_first = False
+                    pending = b""
+                    continue
+                raw = pending
+            else:
+                raw = pending + piece
+                if len(raw) > max_line:
+                    raw = raw[:max_line]
+                    stats.cut += 1
+            pending = b""
+            stats.lines += 1
+            text = _clean(raw, stats)
+            if text is not None:
+                yield number, text
+            if number:
+                number += 1
+        last = pieces[-1]
+        if not dropping:
+            pending += last
+            if len(pending) > max_line:  # the line goes on: keep its head, drop the rest
+                pending = pending[:max_line]
+                stats.cut += 1
+                dropping = True
     if pending and not skip_first:
         stats.lines += 1
-        text = _clean(bytes(pending), stats)
+        text = _clean(pending, stats)
         if text is not None:
             yield number, text
 
@@ -193,6 +194,8 @@ def _clean(raw: bytes, stats: LineStats) -> str | None:
         stats.binary += 1
         return None
     text = raw.decode("utf-8", "replace")
+    if text.isprintable():  # the common case, checked in C
+        return text
     if "\x1b" in text:
         text = ANSI.sub("", text)
     if len(_CONTROL.findall(text)) * 4 > max(len(text), 8):
