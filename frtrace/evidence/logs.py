@@ -22,9 +22,10 @@ from __future__ import annotations
 import os
 import re
 import signal as signals
+from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from frtrace.evidence.records import (
     COMM_ERROR,
@@ -159,6 +160,13 @@ def _maybe(line: str) -> bool:
     )
 
 
+MAX_RECORDS = 4096  # records of each kind kept per file (the last ones)
+
+
+def _bounded() -> deque[Any]:
+    return deque(maxlen=MAX_RECORDS)
+
+
 class Speaker(NamedTuple):
     """Who wrote a line: host, local rank (torchrun's header), global rank (a rank tag)."""
 
@@ -173,10 +181,11 @@ class ParsedLog:
 
     input: InputFile
     host: str  # the file's node: its torchrun role, else its folder or name
-    waits: list[tuple[Speaker, Wait]] = field(default_factory=list)
-    raised: list[tuple[Speaker, Raised]] = field(default_factory=list)
-    exits: list[tuple[Speaker, Exited]] = field(default_factory=list)
-    warnings: list[tuple[Speaker, Warned]] = field(default_factory=list)
+    # the last MAX_RECORDS of each: a log of a million failures stays bounded
+    waits: deque[tuple[Speaker, Wait]] = field(default_factory=lambda: _bounded())
+    raised: deque[tuple[Speaker, Raised]] = field(default_factory=lambda: _bounded())
+    exits: deque[tuple[Speaker, Exited]] = field(default_factory=lambda: _bounded())
+    warnings: deque[tuple[Speaker, Warned]] = field(default_factory=lambda: _bounded())
     slots: dict[tuple[str, int], int] = field(default_factory=dict)  # (host, local) -> rank
     speakers: set[Speaker] = field(default_factory=set)
     file_rank: int | None = None  # a per-rank file: the rank in its name
@@ -471,7 +480,7 @@ class _Parser:
             host = max(named, key=lambda r: named[r])[:-1]
         out = self.out
         out.host = host
-        out.exits = [(Speaker(host, s.local, s.rank), e) for s, e in out.exits]
+        out.exits = deque(((Speaker(host, s.local, s.rank), e) for s, e in out.exits), MAX_RECORDS)
         if not out.speakers and not out.exits:
             out.file_rank = rank_from_log_name(Path(self.path))
             if out.file_rank is not None and host == host_from_path(Path(self.path), None):
