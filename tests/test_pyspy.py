@@ -127,3 +127,13 @@ def test_py_spy_errors_between_processes_are_skipped(tmp_path: Path) -> None:
     text = (LOGS / "stuck" / "nodeB.pyspy.txt").read_text()
     (tmp_path / "nodeB.txt").write_text(error + text + error)
     assert len(parse_pyspy(tmp_path / "nodeB.txt").processes) == 2
+
+
+def test_a_dump_of_a_million_threads_keeps_a_bounded_few(tmp_path: Path) -> None:
+    from frtrace.evidence.pyspy import MAX_THREADS
+
+    head = "Process 7: python job.py\nPython v3.11.7 (/usr/bin/python3)\n\n"
+    threads = "".join(f'Thread {i} (idle): "t{i}"\n    f (job.py:{i})\n' for i in range(100_000))
+    (tmp_path / "huge.txt").write_text(head + threads)
+    (proc,) = parse_pyspy(tmp_path / "huge.txt").processes
+    assert len(proc.threads) == MAX_THREADS

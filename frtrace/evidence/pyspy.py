@@ -29,6 +29,7 @@ from frtrace.evidence.records import (
 from frtrace.evidence.text import LineStats, read_lines
 
 MAX_PROCESSES = 100_000  # per file
+MAX_THREADS = 256  # per process
 
 _LABEL = re.compile(r"^# frtrace-collect (?P<fields>.*)$")
 _FIELD = re.compile(r"(?P<key>rank|local_rank|host|pid)=(?P<value>\S{1,256})")
@@ -81,7 +82,7 @@ class _Building:
     frames: list[PyFrame] = field(default_factory=list)
 
     def close_thread(self) -> None:
-        if self.thread is not None:
+        if self.thread is not None and len(self.threads) < MAX_THREADS:
             tid, status, name = self.thread
             self.threads.append(ThreadStack(tid, status, name, tuple(self.frames[:MAX_FRAMES])))
         self.thread, self.frames = None, []
