@@ -24,6 +24,8 @@ def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
         root["hosts"] = hosts_of(analysis, culprits)
         shown = [culprit_evidence(analysis, r) for r in culprits[:CULPRITS_SHOWN]]
         root["culprit_evidence"] = [e for e in shown if e is not None]
+        if analysis.findings and analysis.findings[0] is analysis.root_cause:
+            findings[0] = root  # the root cause is the first finding, in full
     return {
         "schema": SCHEMA_ID,
         "ok": analysis.ok,
