@@ -19,10 +19,10 @@ from typing import Any
 
 from frtrace.analysis.engine import Analysis
 from frtrace.analysis.engine import analyze as _analyze
-from frtrace.dumps.discover import Discovery, DumpFile, discover, rank_from_name
+from frtrace.dumps.discover import Discovery, discover, discover_many
 from frtrace.dumps.store import is_url
 from frtrace.engine import load_found, locate
-from frtrace.errors import FrtraceError
+from frtrace.evidence.read import load_with_evidence
 from frtrace.tables.load import load_discovered
 from frtrace.tables.parse import Progress
 from frtrace.tables.trace import Trace
@@ -47,8 +47,11 @@ def load(
     `path_or_paths` is the folder holding one dump per rank (found as the command finds them,
     `prefix` narrowing the file names), an fsspec URL of one (`s3://bucket/job-123/`,
     `file:///dumps`; `storage_options` go to fsspec), or a list of dump files whose names
-    end in their rank. None looks where PyTorch writes by default. `ranks` reads only those
-    ranks' files. `engine="dask"` parses on a Dask cluster: the scheduler at `scheduler`
+    end in their rank (and of folders, logs and py-spy outputs). The job's logs and py-spy
+    outputs found beside the dumps are read too (`trace.evidence`); without any dump, a Trace
+    without entries carries them, and `analyze` names the culprit from them. None looks
+    where PyTorch writes by default. `ranks` reads only those ranks' files.
+    `engine="dask"` parses on a Dask cluster: the scheduler at `scheduler`
     (else $DASK_SCHEDULER_ADDRESS, else a local cluster started for the call), or an
     existing dask.distributed `client`. The entries then stay on the cluster but for those
     that did not settle (`trace.table` holds those, `trace.settled` the facts of the
@@ -82,26 +85,15 @@ def load(
             found = discover(folder, prefix)
     else:
         found = _from_files([Path(p) for p in path_or_paths])
-    return load_discovered(found, ranks=ranks, jobs=jobs, progress=progress)
+    return load_with_evidence(
+        found, lambda: load_discovered(found, ranks=ranks, jobs=jobs, progress=progress)
+    )
 
 
 def _from_files(paths: list[Path]) -> Discovery:
-    """Dump files given one by one: each name's trailing number is its rank."""
-    if not paths:
-        raise FrtraceError("no dump files given")
-    files: list[DumpFile] = []
-    seen: dict[int, Path] = {}
-    for path in paths:
-        rank = rank_from_name(path.name)
-        if rank is None:
-            raise FrtraceError(f"{path}: the file name does not end in a rank number")
-        if rank in seen:
-            raise FrtraceError(f"two files claim rank {rank}: {seen[rank]} and {path}")
-        seen[rank] = path
-        files.append(DumpFile(path, rank))
-    files.sort(key=lambda f: f.rank)
-    common = Path(os.path.commonpath([str(p.resolve().parent) for p in paths]))
-    return Discovery(common, "", False, files)
+    """Files (and folders) given one by one: dumps, whose names end in their rank, and the
+    job's logs and py-spy outputs, told apart by content."""
+    return discover_many(paths, None)
 
 
 def analyze(

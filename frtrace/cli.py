@@ -150,7 +150,7 @@ def quiet_broken_pipe() -> NoReturn:
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=EPILOG,
 )
-@click.argument("trace_dir", required=False, type=click.Path(path_type=str))
+@click.argument("trace_dir", nargs=-1, type=click.Path(path_type=str))
 @click.option(
     "-p", "--prefix", help="Only files whose name starts with PREFIX (default: inferred)."
 )
@@ -272,7 +272,9 @@ def cli(**options: Any) -> None:
     """Find the rank that broke a hung PyTorch job, from its Flight Recorder dumps.
 
     TRACE_DIR holds one dump per rank (pickle or JSON, optionally gzip-compressed; one level
-    of sub-folders is searched too). The rank is the trailing number of each file name.
+    of sub-folders is searched too). The rank is the trailing number of each file name. The
+    job's logs and py-spy outputs beside the dumps are read too, told apart by content; with
+    no dump, the logs alone name the culprit. Several folders and files may be given.
     """
 
     debug = options["debug"]
@@ -436,7 +438,7 @@ def _answer(
             f"{loaded - started:.2f}s",
             err=True,
         )
-        for note in trace.notes:
+        for note in trace.notes + (trace.evidence.notes if trace.evidence else []):
             click.echo(f"note: {safe(note)}", err=True)
     names = matching_groups(trace.group_table, pg_filters)
     style = MarkedStyle(use_color())

@@ -595,7 +595,7 @@ def _sparse(header: bytes, size: int) -> Build:
 def fs_cases(first_rank: int) -> list[Case]:
     """File-system oddities named like dumps, and odd names."""
     out: list[Case] = []
-    garbage = b"not a dump\n"
+    garbage = b"not a dump\x00\n"  # binary: text would be read as a log
 
     def named(label: str, file: str, build: Build, reason: str | None) -> None:
         rank = first_rank + len(out)

@@ -59,8 +59,10 @@ def test_healthy_job_has_no_root_cause() -> None:
 def test_load_says_what_is_wrong(tmp_path: Path) -> None:
     with pytest.raises(FrtraceError, match="no such folder"):
         frtrace.load(tmp_path / "nope")
+    unnamed = tmp_path / "dump.pkl"  # a dump by its bytes (text would be read as a log)
+    unnamed.write_bytes((FIXTURES / "tutorial" / "trace_0").read_bytes())
     with pytest.raises(FrtraceError, match="does not end in a rank"):
-        frtrace.load([FIXTURES / "README.md"])
+        frtrace.load([unnamed])
 
 
 def test_import_is_cheap_and_never_pulls_pandas_or_torch() -> None:

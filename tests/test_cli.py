@@ -95,7 +95,7 @@ def mixed_dir(tmp_path: Path) -> tuple[Path, Path]:
     write_pickle(folder / "trace_0", nccl_dump(0, 1))
     blob = pickle.dumps(nccl_dump(1, 1), protocol=2)
     (folder / "trace_1").write_bytes(blob[:100])
-    (folder / "trace_2").write_text("not a dump\n")
+    (folder / "trace_2").write_bytes(b"not a dump\x00\x01\n")  # binary: not a log either
     hostile = (
         b"\x80\x02cposix\nsystem\nq\x00X"
         + len(f"touch {marker}").to_bytes(4, "little")
@@ -168,7 +168,7 @@ def test_the_size_of_a_large_folder_is_estimated_from_a_sample(tmp_path: Path) -
     from frtrace.engine.memory import SAMPLE, dump_bytes
 
     for rank in range(SAMPLE * 4):
-        (tmp_path / f"trace_{rank}").write_bytes(b"x" * 1000)
+        (tmp_path / f"trace_{rank}").write_bytes(b"\x80" + b"x" * 999)  # a pickle's first byte
     assert dump_bytes(discover(tmp_path, "trace_")) == SAMPLE * 4 * 1000
 
 
@@ -258,7 +258,7 @@ def test_verbose_names_every_skipped_file(killed_while_dumping: Path) -> None:
 
 def test_nothing_usable_counts_the_files_skipped_alike(tmp_path: Path) -> None:
     for rank in range(12):
-        (tmp_path / f"trace_{rank}").write_text("garbage")
+        (tmp_path / f"trace_{rank}").write_bytes(b"garbage\x00")  # binary: not a log either
     result = frtrace(str(tmp_path))
     assert result.exit_code == 2
     assert result.stderr.count("skipped ") == 11

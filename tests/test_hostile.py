@@ -95,7 +95,7 @@ def test_a_non_utf8_name_prints_under_a_strict_utf8_locale(tmp_path: Path) -> No
     folder = tmp_path / "dumps"
     write(folder / "trace_0", pickled(dump()))
     write(folder / "trace_1", pickled(dump()))
-    write(folder / "trace_\udcff_2", b"garbage")
+    write(folder / "trace_\udcff_2", b"garbage\x00")  # binary: text would be read as a log
     env = {"LC_ALL": "C.UTF-8", "PYTHONIOENCODING": "utf-8:strict", "PYTHONUTF8": "0"}
     result = run_cli([str(folder), "--prefix", "trace_"], env=env)
     assert result.status == 0 and "Traceback" not in result.stderr

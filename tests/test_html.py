@@ -315,3 +315,32 @@ def test_skipped_files_are_named_ten_per_reason_and_the_rest_on_demand(
     rest = [td.text for td in cut.find_elements(By.CSS_SELECTOR, "details td")]
     assert rest == [str(folder / f"nccl_trace_rank_{r}") for r in range(110, 123)]
     assert blocks[1].find_elements(By.TAG_NAME, "details") == []
+
+
+def test_each_ranks_live_stack_is_shown_beside_its_recent_ops(browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    page = _page(FIXTURES / "logs" / "stuck", tmp_path / "stuck.html")
+    assert _open(browser, page, "logs_stuck.png") == []
+    assert "culprit rank 3 on nodeB" in browser.find_element(By.ID, "verdict").text
+    browser.find_element(By.CSS_SELECTOR, "#rank-picker button[data-rank='3']").click()
+    timeline = browser.find_element(By.ID, "timeline").text
+    assert "rank 3, last" in timeline and "live stack of rank 3" in timeline
+    assert "slow_data_loader" in timeline
+    browser.find_element(By.CSS_SELECTOR, "#rank-picker button[data-rank='0']").click()
+    assert "inside all_reduce" in browser.find_element(By.ID, "timeline").text
+    assert "next step" in browser.find_element(By.ID, "stacks").text
+
+
+def test_a_logs_only_page_shows_the_live_stacks_without_dumps(browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    logs = tmp_path / "stuck"
+    logs.mkdir()
+    for path in (FIXTURES / "logs" / "stuck").glob("node*.*"):
+        shutil.copy(path, logs / path.name)
+    page = _page(logs, tmp_path / "logs.html")
+    assert _open(browser, page, "logs_only_stuck.png") == []
+    browser.find_element(By.CSS_SELECTOR, "#rank-picker button[data-rank='3']").click()
+    timeline = browser.find_element(By.ID, "timeline").text
+    assert "No dump from rank 3" in timeline and "slow_data_loader" in timeline

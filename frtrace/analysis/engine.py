@@ -10,10 +10,12 @@ from frtrace.analysis.collectives import analyze_collectives
 from frtrace.analysis.consistency import check_one_job
 from frtrace.analysis.context import Context, build_context
 from frtrace.analysis.findings import STUCK_AFTER_MS, Finding, Note
+from frtrace.analysis.logs import log_findings
 from frtrace.analysis.p2p import analyze_p2p
 from frtrace.analysis.progress import Progress, compare
 from frtrace.analysis.timing import StragglerReport, classify, stragglers
 from frtrace.analysis.waits import Blocked, analyze_waits, mark_secondary
+from frtrace.evidence.records import Evidence
 from frtrace.tables.trace import Trace
 
 
@@ -33,6 +35,8 @@ class Analysis:
     selection: Selection | None = None
     stragglers: StragglerReport | None = None
     progress: Progress | None = None  # set by `since`: what moved since an older snapshot
+    # What the job's logs and py-spy stacks say of each rank; without dumps it decides.
+    evidence: Evidence | None = None
 
     def since(self, older: Trace) -> Analysis:
         """This analysis with what advanced since an older snapshot of the same job."""
@@ -53,7 +57,10 @@ class Analysis:
 
     @property
     def unseen(self) -> Unseen | None:
-        """What of the job the dumps do not show (None: it is seen whole)."""
+        """What of the job the dumps do not show (None: it is seen whole). A job known from
+        its logs alone is judged by them (frtrace.analysis.logs), not by absent dumps."""
+        if self.evidence is not None and not len(self.ctx.trace.file_table):
+            return None
         return unseen(self.ctx.trace)
 
     @property
@@ -76,6 +83,7 @@ class Analysis:
             selection,
             self.stragglers,
             self.progress,
+            self.evidence,
         )
 
     # --- reports (frtrace.api); imported lazily so the analysis never needs them ---
@@ -330,8 +338,18 @@ def one_cause_per_culprit(
     return kept, repeats
 
 
-def analyze(trace: Trace, mismatch_cap: int = 10, straggler_threshold_ms: float = 5.0) -> Analysis:
-    """All findings about the job; the root cause is the one most waiting ranks lead to."""
+def analyze(
+    trace: Trace,
+    mismatch_cap: int = 10,
+    straggler_threshold_ms: float = 5.0,
+    evidence: Evidence | None = None,
+) -> Analysis:
+    """All findings about the job; the root cause is the one most waiting ranks lead to.
+
+    `evidence` (default: the logs and stacks loaded with the trace) is attached to the
+    analysis; when there is no dump at all, its findings are the job's (frtrace.analysis.logs).
+    """
+    evidence = evidence if evidence is not None else trace.evidence
     check_one_job(trace)
     ctx = build_context(trace, mismatch_cap)
     coll = analyze_collectives(ctx)
@@ -399,4 +417,9 @@ def analyze(trace: Trace, mismatch_cap: int = 10, straggler_threshold_ms: float 
         if not f.secondary:
             classify(ctx, f, waits.blocked)
     late = stragglers(ctx, straggler_threshold_ms)
-    return Analysis(ctx, findings, root_cause, waits.blocked, notes, stragglers=late)
+    if evidence is not None and not len(trace.file_table):  # no dump: the logs decide
+        findings = log_findings(evidence)
+        root_cause = findings[0] if findings else None
+    return Analysis(
+        ctx, findings, root_cause, waits.blocked, notes, stragglers=late, evidence=evidence
+    )

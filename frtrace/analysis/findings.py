@@ -51,6 +51,8 @@ REASONS = (
     "unreadable_elsewhere",  # consequence: ranks wait for an unreadable rank, held up elsewhere
     "unrecorded_p2p",  # ranks stopped at the same point of parallel groups; no p2p recorded
     "same_stall",  # consequence: part of the root cause's stall (no p2p recorded between)
+    "never_joined",  # logs: the culprits never joined the collective the others waited in
+    "all_waiting",  # logs: every rank they name waited in it: one missing from them, or inside
 )
 
 

@@ -4,6 +4,11 @@ The rank is the trailing integer of the file name once `.json`/`.pkl`/`.gz` suff
 removed, so host names inside the name (`nccl_trace_rank_node03-host_27`) do not confuse it.
 Only ASCII digits make a rank, and entries that are not regular files (FIFOs, devices, links,
 folders) are reported as skipped by type, without being opened.
+
+A folder copied off the nodes may mix dumps with the job's logs and py-spy outputs: when a
+folder is given, every regular file's first KB is read (frtrace.evidence.text.sniff) and logs
+and stacks are set apart by content, whatever their names, so that a log named like a dump is
+read as a log, not reported as a broken dump.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ class Discovery:
     ignored: list[Path] = field(default_factory=list)
     # named like a dump but unusable before reading: (path, reason), e.g. a FIFO or rank 2**40
     skipped: list[tuple[Path, str]] = field(default_factory=list)
+    logs: list[Path] = field(default_factory=list)  # the job's logs, told by content
+    stacks: list[Path] = field(default_factory=list)  # py-spy outputs, told by content
 
 
 def strip_suffixes(name: str) -> str:
@@ -191,11 +198,19 @@ def discover(trace_dir: str | Path | None, prefix: str | None) -> Discovery:
         raise FrtraceError(f"{directory}: not a folder (give the folder that holds the dumps)")
     if prefix is None and env_prefix:
         prefix = env_prefix
-    # The default location is usually /tmp, shared with everything else: search it flat.
+    # The default location is usually /tmp, shared with everything else: search it flat,
+    # and for dumps only.
     candidates = _candidates(directory, subfolders=trace_dir is not None)
+    logs: list[Path] = []
+    stacks: list[Path] = []
+    if trace_dir is not None:  # files without a rank in their name: logs, stacks, others
+        candidates = split_by_content(candidates, logs, stacks, numbered=False)
     inferred = prefix is None
     if prefix is None:
-        prefix, _others = infer_prefix([p.name for p, kind in candidates if kind is None])
+        prefix, others = infer_prefix([p.name for p, kind in candidates if kind is None])
+        if others and trace_dir is not None:  # several families: logs may be one of them
+            candidates = split_by_content(candidates, logs, stacks, numbered=True)
+            prefix, _others = infer_prefix([p.name for p, kind in candidates if kind is None])
     files: list[DumpFile] = []
     ignored: list[Path] = []
     skipped: list[tuple[Path, str]] = []
@@ -210,7 +225,111 @@ def discover(trace_dir: str | Path | None, prefix: str | None) -> Discovery:
             reason = kind if kind.startswith("cannot") else f"{kind}, not a regular file"
             skipped.append((path, reason))
             continue
+        if rank in by_rank and trace_dir is not None:  # one of the two may be a log
+            left = split_by_content([(by_rank[rank], None), (path, None)], logs, stacks, True)
+            if len(left) < 2:
+                if by_rank[rank] not in {p for p, _k in left}:
+                    files = [f for f in files if f.path != by_rank[rank]]
+                    del by_rank[rank]
+                if path not in {p for p, _k in left}:
+                    continue
         if claim_rank(by_rank, rank, path, max_rank, skipped):
             files.append(DumpFile(path, rank))
     files.sort(key=lambda f: f.rank)
-    return Discovery(directory, prefix, inferred, files, ignored, skipped)
+    return Discovery(directory, prefix, inferred, files, ignored, skipped, logs, stacks)
+
+
+def split_by_content(
+    candidates: list[tuple[Path, str | None]],
+    logs: list[Path],
+    stacks: list[Path],
+    numbered: bool,
+) -> list[tuple[Path, str | None]]:
+    """The candidates that may be dumps; logs and py-spy outputs among the regular files
+    whose names carry a rank (`numbered`) or not are added to `logs` and `stacks`, told apart
+    by their first KB whatever their names. Rank-numbered files are read only when needed
+    (the parse says which failed): a folder of dumps costs no extra read."""
+    from frtrace.evidence.text import LOG, STACKS, sniff
+
+    keep: list[tuple[Path, str | None]] = []
+    for path, kind in candidates:
+        look = kind is None and (rank_from_name(path.name) is not None) == numbered
+        what = sniff(path) if look else None
+        if what == LOG:
+            logs.append(path)
+        elif what == STACKS:
+            stacks.append(path)
+        else:
+            keep.append((path, kind))
+    return keep
+
+
+def reclaim_text(found: Discovery, skipped: list[Any]) -> list[Any]:
+    """Files the parse skipped that are text (logs, py-spy outputs named like dumps) are
+    moved to `found.logs` / `found.stacks`; returns the skipped files left."""
+    from frtrace.evidence.text import LOG, STACKS, sniff
+
+    left = []
+    for item in skipped:
+        path = Path(item.file)
+        what = sniff(path) if not path.is_symlink() and path.is_file() else None
+        if what == LOG:
+            found.logs.append(path)
+        elif what == STACKS:
+            found.stacks.append(path)
+        else:
+            left.append(item)
+    return left
+
+
+def discover_many(paths: list[Path], prefix: str | None) -> Discovery:
+    """Several folders and files given at once (dumps, logs, py-spy outputs, as copied off
+    the nodes): folders are searched as `discover` does, files are told apart by content;
+    a dump file's rank is the trailing number of its name."""
+    from frtrace.evidence.text import LOG, STACKS, sniff
+
+    if not paths:
+        raise FrtraceError("no folder or file given")
+    files: list[DumpFile] = []
+    logs: list[Path] = []
+    stacks: list[Path] = []
+    ignored: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    by_rank: dict[int, Path] = {}
+    max_rank = budgets().max_rank
+    prefixes: list[str] = []
+    for path in paths:
+        if not os.path.lexists(path):
+            raise FrtraceError(f"{path}: no such file or folder")
+        if path.is_dir():
+            found = discover(path, prefix)
+            prefixes.append(found.prefix)
+            ignored += found.ignored
+            skipped += found.skipped
+            logs += found.logs
+            stacks += found.stacks
+            for f in found.files:
+                if claim_rank(by_rank, f.rank, f.path, max_rank, skipped):
+                    files.append(f)
+            continue
+        kind = _kind(path)
+        what = sniff(path) if kind is None else None
+        if what == LOG:
+            logs.append(path)
+        elif what == STACKS:
+            stacks.append(path)
+        elif kind is not None:
+            skipped.append(
+                (path, kind if kind.startswith("cannot") else f"{kind}, not a regular file")
+            )
+        else:
+            rank = rank_from_name(path.name)
+            if rank is None:
+                raise FrtraceError(f"{path}: the file name does not end in a rank number")
+            if claim_rank(by_rank, rank, path, max_rank, skipped):
+                files.append(DumpFile(path, rank))
+    files.sort(key=lambda f: f.rank)
+    parents = [str(p if p.is_dir() else p.parent) for p in paths]
+    common = Path(os.path.commonpath([os.path.abspath(p) for p in parents]))
+    shared = prefixes[0] if prefixes and len(set(prefixes)) == 1 else ""
+    return Discovery(common, shared, False, files, ignored, skipped, logs, stacks)

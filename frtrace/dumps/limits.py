@@ -41,6 +41,10 @@ class Budgets:
     max_string_chars: int = 4_096  # longer strings are truncated with a note
     max_rank: int = 1_000_000  # world sizes up to this; ranks above it are refused
     max_groups: int = 100_000  # pg_config / pg_status keys per dump
+    # Logs and py-spy stacks: bytes read per file (its head and tail when larger) and bytes
+    # kept per line (a longer line is cut, the rest read and dropped).
+    max_log_bytes: int = 32 << 20
+    max_log_line: int = 16_384
 
     def parse_cpu_seconds(self, size: int) -> int:
         """The CPU-time budget for parsing a file of `size` bytes on disk."""

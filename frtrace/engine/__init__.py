@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from frtrace.dumps.discover import Discovery, discover
+from frtrace.dumps.discover import Discovery, discover, discover_many
 from frtrace.dumps.store import StoreDiscovery, discover_store, is_url, local_path
 from frtrace.errors import FrtraceError
 from frtrace.tables.parse import (
@@ -38,11 +38,18 @@ Found = Discovery | StoreDiscovery
 
 
 def locate(
-    source: str | os.PathLike[str] | None,
+    source: str | os.PathLike[str] | list[str] | tuple[str, ...] | None,
     prefix: str | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> Found:
-    """Discover one dump per rank in a folder, a file:// URL or a store URL (names only)."""
+    """Discover one dump per rank in a folder, a file:// URL or a store URL (names only);
+    several local folders and files (dumps, logs, py-spy outputs) at once."""
+    if isinstance(source, (list, tuple)):
+        if len(source) > 1:
+            if any(is_url(str(s)) and local_path(str(s)) is None for s in source):
+                raise FrtraceError("several sources: give local folders and files (one URL)")
+            return discover_many([Path(local_path(str(s)) or s) for s in source], prefix)
+        source = source[0] if source else None
     if isinstance(source, str) and is_url(source):
         folder = local_path(source)
         if folder is None:
@@ -91,6 +98,25 @@ def load_found(
     """
     if engine not in ENGINES:
         raise FrtraceError(f"unknown engine '{engine}' (known: {', '.join(ENGINES)})")
+    if isinstance(found, Discovery) and (found.logs or found.stacks or found.files):
+        from frtrace.evidence.read import load_with_evidence
+
+        def dumps() -> Trace:
+            return _load_found(found, engine, scheduler, ranks, jobs, progress, client)
+
+        return load_with_evidence(found, dumps)
+    return _load_found(found, engine, scheduler, ranks, jobs, progress, client)
+
+
+def _load_found(
+    found: Found,
+    engine: str,
+    scheduler: str | None,
+    ranks: Iterable[int] | None,
+    jobs: int | None,
+    progress: Progress | None,
+    client: Any,
+) -> Trace:
     if engine == "local" and isinstance(found, Discovery):
         with start_parsing(select_files(found, ranks), jobs) as parsing:
             # Imported only now: the analysis' imports run while the workers parse.

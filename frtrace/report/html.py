@@ -17,6 +17,14 @@ import numpy as np
 import pandas as pd
 
 from frtrace.analysis.engine import Analysis
+from frtrace.evidence.gather import in_collective
+from frtrace.report.evidence import (
+    culprit_rows,
+    from_logs,
+    inputs_summary,
+    next_step,
+    rank_evidence,
+)
 from frtrace.report.json_report import report_dict
 from frtrace.report.skipped import SKIPPED_SHOWN
 from frtrace.report.text import (
@@ -37,6 +45,7 @@ STATUS = ("completed", "started", "issued", "never issued", "no dump", "not a me
 COMPLETED, STARTED, ISSUED, NEVER, NO_DUMP, NOT_MEMBER = range(len(STATUS))
 TIMELINE_RANKS = 12  # ranks whose recent ops the page carries
 TIMELINE_OPS = 24  # recent ops per rank
+LIVE_RANKS = 64  # ranks whose py-spy stacks the page carries
 MAP_ROWS = 48  # group kinds drawn as rows of the map; more are folded into one
 FINDINGS_SHOWN = 300
 
@@ -225,6 +234,55 @@ def _stacks(analysis: Analysis) -> list[dict[str, Any]]:
     return out
 
 
+def _live(analysis: Analysis) -> dict[str, Any]:
+    """Every rank's py-spy stack (culprits first, at most LIVE_RANKS), by rank."""
+    ev = analysis.evidence
+    if ev is None:
+        return {}
+    root = analysis.root_cause
+    first = set(root.culprit_ranks) if root is not None else set()
+    order = sorted(ev.ranks, key=lambda r: (r not in first, r))
+    out: dict[str, Any] = {}
+    for rank in order:
+        rev = ev.ranks[rank]
+        if rev.stack is None or rev.stack.main is None or len(out) >= LIVE_RANKS:
+            continue
+        op = in_collective(rev.stack)
+        out[str(rank)] = {
+            "host": rev.host,
+            "pid": rev.stack.pid,
+            "where": "outside collectives" if op is None else f"inside {op or 'a collective'}",
+            "frames": [f.text() for f in rev.stack.main.python_frames],
+            "file": rev.stack.where.file,
+        }
+    return out
+
+
+def _stall(analysis: Analysis) -> list[str]:
+    """Where the culprit is stuck and what to look at: the logs' concrete next step first."""
+    root = analysis.root_cause
+    stall = list(stall_lines(root) or ()) if root is not None else []
+    if stall and root is not None and root.culprit_ranks:
+        rev = rank_evidence(analysis, root.culprit_ranks[0])
+        step = next_step(rev) if rev is not None and from_logs(rev) else ""
+        if step:
+            stall[1] = step
+    return stall
+
+
+def _evidence_rows(analysis: Analysis) -> list[dict[str, Any]]:
+    """What the logs and stacks show of the root cause's culprits (the text report's rows)."""
+    f = analysis.root_cause
+    if f is None:
+        return []
+    out = []
+    for rank in f.culprit_ranks[:2]:
+        rows = culprit_rows(analysis, rank, None)
+        if rows:
+            out.append({"rank": rank, "rows": [list(r) for r in rows]})
+    return out
+
+
 def page_data(analysis: Analysis, exit_status: int | None = None) -> dict[str, Any]:
     """Everything the page shows, as plain data (the JSON report plus the map and timelines)."""
     report = report_dict(analysis)
@@ -284,7 +342,7 @@ def page_data(analysis: Analysis, exit_status: int | None = None) -> dict[str, A
         "report": report,
         "chain": merged_chain(_chain(root)) if root is not None else [],
         "root_detail": _detail(root) if root is not None else "",
-        "root_stall": list(stall_lines(root) or ()) if root is not None else [],
+        "root_stall": _stall(analysis),
         "stragglers": straggler_lines(analysis.stragglers),
         "progress": progress_lines(analysis.progress),
         "findings": findings,
@@ -295,6 +353,9 @@ def page_data(analysis: Analysis, exit_status: int | None = None) -> dict[str, A
         "map": _map_data(analysis, status_table(analysis)),
         "timelines": _timelines(analysis),
         "stacks": _stacks(analysis),
+        "live": _live(analysis),
+        "evidence": _evidence_rows(analysis),
+        "read": inputs_summary(analysis),
     }
 
 
@@ -396,6 +457,7 @@ details > summary { cursor:pointer; margin:8px 0; color:var(--muted); }
   background:#fff; border-radius:12px; cursor:pointer; font-size:12.5px; }
 #rank-picker button.on { background:#1d2330; color:#fff; }
 svg text { font:12px ui-monospace,Menlo,monospace; fill:var(--fg); }
+.beside { display:flex; flex-wrap:wrap; gap:12px; align-items:flex-start; }
 .stack { margin:8px 0 14px; } .stack pre { margin:4px 0; padding:8px; background:#f7f8fa;
   border:1px solid var(--line); border-radius:6px; overflow-x:auto; font-size:12.5px; }
 .muted { color:var(--muted); }
@@ -673,7 +735,9 @@ function renderFindings() {
 let current = null;
 function renderTimelinePicker() {
   const picker = document.getElementById("rank-picker");
-  const T = D.timelines.ranks;
+  const T = D.timelines.ranks.slice();
+  for (const r of Object.keys(D.live))
+    if (!T.some(t => String(t.rank) === r)) T.push({ rank: Number(r), ops: [] });
   if (!T.length) { picker.appendChild(el("p", { class: "muted" }, "No ops recorded.")); return; }
   picker.appendChild(el("span", { class: "muted" }, "rank: "));
   for (const t of T) {
@@ -683,14 +747,29 @@ function renderTimelinePicker() {
   }
   showTimeline(T[0].rank);
 }
+function showLive(rank, box) {
+  const live = D.live[String(rank)];
+  if (!live) return;
+  const div = el("div", { class: "stack live" });
+  div.appendChild(el("div", {}, el("b", {}, "live stack of rank " + rank), " (py-spy, pid " +
+    live.pid + (live.host ? " on " + live.host : "") + "): " + live.where +
+    ", innermost first"));
+  div.appendChild(el("pre", {}, live.frames.join("\n") || "(no Python frame)"));
+  box.appendChild(div);
+}
 function showTimeline(rank) {
   const t = D.timelines.ranks.find(x => x.rank === rank);
   const box = document.getElementById("timeline");
   for (const b of document.querySelectorAll("#rank-picker button"))
     b.classList.toggle("on", b.getAttribute("data-rank") === String(rank));
   box.textContent = "";
-  if (!t) { box.appendChild(el("p", { class: "muted" }, "The page carries the recent ops of " +
-    "the ranks listed above only; rank " + rank + " is not one of them.")); return; }
+  if (!t) {
+    if (!D.live[String(rank)]) box.appendChild(el("p", { class: "muted" }, "The page carries " +
+      "the recent ops of the ranks listed above only; rank " + rank + " is not one of them."));
+    else box.appendChild(el("p", { class: "muted" }, "No dump from rank " + rank + "."));
+    showLive(rank, box);
+    return;
+  }
   current = rank;
   const ops = t.ops, rowH = 20, labelW = 330, W = 560;
   let lo = Infinity, hi = -Infinity;
@@ -722,7 +801,10 @@ function showTimeline(rank) {
     svg.appendChild(sv("text", { x: x(end) + 6, y: y + 12,
       fill: "#667" }, label));
   });
-  box.appendChild(svg);
+  const row = el("div", { class: "beside" });
+  row.appendChild(svg);
+  showLive(rank, row);
+  box.appendChild(row);
   box.appendChild(el("p", { class: "hint" }, "Bars: created to completed (faded: not " +
     "completed, drawn to the last time shown); tick: started. Colors: green completed, " +
     "orange started, red issued only."));
@@ -740,6 +822,15 @@ function renderTiming() {
 
 function renderStacks() {
   const box = document.getElementById("stacks");
+  for (const e of D.evidence) {
+    const kv = el("dl", { class: "kv" });
+    for (const [k, v] of e.rows) {
+      kv.appendChild(el("dt", {}, k));
+      kv.appendChild(el("dd", {}, v));
+    }
+    box.appendChild(el("div", { class: "stack" }, el("b", {}, "rank " + e.rank +
+      ": what the logs and stacks show"), kv));
+  }
   if (!D.stacks.length) { box.appendChild(el("p", { class: "muted" }, "No root cause.")); return; }
   for (const s of D.stacks) {
     const div = el("div", { class: "stack" });
@@ -758,7 +849,7 @@ function renderStacks() {
 function renderInputs() {
   const inp = D.report.inputs, box = document.getElementById("inputs");
   const kv = el("dl", { class: "kv" });
-  const rows = [["folder", inp.trace_dir], ["files", String(inp.files)],
+  const rows = [["folder", inp.trace_dir], ["read", D.read], ["files", String(inp.files)],
     ["ranks", String(inp.ranks.length)], ["format versions", inp.versions.join(", ") || "-"],
     ["no dump from", D.no_dump_from],
     ["groups", String(D.report.groups.length)]];

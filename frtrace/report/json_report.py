@@ -7,9 +7,11 @@ from importlib import resources
 from typing import Any
 
 from frtrace.analysis.engine import Analysis
+from frtrace.report.evidence import culprit_evidence, hosts_of
 from frtrace.report.wording import finding_dict, note_text, unseen_lines
 
 SCHEMA_ID = "frtrace.report/1"
+CULPRITS_SHOWN = 16  # culprits whose evidence the report details
 
 
 def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
@@ -17,6 +19,13 @@ def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
     trace = analysis.ctx.trace
     findings = [finding_dict(f) for f in analysis.findings]
     root = finding_dict(analysis.root_cause) if analysis.root_cause is not None else None
+    if root is not None and analysis.root_cause is not None:
+        culprits = analysis.root_cause.culprit_ranks
+        root["hosts"] = hosts_of(analysis, culprits)
+        shown = [culprit_evidence(analysis, r) for r in culprits[:CULPRITS_SHOWN]]
+        root["culprit_evidence"] = [e for e in shown if e is not None]
+        if analysis.findings and analysis.findings[0] is analysis.root_cause:
+            findings[0] = root  # the root cause is the first finding, in full
     return {
         "schema": SCHEMA_ID,
         "ok": analysis.ok,
@@ -31,6 +40,9 @@ def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
             "missing_dumps": trace.missing_dumps,
             "skipped": [{"file": s.file, "reason": s.reason} for s in trace.skipped],
             "versions": trace.versions,
+            "hosts": _hosts(analysis),
+            "logs": _read_files(analysis, "log"),
+            "stacks": _read_files(analysis, "stacks"),
         },
         "groups": [
             {
@@ -65,6 +77,33 @@ def _unseen(analysis: Analysis) -> dict[str, Any] | None:
         "unreadable": missing.unreadable,
         "why": unseen_lines(missing),
     }
+
+
+def _hosts(analysis: Analysis) -> dict[str, str]:
+    """Every rank's host, where a dump's name or folder, a log or a py-spy file tells it."""
+    ev = analysis.evidence
+    if ev is None:
+        return {}
+    return {str(r): e.host for r, e in sorted(ev.ranks.items()) if e.host}
+
+
+def _read_files(analysis: Analysis, kind: str) -> list[dict[str, Any]]:
+    """The logs or py-spy files read, with their node and how much of each was read."""
+    ev = analysis.evidence
+    if ev is None:
+        return []
+    return [
+        {
+            "file": f.path,
+            "host": f.host,
+            "lines": f.lines,
+            "truncated": f.truncated,
+            "binary_lines": f.binary_lines,
+            "cut_lines": f.cut_lines,
+        }
+        for f in ev.files
+        if f.kind == kind
+    ]
 
 
 def _stragglers(analysis: Analysis) -> dict[str, Any] | None:

@@ -17,6 +17,14 @@ def loaded_summary(trace: Trace, style: Style) -> str:
         f"  backends   {', '.join(trace.backends) or '-'}",
         "  formats    " + ", ".join(f"{k} {v}" for k, v in trace.formats),
     ]
+    ev = trace.evidence
+    if ev is not None and ev.logs:
+        hosts = sorted({f.host for f in ev.logs if f.host})
+        lines.append(f"  logs       {len(ev.logs)} ({', '.join(hosts) or '-'})")
+    if ev is not None and ev.stack_files:
+        lines.append(f"  py-spy     {ev.stacks} process(es) in {len(ev.stack_files)} file(s)")
+    if ev is not None and ev.ranks:
+        lines.append(f"  named      ranks {rank_ranges(sorted(ev.ranks))} (logs, stacks, names)")
     if trace.missing_dumps:
         lines.append(style.yellow(f"  no dump    ranks {rank_ranges(trace.missing_dumps)}"))
     if trace.skipped:

@@ -18,6 +18,13 @@ import numpy as np
 
 from frtrace.analysis.engine import Analysis
 from frtrace.analysis.findings import Finding, Place
+from frtrace.report.evidence import (
+    culprit_rows,
+    hosts_of,
+    inputs_summary,
+    rank_count,
+    ranks_seen,
+)
 from frtrace.report.fmt import Style
 from frtrace.report.summary import loaded_summary
 from frtrace.report.wording import (
@@ -398,12 +405,22 @@ def _header(analysis: Analysis, width: int) -> list[str]:
     trace = analysis.ctx.trace
     backends = ", ".join(trace.backends)
     formats = ", ".join(f"{k} {v}" for k, v in trace.formats)
-    text = (
-        f"frtrace: {len(trace.file_table)} dump(s) from {trace.trace_dir}"
-        + (f" (prefix '{trace.prefix}')" if trace.prefix else "")
-        + f": ranks {ranks_text(trace.ranks)}, {trace.entry_count:,} entries, format "
-        f"{', '.join(trace.versions) or '-'}, {backends or '-'}, {formats}"
+    ev = analysis.evidence
+    read = (
+        f"{len(trace.file_table)} dump(s)"
+        if ev is None or not ev.files
+        else inputs_summary(analysis)
     )
+    text = (
+        f"frtrace: {read} from {trace.trace_dir}"
+        + (f" (prefix '{trace.prefix}')" if trace.prefix and len(trace.file_table) else "")
+        + f": {ranks_seen(analysis, ranks_text)}"
+    )
+    if len(trace.file_table) or ev is None:
+        text += (
+            f", {trace.entry_count:,} entries, format "
+            f"{', '.join(trace.versions) or '-'}, {backends or '-'}, {formats}"
+        )
     lines = wrap(text, width, "", "  ")
     if trace.missing_dumps:
         lines += wrap(f"no dump from {_who(trace.missing_dumps)}", width, "  ")
@@ -421,11 +438,19 @@ def _root_block(
     seq = _seq(f)
     title = f"ROOT CAUSE: {f.kind} in {_place(f)}" + (f", {f.op}" if f.op else "")
     lines = [style.red(t) for t in wrap(title, width, "", "  ")]
+    group = (
+        f"{f.pg_name} ({f.pg_desc or '-'}), members {ranks_text(f.expected_ranks)}"
+        if f.pg_name or f.pg_desc
+        else f"not in the logs; ranks they name {ranks_text(f.expected_ranks)}"
+    )
     rows = [
         ("culprit ranks", ranks_text(f.culprit_ranks)),
         ("waiting ranks", ranks_text(f.waiting_ranks)),
-        ("group", f"{f.pg_name} ({f.pg_desc or '-'}), members {ranks_text(f.expected_ranks)}"),
+        ("group", group),
     ]
+    hosts = hosts_of(analysis, f.culprit_ranks)
+    if hosts:
+        rows.append(("culprit hosts", ", ".join(hosts)))
     if verbose:
         rows.append(("seq id", "-" if seq is None else str(seq)))
     entry = _entry_for(analysis, f.culprit_ranks[0], f) if f.culprit_ranks else None
@@ -437,9 +462,12 @@ def _root_block(
                 f"out {entry['output_sizes']} {entry['output_dtypes']}",
             )
         )
+    live = None if full_stacks else (STACK_HEAD if verbose else STACK_BRIEF)
+    for r in f.culprit_ranks[: 2 if verbose else 1]:
+        rows += culprit_rows(analysis, r, live)
     for key, value in rows:
         wrapped = wrap(value, width, f"  {key:<16}", " " * 18)
-        if key == "culprit ranks":
+        if key in ("culprit ranks", "culprit hosts"):
             wrapped = [style.red(w) for w in wrapped]
         lines += wrapped
     told = decided_line(f)
@@ -448,7 +476,8 @@ def _root_block(
     stall = stall_lines(f)
     if stall is not None:
         lines += wrap(stall[0], width, f"  {'stuck':<16}", " " * 18)
-        lines += wrap(stall[1], width, f"  {'look at':<16}", " " * 18)
+        if not any(key == "next step" for key, _v in rows):  # the logs gave a concrete one
+            lines += wrap(stall[1], width, f"  {'look at':<16}", " " * 18)
     if verbose:
         lines += ["", *wrap(_detail(f), width, "  ")]
     else:
@@ -462,6 +491,8 @@ def _root_block(
             body += wrap(hop, width, f"    {i}. ", "       ")
         lines += body if verbose else _clip(body, CHAIN_LINES, "... (-v)", width)
     frames = None if full_stacks else (STACK_HEAD if verbose else STACK_BRIEF)
+    if not len(analysis.ctx.trace.file_table):
+        return lines  # no dump: no recorded stack to show
     lines += [""]
     for r in f.culprit_ranks[: 2 if verbose else 1]:
         lines += _stack_lines(analysis, r, f, "culprit", frames, width)
@@ -622,7 +653,7 @@ def verdict(analysis: Analysis, exit_status: int | None = None) -> str:
 
     It is never wrapped, so `tail -1` always has all of it."""
     code = (0 if analysis.ok else 1) if exit_status is None else exit_status
-    n = len(analysis.ctx.trace.file_table)
+    n = rank_count(analysis)
     f = analysis.root_cause
     stopped = analysis.stopped
     if f is None and stopped:
@@ -634,9 +665,13 @@ def verdict(analysis: Analysis, exit_status: int | None = None) -> str:
         )
     if f is None:
         return f"OK: no desync, mismatch or missing rank found in {n} ranks; exit {code}"
-    state = "HUNG" if analysis.blocked else "FAILED"
+    from_logs = not len(analysis.ctx.trace.file_table)
+    state = "HUNG" if analysis.blocked or (from_logs and f.waiting_ranks) else "FAILED"
+    hosts = hosts_of(analysis, f.culprit_ranks)
+    on = f" on {', '.join(hosts[:3])}{',...' if len(hosts) > 3 else ''}" if hosts else ""
     return (
-        f"{state}: root cause {f.kind}, culprit {_who(f.culprit_ranks)}, {_place(f)}; exit {code}"
+        f"{state}: root cause {f.kind}, culprit {_who(f.culprit_ranks)}{on}, {_place(f)}; "
+        f"exit {code}"
     )
 
 
@@ -694,7 +729,7 @@ def render_text(
         lines.append("")
     for item in shown:
         lines += wrap(f"note: {note_text(item)}", width, "", "  ")
-    if verbose:
+    if verbose and len(analysis.ctx.pg_names):
         lines += ["", style.bold("GROUPS"), group_table(analysis)]
     line = verdict(analysis, exit_status)
     lines += ["", style.green(line) if analysis.ok else style.red(line)]

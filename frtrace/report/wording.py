@@ -11,10 +11,12 @@ from collections.abc import Callable
 from frtrace.analysis.findings import Finding, Hop, Note, Place
 from frtrace.report.fmt import rank_ranges, verb, who
 
+UNKNOWN_GROUP = "group not in logs"  # what the logs of a gloo job never name
+
 
 def where(place: Place) -> str:
     """`mesh_tp#73 (pg 3)`, `mesh_pp p2p#4 (pg 9)`, `mesh_pp (pg 9) p2p 0->4`."""
-    label = place.pg_desc or f"pg {place.pg_name}"
+    label = place.pg_desc or (f"pg {place.pg_name}" if place.pg_name else UNKNOWN_GROUP)
     if place.p2p and place.src >= 0:
         return f"{label}{_pg(place)} p2p {place.src}->{place.dst}"
     mark = " p2p#" if place.p2p else "#"
@@ -353,6 +355,67 @@ def _stopped_earlier(f: Finding) -> str:
     )
 
 
+_HOW = {
+    "timeout": "until their timeout",
+    "peer_lost": "until a peer's connection closed",
+    "comm_error": "until a communication error",
+}
+
+
+def _never_joined(f: Finding) -> str:
+    waiting, culprits = f.waiting_ranks, f.culprit_ranks
+    what = f.op or "a collective"
+    if f.pg_name or f.pg_desc:
+        what += f" at {where(f.place)}"
+    if waiting:
+        how = _HOW.get(str(f.facts.get("how", "")), "")
+        timeout = f.facts.get("timeout_ms")
+        if how == _HOW["timeout"] and timeout:
+            how += f" ({float(timeout) / 1e3:g} s)"
+        head = (
+            f"{who(waiting)} waited in {what}{' ' + how if how else ''}; {who(culprits)} never "
+            f"joined it"
+        )
+    else:
+        head = "no rank was seen waiting in a collective"
+    states = f.facts.get("culprits", {})
+    parts = [f"rank {r} {culprit_state(states.get(str(r), {}))}" for r in culprits[:4]]
+    if len(culprits) > 4:
+        parts.append(f"{len(culprits) - 4} more alike")
+    return f"{head}: {'; '.join(parts)} (from the logs)"
+
+
+def _all_waiting(f: Finding) -> str:
+    ranks = f.waiting_ranks
+    how = _HOW.get(str(f.facts.get("how", "")), "")
+    what = (f.op or "a collective") + (f" at {where(f.place)}" if f.pg_name or f.pg_desc else "")
+    return (
+        f"{who(ranks)}, every rank these inputs name, waited in {what}"
+        f"{' ' + how if how else ''}; none is seen missing from it: either the rank they wait "
+        "for is in logs that were not given (give every node's logs or dumps), or the hang is "
+        "inside the collective (network, NCCL, a GPU) (from the logs; undecidable)"
+    )
+
+
+def culprit_state(facts: dict[str, object]) -> str:
+    """What the logs and stacks show of one absent rank, as a verb phrase."""
+    state = facts.get("state")
+    signal = str(facts.get("signal") or "")
+    if state == "raised":
+        return f"raised {facts.get('exception')}: {facts.get('message') or '-'}"
+    if state == "killed":
+        oom = " (no traceback: often the kernel's OOM killer)" if signal == "SIGKILL" else ""
+        return f"was killed by {signal}{oom}"
+    if state == "crashed":
+        return f"exited with code {facts.get('exitcode')} and no traceback"
+    if state == "stuck":
+        return f"is stuck outside collectives, in {facts.get('function')}"
+    if state == "elsewhere":
+        return f"waited in {facts.get('op') or 'another collective'} instead"
+    torn = " (the agent ended it with SIGTERM afterwards)" if signal == "SIGTERM" else ""
+    return f"logged no error and waited in no collective{torn}"
+
+
 _DETAIL: dict[str, Callable[[Finding], str]] = {
     "never_issued": _never_issued,
     "minority_issued": _minority_issued,
@@ -382,6 +445,8 @@ _DETAIL: dict[str, Callable[[Finding], str]] = {
     "unreadable_elsewhere": _unreadable_elsewhere,
     "unrecorded_p2p": _unrecorded_p2p,
     "same_stall": _same_stall,
+    "never_joined": _never_joined,
+    "all_waiting": _all_waiting,
 }
 
 

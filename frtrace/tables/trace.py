@@ -20,6 +20,8 @@ from frtrace.tables.table import Table, distinct
 if TYPE_CHECKING:
     import pandas as pd
 
+    from frtrace.evidence.records import Evidence
+
 P2P_OPS = frozenset({"send", "recv"})
 # Counters that fit 32 bits in any real job; halving them matters at millions of rows.
 NARROW_INTS = ("pg_id", "collective_seq_id", "p2p_seq_id", "op_id")
@@ -55,6 +57,8 @@ class Trace:
     # Set when settled entries stayed on the workers: `table` holds only the rest.
     settled: Settled | None = None
     world: World = NO_WORLD
+    # The job's logs and py-spy stacks found beside the dumps (frtrace.evidence.read).
+    evidence: Evidence | None = None
 
     @property
     def entry_count(self) -> int:

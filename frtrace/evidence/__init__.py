@@ -1,0 +1,1 @@
+"""Evidence besides the dumps: the job's logs and py-spy stacks, read as typed records."""

@@ -1,0 +1,155 @@
+"""Parse `py-spy dump` output: many processes one after another, `--native` frames too.
+
+py-spy (src/dump.rs, print_traces) writes per process `Process <pid>: <command line>`,
+`Python v<version> (<executable>)`, a blank line, then per thread `Thread <id> (<status>)`
+with `: "<name>"` when the thread has a name, each followed by its frames innermost first,
+`    <function> (<file>:<line>)` (`    <function> (<file>)` without a line); `--locals` adds
+indented `Arguments:`/`Locals:` blocks, which are skipped. `--native` interleaves C/C++
+frames in the same shape. Nothing in it names the rank: `frtrace collect` writes
+`# frtrace-collect rank=R local_rank=L host=H pid=P` on the line before each process;
+without it, frtrace.evidence.gather matches processes to ranks by pid and by host.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from frtrace.evidence.logs import LogReadError, cut, host_from_path
+from frtrace.evidence.records import (
+    MAX_FRAMES,
+    InputFile,
+    Label,
+    ProcessStack,
+    PyFrame,
+    ThreadStack,
+    Where,
+)
+from frtrace.evidence.text import LineStats, read_lines
+
+MAX_PROCESSES = 100_000  # per file
+MAX_THREADS = 256  # per process
+
+_LABEL = re.compile(r"^# frtrace-collect (?P<fields>.*)$")
+_FIELD = re.compile(r"(?P<key>rank|local_rank|host|pid)=(?P<value>\S{1,256})")
+_PROCESS = re.compile(r"^Process (?P<pid>\d{1,12}): ?(?P<cmd>.*)$")
+_PYTHON = re.compile(r"^Python v(?P<version>\S{1,64})")
+_THREAD = re.compile(
+    r'^Thread (?P<tid>\S{1,64}) \((?P<status>[^)]{0,32})\)(?:: "(?P<name>.{0,256})")?\s*$'
+)
+_FRAME = re.compile(
+    r"^ {4}(?P<fn>\S.{0,512}?) \((?P<file>[^()]{0,1024}?)(?::(?P<line>\d{1,9}))?\)\s*$"
+)
+
+
+@dataclass
+class ParsedStacks:
+    """One py-spy file's processes."""
+
+    input: InputFile
+    host: str
+    processes: list[ProcessStack] = field(default_factory=list)
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value is not None and value.isdigit() and len(value) <= 12 else None
+
+
+def parse_label(text: str) -> Label | None:
+    """The fields of a `# frtrace-collect ...` line (None when it is not one)."""
+    m = _LABEL.match(text)
+    if m is None:
+        return None
+    fields = {f.group("key"): f.group("value") for f in _FIELD.finditer(m.group("fields"))}
+    return Label(
+        _int(fields.get("rank")),
+        _int(fields.get("local_rank")),
+        fields.get("host", ""),
+        _int(fields.get("pid")),
+    )
+
+
+@dataclass
+class _Building:
+    pid: int
+    cmdline: str
+    where: Where
+    label: Label | None
+    python: str = ""
+    threads: list[ThreadStack] = field(default_factory=list)
+    thread: tuple[str, str, str] | None = None
+    frames: list[PyFrame] = field(default_factory=list)
+
+    def close_thread(self) -> None:
+        if self.thread is not None and len(self.threads) < MAX_THREADS:
+            tid, status, name = self.thread
+            self.threads.append(ThreadStack(tid, status, name, tuple(self.frames[:MAX_FRAMES])))
+        self.thread, self.frames = None, []
+
+
+def parse_pyspy(path: Path, root: Path | None = None) -> ParsedStacks:
+    """Every process of one py-spy output file, within the budgets."""
+    host = host_from_path(path, root)
+    out = ParsedStacks(InputFile(str(path), "stacks", host, 0), host)
+    stats = LineStats()
+    label: Label | None = None
+    current: _Building | None = None
+
+    def close() -> None:
+        nonlocal current
+        if current is not None:
+            current.close_thread()
+            if len(out.processes) < MAX_PROCESSES:
+                out.processes.append(
+                    ProcessStack(
+                        current.pid,
+                        cut(current.cmdline),
+                        current.python,
+                        tuple(current.threads),
+                        (current.label.host if current.label and current.label.host else host),
+                        current.where,
+                        current.label,
+                    )
+                )
+        current = None
+
+    try:
+        for number, text in read_lines(path, stats):
+            if text.startswith("#"):
+                got = parse_label(text)
+                if got is not None:
+                    close()
+                    label = got
+                continue
+            m = _PROCESS.match(text)
+            if m:
+                close()
+                current = _Building(
+                    int(m.group("pid")), m.group("cmd"), Where(str(path), number), label
+                )
+                label = None
+                continue
+            if current is None:
+                continue
+            if (p := _PYTHON.match(text)) is not None:
+                current.python = p.group("version")
+            elif (t := _THREAD.match(text)) is not None:
+                current.close_thread()
+                current.thread = (t.group("tid"), t.group("status"), t.group("name") or "")
+            elif (
+                current.thread is not None
+                and len(current.frames) < MAX_FRAMES
+                and (f := _FRAME.match(text)) is not None
+            ):
+                line = f.group("line")
+                current.frames.append(
+                    PyFrame(cut(f.group("fn"), 200), cut(f.group("file"), 400), int(line or 0))
+                )
+    except OSError as exc:
+        raise LogReadError(f"cannot read ({exc.strerror or exc})") from exc
+    close()
+    out.input = InputFile(
+        str(path), "stacks", host, stats.lines, stats.truncated, stats.binary, stats.cut
+    )
+    return out

@@ -1,0 +1,76 @@
+"""Log lines that need a GPU to be written for real, built from torch's own format strings.
+
+NCCL's watchdog only runs with CUDA, so these lines cannot come from the CPU fixtures. They
+are assembled exactly as torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp assembles them:
+- WorkNCCL::checkTimeout: `c10::str(logPrefix(), "Watchdog caught collective operation
+  timeout: ", *this, " ran for ", timeElapsed.count(), " milliseconds before timing out.")`
+  with WorkNCCL::logPrefix() = `"[Rank " << rank_ << "] "` and operator<<(WorkNCCL) =
+  `"WorkNCCL(SeqNum=" seq_ ", OpType=" opTypeToString(opType_) ", NumelIn=" numelIn_
+  ", NumelOut=" numelOut_ ", Timeout(ms)=" opTimeout_.count() ")"`;
+- ProcessGroupNCCL::Watchdog::runLoop: `c10::str(pg_->logPrefix(), " failure detected by
+  watchdog at work sequence id: ", work.seq_, " PG status: last enqueued work: ",
+  lastEnqueuedSeq, ", last completed work: ", lastCompletedSeq)` with createLogPrefix() =
+  `"[PG ID " local_id_ " PG GUID " pg_uid_ "(" pg_desc_ ") Rank " rank_ "] "`.
+LOG(ERROR) writes them with glog's `[E<MMDD> <time> <thread> <file>:<line>] ` header, and a
+worker's lines carry `[rank<global>]:` (as in published NCCL timeout logs).
+"""
+
+from __future__ import annotations
+
+
+def _glog(line: int) -> str:
+    return f"[E1127 10:00:00.123456789 ProcessGroupNCCL.cpp:{line}] "
+
+
+def nccl_watchdog_lines(
+    rank: int,
+    seq: int,
+    *,
+    group_rank: int | None = None,
+    op: str = "ALLREDUCE",
+    numel: int = 1024,
+    timeout_ms: int = 600_000,
+    pg_id: int = 0,
+    pg_uid: str = "0",
+    pg_desc: str = "default_pg",
+    last_enqueued: int | None = None,
+    last_completed: int | None = None,
+    header: str = "",
+) -> list[str]:
+    """The two lines one rank's watchdog writes when its collective `seq` times out."""
+    grank = rank if group_rank is None else group_rank
+    work = (
+        f"WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={numel}, NumelOut={numel}, "
+        f"Timeout(ms)={timeout_ms})"
+    )
+    timeout = (
+        f"[Rank {grank}] Watchdog caught collective operation timeout: {work} ran for "
+        f"{timeout_ms + 17} milliseconds before timing out."
+    )
+    pg_prefix = f"[PG ID {pg_id} PG GUID {pg_uid}({pg_desc}) Rank {grank}] "
+    status = (
+        f"{pg_prefix} failure detected by watchdog at work sequence id: {seq} PG status: "
+        f"last enqueued work: {seq if last_enqueued is None else last_enqueued}, last "
+        f"completed work: {seq - 1 if last_completed is None else last_completed}"
+    )
+    tag = f"{header}[rank{rank}]:"
+    return [tag + _glog(632) + timeout, tag + _glog(2271) + status]
+
+
+def nccl_warn_line(host: str, pid: int, message: str, device: int = 0) -> str:
+    """An NCCL WARN line as nccl's src/debug.cc (ncclDebugLog) writes it."""
+    return f"{host}:{pid}:{pid + 7} [{device}] transport/net_ib.cc:1295 NCCL WARN {message}"
+
+
+def nccl_async_error_lines(rank: int, seq: int, message: str, op: str = "ALLREDUCE") -> list[str]:
+    """An NCCL error the watchdog found (not a timeout): WorkNCCL::checkAndSetException logs
+    `logPrefix() << "Collective " << *this << " raised the following async exception: " <<
+    message`, then Watchdog::runLoop its `failure detected` line."""
+    work = f"WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=1024, NumelOut=1024, Timeout(ms)=600000)"
+    tag = f"[rank{rank}]:"
+    error = f"[Rank {rank}] Collective {work} raised the following async exception: {message}"
+    status = (
+        f"[PG ID 0 PG GUID 0(default_pg) Rank {rank}]  failure detected by watchdog at work "
+        f"sequence id: {seq} PG status: last enqueued work: {seq}, last completed work: {seq - 1}"
+    )
+    return [tag + _glog(690) + error, tag + _glog(2271) + status]
