@@ -153,6 +153,7 @@ def missing_finding(
     op = _majority_label(ctx, rows, "op")
     typed: dict = {"issued_by": have, "not_issued_by": missing}
     seq_out: int = seq
+    rooted: str | None = None  # the rooted op the missing ranks never left (left_in_rooted)
     began = {
         r: ctx.unlaunched[pg, r][1] for r in missing if ctx.unlaunched.get((pg, r), (0,))[0] == seq
     }
@@ -179,7 +180,6 @@ def missing_finding(
         rooted = left_in_rooted(ctx, pg, seq, missing)
         if rooted is not None:
             culprits, waiting, reason = missing, have, "left_in_rooted"
-            typed["facts_rooted"] = rooted
         elif extra is not None:
             rank, extra_seq, _stack_id = extra
             culprits, waiting, seq_out, reason = [rank], [], extra_seq, "extra_call"
@@ -194,8 +194,8 @@ def missing_finding(
     facts: dict = {}
     if reason == "awaited_elsewhere":
         facts["elsewhere"] = elsewhere
-    if "facts_rooted" in typed:
-        facts["rooted_op"] = typed.pop("facts_rooted")
+    if reason == "left_in_rooted":
+        facts["rooted_op"] = rooted
     if reason in ("extra_call", "stopped_early"):
         facts["decided_by"] = ctx.decided_by(have + missing)
     return ctx.finding(
