@@ -260,8 +260,10 @@ def unreadable_behind(
 def one_stall_without_p2p(
     ctx: Context, roots: list[Finding], blocked: dict
 ) -> tuple[list[Finding], list[Finding]]:
-    """(roots, merged): on gloo, which records no send/recv (ProcessGroupGloo's send and recv
-    make no Flight Recorder entry: the real pipeline fixtures hold none), a stage that stalls
+    """(roots, merged): on gloo, which records no send/recv (torch's ProcessGroupGloo.cpp:
+    `ProcessGroupGloo::send` / `::recv` return a SendWork / RecvWork made on the spot, never
+    passing through `ProcessGroupGloo::enqueue`, where gloo's Flight Recorder entries are
+    recorded; the real pipeline fixtures hold none), a stage that stalls
     stops the stage it feeds at the same point, invisibly. Ranks idle before the same
     collective (same group kind and seq) of parallel groups are then one stall whose first
     rank cannot be told: one cause naming them all, undecidable."""
