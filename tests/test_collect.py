@@ -175,6 +175,20 @@ def test_dumps_of_both_ranks_are_copied_and_analyze_to_the_hang(collected: Run) 
     )
 
 
+def test_frtrace_reads_what_collect_wrote_and_shows_the_culprits_stuck_function(
+    collected: Run,
+) -> None:
+    """The whole round trip: collect's labeled stacks and copied dumps, read by frtrace."""
+    result = frtrace(str(collected.out), "-p", "trace_")
+    assert result.returncode == 1, result.stderr
+    root = result.stdout.split("ROOT CAUSE", 1)[1].split("WHERE RANKS WAIT", 1)[0]
+    assert "culprit ranks   0" in root
+    assert "slow_data_loader" in root
+    report = json.loads(frtrace(str(collected.out), "-p", "trace_", "--format", "json").stdout)
+    shown = json.dumps(report["root_cause"].get("culprit_evidence", []))
+    assert "slow_data_loader" in shown
+
+
 def test_fresh_dump_comes_from_each_ranks_worker_server(collected: Run) -> None:
     names = sorted(p.name for p in collected.out.glob("fresh_*"))
     assert names == ["fresh_trace_rank_0.json", "fresh_trace_rank_1.json"]
