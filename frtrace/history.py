@@ -1,11 +1,11 @@
 """`frtrace history`: which hosts and ranks broke jobs, over many frtrace JSON reports.
 
 Each report (`frtrace.report/1`, written with `-o` or `--format json`) is one incident: its
-root cause names culprit ranks and a kind. A rank's host comes from, in this order:
-`root_cause.hosts` when the report carries it; the `collect.json` manifests that
-`frtrace collect` left in the dump folder the report names (`inputs.trace_dir`) or its
-sub-folders; the dump file paths in that folder (a sub-folder per host, `nodeB/trace_3`, or a
-host inside the name, `nccl_trace_rank_node03-host_27`). A report's time is its `time` field
+root cause names culprit ranks and a kind. A rank's host comes from, in this order: the
+`collect.json` manifests that `frtrace collect` left in the dump folder the report names
+(`inputs.trace_dir`) or its sub-folders (written on the node itself); `root_cause.hosts` when
+the report carries it; the dump file paths in that folder (a sub-folder per host,
+`nodeB/trace_3`, or a host inside the name, `nccl_trace_rank_node03-host_27`). A report's time is its `time` field
 when it has one, else the earliest collect.json time, else the report file's mtime. Reports
 are untrusted input: read bounded, wrong types rejected naming the field, one bad report is
 one line and the rest are counted.
@@ -340,23 +340,31 @@ def _hosts(
     manifests: list[dict[str, Any]],
     trace_dir: Path | None,
 ) -> tuple[dict[str, tuple[int, ...]], HostSource | None]:
+    # A manifest was written on the node itself; a report's hosts may come from folder names.
+    from_manifests = _placed(culprits, hosts_from_manifests(manifests))
+    if from_manifests:
+        return from_manifests, "collect"
     if "hosts" in root:
         named = _hosts_field(root["hosts"], culprits)
         if named:
             return named, "report"
     sources: list[tuple[HostSource, Callable[[], dict[int, str]]]] = [
-        ("collect", lambda: hosts_from_manifests(manifests)),
         ("path", lambda: hosts_from_paths(trace_dir) if trace_dir is not None else {}),
     ]
     for source, by_rank in sources:
-        ranks_hosts = by_rank()
-        placed: dict[str, list[int]] = {}
-        for rank in culprits:
-            if rank in ranks_hosts:
-                placed.setdefault(ranks_hosts[rank], []).append(rank)
+        placed = _placed(culprits, by_rank())
         if placed:
-            return {h: tuple(r) for h, r in placed.items()}, source
+            return placed, source
     return {}, None
+
+
+def _placed(culprits: tuple[int, ...], ranks_hosts: dict[int, str]) -> dict[str, tuple[int, ...]]:
+    """host -> the culprits on it, for the culprits whose host is known."""
+    placed: dict[str, list[int]] = {}
+    for rank in culprits:
+        if rank in ranks_hosts:
+            placed.setdefault(ranks_hosts[rank], []).append(rank)
+    return {h: tuple(r) for h, r in placed.items()}
 
 
 def tally(incidents: list[Incident], kinds: Iterable[str] = ()) -> tuple[list[Tally], list[Tally]]:

@@ -98,7 +98,8 @@ def test_a_non_utf8_name_prints_under_a_strict_utf8_locale(tmp_path: Path) -> No
     write(folder / "trace_\udcff_2", b"garbage\x00")  # binary: text would be read as a log
     env = {"LC_ALL": "C.UTF-8", "PYTHONIOENCODING": "utf-8:strict", "PYTHONUTF8": "0"}
     result = run_cli([str(folder), "--prefix", "trace_"], env=env)
-    assert result.status == 0 and "Traceback" not in result.stderr
+    # rank 2's file is unreadable: the two good dumps are healthy, the job not seen whole
+    assert result.status == 4 and "Traceback" not in result.stderr
     assert "skipped " in result.stderr and "trace_\\xff_2" in result.stderr
 
 
@@ -114,7 +115,7 @@ def test_a_bytearray_too_big_to_allocate_costs_one_line_and_no_system_error(
     write(folder / "trace_1", pickled(dump()))
     report = tmp_path / "report.json"
     result = run_cli([str(folder), "--prefix", "trace_", "-o", str(report)])
-    assert result.status == 1, result.stderr
+    assert result.status == 4, result.stderr  # rank 0 unreadable: healthy cannot be told
     assert "SystemError" not in result.stderr
     assert [line for line in result.stderr.splitlines() if "trace_0" in line] == [
         f"skipped {folder / 'trace_0'}: pickle needs more memory than the parse budget allows"
@@ -343,7 +344,7 @@ def test_a_stack_of_any_wrong_type_is_dropped_and_verbose_says_so(tmp_path: Path
     build_folder(folder, selected)
     report = tmp_path / "report.json"
     result = run_cli([str(folder), "--prefix", "trace_", "-v", "-o", str(report)])
-    assert result.status in (0, 1) and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.status in (0, 1, 4) and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert json.loads(report.read_text())["inputs"]["skipped"] == []
     for case in selected:
         assert f"note: rank {case.rank}: 'frames' is not a list of" in result.stderr, case.name
