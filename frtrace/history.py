@@ -5,8 +5,9 @@ root cause names culprit ranks and a kind. A rank's host comes from, in this ord
 `collect.json` manifests that `frtrace collect` left in the dump folder the report names
 (`inputs.trace_dir`) or its sub-folders (written on the node itself); `root_cause.hosts` when
 the report carries it; the dump file paths in that folder (a sub-folder per host,
-`nodeB/trace_3`, or a host inside the name, `nccl_trace_rank_node03-host_27`). A report's time is its `time` field
-when it has one, else the earliest collect.json time, else the report file's mtime. Reports
+`nodeB/trace_3`, or a host inside the name, `nccl_trace_rank_node03-host_27`). A report's
+time is its `time` field when it has one, else the earliest collect.json time, else the report
+file's mtime. Reports
 are untrusted input: read bounded, wrong types rejected naming the field, one bad report is
 one line and the rest are counted.
 """
