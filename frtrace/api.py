@@ -104,10 +104,9 @@ def _from_files(paths: list[Path]) -> Discovery:
     return Discovery(common, "", False, files)
 
 
-def analyze(
-    trace: Trace, *, mismatch_cap: int = 10, straggler_threshold_ms: float = 5.0
-) -> Analysis:
+def analyze(trace: Trace, *, mismatch_cap: int = 10, straggler_threshold: float = 5.0) -> Analysis:
     """Every finding about the job, the root cause first (`mismatch_cap`: at most N findings
-    per group and kind), and the ranks arriving `straggler_threshold_ms` or more late.
+    per group and kind), and the stragglers: ranks whose lateness cost `straggler_threshold`
+    percent or more of the time their calls cover (docs/stragglers.md).
     `analysis.since(load(older_dir))` adds which ranks advanced since an older snapshot."""
-    return _analyze(trace, mismatch_cap=mismatch_cap, straggler_threshold_ms=straggler_threshold_ms)
+    return _analyze(trace, mismatch_cap=mismatch_cap, straggler_threshold=straggler_threshold)

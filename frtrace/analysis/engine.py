@@ -208,8 +208,10 @@ def _absent_members(ctx: Context, absent: set[int]) -> list[Finding]:
     return findings
 
 
-def analyze(trace: Trace, mismatch_cap: int = 10, straggler_threshold_ms: float = 5.0) -> Analysis:
-    """All findings about the job; the root cause is the one most waiting ranks lead to."""
+def analyze(trace: Trace, mismatch_cap: int = 10, straggler_threshold: float = 5.0) -> Analysis:
+    """All findings about the job; the root cause is the one most waiting ranks lead to.
+    Stragglers: ranks whose lateness cost `straggler_threshold` % or more of the time their
+    calls cover."""
     check_one_job(trace)
     ctx = build_context(trace, mismatch_cap)
     coll = analyze_collectives(ctx)
@@ -264,5 +266,5 @@ def analyze(trace: Trace, mismatch_cap: int = 10, straggler_threshold_ms: float 
     for f in findings:
         if not f.secondary:
             classify(ctx, f, waits.blocked)
-    late = stragglers(ctx, straggler_threshold_ms)
+    late = stragglers(ctx, straggler_threshold / 100)
     return Analysis(ctx, findings, root_cause, waits.blocked, notes, stragglers=late)
