@@ -96,6 +96,7 @@ class Where:
     """The call at which a straggler's lateness shows most."""
 
     pg: str
+    pg_desc: str
     op: str
     site: str | None  # its first frame outside torch, "file:line function"; None without stacks
     share: float  # of the straggler's cost, at this call
@@ -553,6 +554,7 @@ def _where(
     placed = step is not None and len(steps) > 0
     where = Where(
         pg=ctx.name(group),
+        pg_desc=ctx.desc(group),
         op=str(history.label("op", int(history["op"][row]))),
         site=_site(ctx, int(history["stack_id"][row])),
         share=round(float(sums[best] / own.sum()), 3),
