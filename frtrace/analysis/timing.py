@@ -82,10 +82,15 @@ def classify(ctx: Context, finding: Finding, blocked: dict[int, Any]) -> None:
     finding.facts.setdefault("timeout_ms", timeout or None)
 
 
-ENQUEUE_FLOOR_MS = 5.0
-"""From enqueue times, a collective's lateness counts only beyond this: host CPUs enqueue the
-same collective a few ms apart while their GPUs are still busy with earlier work (up to 6.5 ms
-in the synthetic jobs), which holds nobody up. GPU durations need no floor."""
+ENQUEUE_FLOOR_MS = 10.0
+"""From enqueue times, a collective's lateness counts only beyond this: a CPU blocked behind
+earlier work, or running ahead of its GPU, enqueues a collective some ms apart from its peers
+while no GPU waits (up to 6.5 ms in the synthetic jobs). GPU durations need no floor."""
+STEADY_LAST = 0.75
+"""...except for a host slow at every call: a rank last at this share of its collectives or
+more, by a median lag of half the floor or more (healthy synthetic jobs reach a share of 0.63
+with a median of 0.1 ms; ranks that inherit a straggler's delay 0.82 with 1 ms; a rank 3 ms
+slower per call, 0.93 with 6 ms)."""
 
 PERIOD_ENTRIES = 4000  # a straggler's step is looked for in its newest this many calls
 PERIOD_MATCH = 0.9  # a step: the calls repeat with this period at least this often
@@ -100,8 +105,8 @@ class Where:
     op: str
     site: str | None  # its first frame outside torch, "file:line function"; None without stacks
     share: float  # of the straggler's cost, at this call
-    step_index: int | None  # among the group's collectives in a step (0: the first); None:
-    step_collectives: int | None  # no step found; the group's collectives per step
+    step_index: int | None  # among its collectives in a step (0: the first); None: no step
+    step_collectives: int | None  # its collectives per step
 
 
 @dataclass(frozen=True)
@@ -114,11 +119,11 @@ class Straggler:
     last_share: float  # how often it was the last member to arrive
     collectives: int  # collectives its lag was measured on
     groups: list[str] = field(default_factory=list)  # where its cost shows most
-    cost_ms: float = 0.0  # time its lateness alone held back one group's collectives
+    cost_ms: float = 0.0  # time its own lateness held the others up
     covered_ms: float = 0.0  # the span of its measured calls, on its own clock
     cost_share: float = 0.0  # cost_ms / covered_ms
     where: Where | None = None
-    first_of_step_share: float | None = None  # of its cost in where.pg, at its first of a step
+    first_of_step_share: float | None = None  # of its cost, at its step's first collective
 
 
 @dataclass
@@ -184,15 +189,22 @@ def lag_values(ctx: Context, method: str, group_index: dict[str, int]) -> Table:
         value = np.where(np.isfinite(dur), -dur, np.nan)  # later arrival = shorter wait
     else:
         value = _enqueued(coll["time_created_ns"][finished])
-    pg = index[coll["pg"][finished]]
+    code = coll["pg"][finished].astype(np.int64)
+    pg = index[code]
+    rank = coll["rank"][finished].astype(np.int64)
+    created = coll["time_created_ns"][finished].astype(np.int64)
+    local, sup = _holders(ctx, rank, code)
     parts = [
         {
             "key": pg_seq_key(pg, coll["seq"][finished]),
-            "rank": coll["rank"][finished].astype(np.int64),
+            "rank": rank,
             "value": value,
             "pos": coll["pos"][finished].astype(np.int64),
             "pg": pg,
-            "created": coll["time_created_ns"][finished].astype(np.int64),
+            "created": created,
+            "pause": _pause_before(ctx, rank, coll["pos"][finished]),
+            "local": local,
+            "sup": sup,
         }
     ]
     pairs = _pair_values(ctx, method, index)
@@ -202,6 +214,56 @@ def lag_values(ctx: Context, method: str, group_index: dict[str, int]) -> Table:
     valid = np.flatnonzero(~np.isnan(cols["value"]))
     valid = valid[np.lexsort((cols["value"][valid], cols["key"][valid]))]
     return Table({k: v[valid] for k, v in cols.items()})
+
+
+def _holders(ctx: Context, rank: np.ndarray, code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per collective (rows grouped by rank), its group as a small index among the rank's
+    groups, and a bit per such index whose group holds every member of this one (itself
+    included): the meetings after which the rank owes this group nothing older. Subsets are
+    decided once per pair of groups that share a rank, from the groups' members."""
+    if not len(rank):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    pair, row = np.unique(np.stack([rank, code], axis=1), axis=0, return_inverse=True)
+    row = row.reshape(-1)
+    new = np.r_[True, pair[1:, 0] != pair[:-1, 0]]
+    starts = np.flatnonzero(new)
+    slot = np.arange(len(pair)) - starts[np.cumsum(new) - 1]
+    width = int(slot.max()) + 1
+    groups = np.full((len(starts), width), -1, np.int64)
+    groups[np.cumsum(new) - 1, slot] = pair[:, 1]
+    members: dict[int, set[int]] = {}
+
+    def holds(big: int, small: int) -> bool:
+        for g in (big, small):
+            if g not in members:
+                members[g] = set(ctx.group_members(g))
+        return bool(members[small]) and members[small] <= members[big]
+
+    sup = np.zeros(len(pair), np.int64)
+    mine = groups[np.cumsum(new) - 1]  # each pair's rank's groups
+    for other in range(min(width, 63)):
+        big = mine[:, other]
+        combos, which = np.unique(np.stack([big, pair[:, 1]], axis=1), axis=0, return_inverse=True)
+        held = np.array([b >= 0 and (b == g or holds(b, g)) for b, g in combos.tolist()], bool)
+        sup |= np.where(held[which.reshape(-1)], np.int64(1) << other, 0)
+    return slot[row].astype(np.int64), sup[row]
+
+
+def _pause_before(ctx: Context, rank: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Per op, the ms since its rank enqueued the call before it (any op; inf for its first),
+    on its own clock. From enqueue times, a rank can only have held the others up by time its
+    own host spent before the call: a CPU that queued a collective late right after another
+    it was late for is late once, and one that waited for a peer's late collective enqueues
+    the calls after it late with no pause of its own."""
+    e = ctx.trace.table
+    ranks, created = e["rank"].astype(np.int64), e["time_created_ns"].astype(np.int64)
+    pause = np.full(len(ranks), np.inf)
+    if len(ranks) > 1:
+        same = ranks[1:] == ranks[:-1]
+        pause[1:][same] = (created[1:][same] - created[:-1][same]) / 1e6
+    where = pg_seq_key(ranks, e["pos"])  # entries are sorted by rank, then position
+    at = np.minimum(np.searchsorted(where, pg_seq_key(rank, pos)), max(len(where) - 1, 0))
+    return pause[at] if len(where) else np.full(len(rank), np.inf)
 
 
 def _enqueued(created: np.ndarray) -> np.ndarray:
@@ -237,6 +299,9 @@ def _pair_values(ctx: Context, method: str, index: np.ndarray) -> dict[str, np.n
         "pos": ops["pos"].astype(np.int64),
         "pg": np.full(len(ops), -1, np.int64),
         "created": e["time_created_ns"][rows].astype(np.int64),
+        "pause": np.full(len(ops), np.inf),
+        "local": np.full(len(ops), -1, np.int64),
+        "sup": np.zeros(len(ops), np.int64),
     }
 
 
@@ -312,33 +377,51 @@ def collectives_in(combined: Table) -> int:
     return int(np.count_nonzero(combined["key"] >= 0))
 
 
-def own_lateness(rank: np.ndarray, excess: np.ndarray, wait: np.ndarray) -> np.ndarray:
+def last_meeting(
+    rank: np.ndarray, local: np.ndarray, sup: np.ndarray, usable: np.ndarray
+) -> np.ndarray:
+    """Per event (rows grouped by rank, each rank's in call order), the row of the rank's
+    latest earlier `usable` event in a group that holds every member of the event's group
+    (itself included; -1: none in the window). `local`: the event's group as a small index
+    within its rank; `sup`: bit l set when the rank's group l holds the event's group. There
+    the rank last left together with all of them: what it owes them starts after it."""
+    n = len(rank)
+    ref = np.full(n, -1, np.int64)
+    if not n:
+        return ref
+    row = np.arange(n)
+    first = np.r_[True, rank[1:] != rank[:-1]]
+    start = row[first][np.cumsum(first) - 1]
+    for slot in range(min(int(local.max(initial=-1)) + 1, 63)):
+        seen = np.maximum.accumulate(np.where(usable & (local == slot), row, -1))
+        before = np.r_[-1, seen[:-1]]
+        before[before < start] = -1  # another rank's
+        holds = ((sup >> slot) & 1).astype(bool)
+        ref = np.where(holds & (before > ref), before, ref)
+    return ref
+
+
+def own_lateness(ref: np.ndarray, excess: np.ndarray, wait: np.ndarray) -> np.ndarray:
     """Per event (rows grouped by rank, each rank's in call order), the part of the rank's
     lateness there (`excess`: how much later than the next-latest member it arrived, where it
-    was last) that no earlier wait of its own explains.
+    was last) that is its own.
 
-    A rank that waited for a late peer runs late by that much afterwards, and arrives last
-    where it meets ranks that did not wait: that lateness is the peer's, passed on. So each
-    rank carries the waits it has not yet passed on, C_k = max(0, C_{k-1} + wait_k - excess_k)
-    (Lindley's recursion), and only lateness beyond what it carries is its own:
-    max(0, excess_k - C_{k-1}). Its window may open just after a long wait, so it starts
-    out carrying its longest wait. The recursion is vectorized: with S the running sum of
-    (wait - excess), C_k = S_k + max(C_0, -min(0, S_1..S_k)), one running minimum for all
-    ranks (each rank's sums shifted below the previous rank's)."""
-    if not len(rank):
+    The group's members last left together with the rank at its meeting `ref` (last_meeting):
+    they wait only for what it fell behind since. Of that, what it already held other groups
+    back by since then was counted there (a rank that starts its step late is late at the
+    first collective of every group it then meets: once), and what it waited for others since
+    then is theirs, passed on (a rank that waited for a late peer arrives late where it meets
+    ranks that did not). Before its first such meeting in its window nothing is counted: what
+    it carried in is unknown (a ring buffer that wrapped; at the job's start, ranks that
+    started apart)."""
+    if not len(ref):
         return np.zeros(0)
-    new = np.r_[True, rank[1:] != rank[:-1]]
-    seg = np.cumsum(new) - 1
-    starts = np.flatnonzero(new)
-    x = wait - excess
-    total = np.cumsum(x)
-    before = total - x  # the sum up to the event before
-    before -= before[starts][seg]  # ...within the rank: 0 at its first event
-    room = float(before.max() - before.min()) + 1.0
-    shifted = before - seg * room
-    low = np.minimum.accumulate(shifted) + seg * room  # min(0, S_1..S_{k-1}) per rank
-    carried = before + np.maximum(np.maximum.reduceat(wait, starts)[seg], -low)
-    return np.maximum(excess - carried, 0.0)
+    ahead = np.cumsum(excess)  # lateness shown through each event
+    waited = np.cumsum(wait)
+    met = ref >= 0
+    at = np.where(met, ref, 0)
+    own = excess - (ahead - excess - ahead[at]) - (waited - wait - waited[at])
+    return np.where(met, np.maximum(own, 0.0), 0.0)
 
 
 def rank_lags(values: Table, method: str, combined: list[Table], top: int) -> RankLags:
@@ -347,8 +430,7 @@ def rank_lags(values: Table, method: str, combined: list[Table], top: int) -> Ra
     latest arrival is the shortest wait's owner, and every other member waited for it: how
     much later than the next-latest member it arrived is the time it alone held the others
     up. The statistics of the lag behind the earliest member (median, p95, how often last)
-    stay as they were; the cost is the own lateness (`own_lateness`) summed in the group
-    where it is largest."""
+    stay as they were; the cost is the rank's own lateness (`own_lateness`), in all."""
     empty = {k: np.empty(0) for k in _EMPTY}
     key = np.concatenate([c["key"] for c in combined]) if combined else np.empty(0, np.int64)
     if not len(key) or not len(values):
@@ -360,34 +442,43 @@ def rank_lags(values: Table, method: str, combined: list[Table], top: int) -> Ra
     whole = key[at] == values["key"]
     if not whole.any():
         return RankLags(empty)
-    mine = values.take(whole)
-    at = at[whole]
     lo, hi, hi2 = lo[at], hi[at], hi2[at]
-    value, coll = mine["value"], mine["key"] >= 0
+    value, coll = values["value"], values["key"] >= 0
     scale = 1.0 if method == "duration" else 1e-6
-    # Stats of the lag behind the earliest member, over collectives.
-    lag = (value[coll] - lo[coll]) * scale
-    worst = (hi[coll] - lo[coll]) * scale  # (x - lo) * scale grows with x: the latest's lag
-    per_rank = _per_rank(mine["rank"][coll], lag, (lag == worst) & (worst > 0))
+    # Stats of the lag behind the earliest member, over the collectives every member completed.
+    measured = whole & coll
+    lag = (value[measured] - lo[measured]) * scale
+    worst = (hi[measured] - lo[measured]) * scale  # grows with value: the latest's lag
+    per_rank = _per_rank(values["rank"][measured], lag, (lag == worst) & (worst > 0))
     if not len(per_rank["rank"]):
         return RankLags(empty)
     del lag, worst
     # Each rank's own lateness, in call order.
-    wait = (hi - value) * scale
-    excess = np.where(coll & (value == hi) & (hi > hi2), (hi - hi2) * scale, 0.0)
+    wait = np.where(whole, (hi - value) * scale, 0.0)
+    excess = np.where(measured & (value == hi) & (hi > hi2), (hi - hi2) * scale, 0.0)
     if method != "duration":
-        excess = np.maximum(excess - ENQUEUE_FLOOR_MS, 0.0)
-    order = np.lexsort((mine["pos"], mine["rank"]))
-    rank = mine["rank"][order]
-    own = own_lateness(rank, excess[order], wait[order])
-    created = mine["created"][order]
+        # A host slow at every call is last at nearly every collective: its lateness counts
+        # whole; anyone else's only beyond the floor.
+        ranks = per_rank["rank"]
+        at = np.minimum(np.searchsorted(ranks, values["rank"]), len(ranks) - 1)
+        steady = (per_rank["last"] >= STEADY_LAST) & (per_rank["median"] >= ENQUEUE_FLOOR_MS / 2)
+        steady = (ranks[at] == values["rank"]) & steady[at]
+        floor = np.where(steady, 0.0, ENQUEUE_FLOOR_MS)
+        excess = np.maximum(np.minimum(excess, values["pause"]) - floor, 0.0)
+    order = np.lexsort((values["pos"], values["rank"]))
+    mine = values.take(order)
+    rank, pgs = mine["rank"], mine["pg"]
+    ref = last_meeting(rank, mine["local"], mine["sup"], measured[order])
+    own = own_lateness(ref, excess[order], wait[order])
+    kept = measured[order] | (whole[order] & ~coll[order])
+    created = np.where(kept, mine["created"], -1)
     starts = np.flatnonzero(np.r_[True, rank[1:] != rank[:-1]])
-    spans = np.maximum.reduceat(created, starts) - np.minimum.reduceat(created, starts)
+    latest = np.maximum.reduceat(created, starts)
+    earliest = np.minimum.reduceat(np.where(kept, created, np.iinfo(np.int64).max), starts)
     at = np.searchsorted(rank[starts], per_rank["rank"])
-    per_rank["span"] = spans[at] / 1e6
-    # The cost: its own lateness summed per group, where it is largest.
+    per_rank["span"] = (latest[at] - earliest[at]) / 1e6
+    # The cost: its own lateness, in all; and by group, where it shows.
     hit = np.flatnonzero(own > 0)
-    pgs = mine["pg"][order]
     by = hit[np.lexsort((pgs[hit], rank[hit]))]
     who, pg = rank[by], pgs[by]
     cost = np.zeros(len(per_rank["rank"]))
@@ -397,7 +488,7 @@ def rank_lags(values: Table, method: str, combined: list[Table], top: int) -> Ra
         sums = np.add.reduceat(own[by], cuts)
         who, pg = who[cuts], pg[cuts]
         first = np.flatnonzero(np.r_[True, who[1:] != who[:-1]])
-        cost[np.searchsorted(per_rank["rank"], who[first])] = np.maximum.reduceat(sums, first)
+        cost[np.searchsorted(per_rank["rank"], who[first])] = np.add.reduceat(sums, first)
     per_rank["cost"] = cost
     groups: dict[int, list[tuple[float, int]]] = {}
     details: dict[int, Table] = {}
@@ -405,9 +496,7 @@ def rank_lags(values: Table, method: str, combined: list[Table], top: int) -> Ra
         r = int(per_rank["rank"][i])
         groups[r] = [(float(s), int(g)) for s, g in zip(sums[who == r], pg[who == r], strict=True)]
         events = hit[rank[hit] == r]
-        details[r] = Table(
-            {"pos": mine["pos"][order][events], "own": own[events], "pg": pgs[events]}
-        )
+        details[r] = Table({"pos": mine["pos"][events], "own": own[events], "pg": pgs[events]})
     return RankLags(per_rank, groups, details)
 
 
@@ -484,10 +573,7 @@ def stragglers(ctx: Context, threshold_share: float = 0.05, top: int = 5) -> Str
         if share[i] < threshold_share:
             break
         rank_ = int(per_rank["rank"][i])
-        costliest = lags.groups.get(rank_, [])
-        where, first = _where(
-            ctx, rank_, lags.details.get(rank_), costliest[0] if costliest else None
-        )
+        where, first = _where(ctx, rank_, lags.details.get(rank_))
         out.append(
             Straggler(
                 rank=rank_,
@@ -506,26 +592,22 @@ def stragglers(ctx: Context, threshold_share: float = 0.05, top: int = 5) -> Str
     return StragglerReport(lags.method, lags.collectives, out, ENQUEUE_FLOOR_MS, threshold_share)
 
 
-def _where(
-    ctx: Context, rank: int, held: Table | None, group: int | None
-) -> tuple[Where | None, float | None]:
-    """In the rank's costliest `group`, the call where its cost shows most, and the share of
-    its cost there at the group's first collective of a step. A step is the period with which
-    the rank's calls (group and call site; the op without stacks) repeat; it starts after the
-    longest usual pause in its calls (data loading, the optimizer: what its host does between
-    steps). Without a step (fewer than two in its history, or calls that do not repeat), the
-    call is a call site."""
-    if held is None or group is None:
+def _where(ctx: Context, rank: int, held: Table | None) -> tuple[Where | None, float | None]:
+    """The call where the rank's cost shows most, and the share of its cost at its step's
+    first collective. A step is the period with which the rank's calls (group and call site;
+    the op without stacks) repeat; it starts after the longest usual pause in its calls (data
+    loading, the optimizer: what its host does between steps). Without a step (fewer than two
+    in its history, or calls that do not repeat), the call is a call site."""
+    if held is None or not len(held):
         return None, None
-    held = held.take(held["pg"] == group)
     history = ctx.history(rank)
     history = history.take(slice(max(0, len(history) - PERIOD_ENTRIES), None))
     pos = history["pos"]
-    if not len(held) or not len(pos):
+    if not len(pos):
         return None, None
     at = np.minimum(np.searchsorted(pos, held["pos"]), len(pos) - 1)
     inside = pos[at] == held["pos"]
-    at, own = at[inside], held["own"][inside]
+    at, own, pg = at[inside], held["own"][inside], held["pg"][inside]
     if not len(at) or own.sum() <= 0:
         return None, None
     site = history["stack_id"].astype(np.int64)
@@ -538,11 +620,10 @@ def _where(
         by = call[at]
     else:
         place = _step_places(history["time_created_ns"], step)
-        ops = ctx.rank_ops(rank)
-        ops = ops["pos"][ops["pg"] == group]
+        ops = ctx.rank_ops(rank)["pos"]
         kept = np.minimum(np.searchsorted(pos, ops), len(pos) - 1)
         kept = kept[pos[kept] == ops]
-        steps = distinct(place[kept])  # the places of the group's collectives in a step
+        steps = distinct(place[kept])  # the places of its collectives in a step, in order
         by = place[at]
         if len(steps):
             first = round(float(own[by == steps[0]].sum() / own.sum()), 3)
@@ -550,11 +631,12 @@ def _where(
     which = which.reshape(-1)
     sums = np.bincount(which, weights=own, minlength=len(keys))
     best = int(np.argmax(sums))
-    row = int(at[int(np.flatnonzero(which == best)[0])])
+    pick = int(np.flatnonzero(which == best)[0])
+    row = int(at[pick])
     placed = step is not None and len(steps) > 0
     where = Where(
-        pg=ctx.name(group),
-        pg_desc=ctx.desc(group),
+        pg=ctx.name(int(pg[pick])),
+        pg_desc=ctx.desc(int(pg[pick])),
         op=str(history.label("op", int(history["op"][row]))),
         site=_site(ctx, int(history["stack_id"][row])),
         share=round(float(sums[best] / own.sum()), 3),
