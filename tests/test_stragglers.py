@@ -84,10 +84,13 @@ def test_a_healthy_pipelined_job_lists_no_straggler(tmp_path: Path, timing: bool
 
 
 @pytest.mark.parametrize("timing", [True, False])
-def test_a_rank_last_only_by_jitter_is_not_listed(tmp_path: Path, timing: bool) -> None:
-    """10 us slower per call, among ranks that jitter by up to 20 us: last at most of its
-    collectives, at a cost far below 5%."""
-    spec = JobSpec(LAYOUT, steps=4, straggler=(6, 10_000), enable_timing=timing)
+def test_a_rank_last_by_a_fraction_of_a_millisecond_is_not_listed(
+    tmp_path: Path, timing: bool
+) -> None:
+    """0.5 ms slower per call: last at 84% of its collectives by a median 0.8 ms from enqueue
+    times (at 27% from GPU durations, where its GPU is the busier part), at about 1% of the
+    time its calls cover."""
+    spec = JobSpec(LAYOUT, steps=4, straggler=(6, 500_000), enable_timing=timing)
     write_job(simulate(spec), tmp_path)
     code, r = report(tmp_path, "--fail-on", "stragglers")
     assert code == 0 and r["stragglers"]["top"] == []
