@@ -183,30 +183,30 @@ def lag_values(ctx: Context, method: str, group_index: dict[str, int]) -> Table:
     coll = ctx.view.coll
     finished = np.flatnonzero(coll["state"] == 2)
     missing = len(group_index)
-    index = np.array([group_index.get(n, missing) for n in ctx.pg_names] or [0], np.int64)
+    index = np.array([group_index.get(n, missing) for n in ctx.pg_names] or [0], np.int32)
     if method == "duration":
         dur = coll["duration_ms"][finished]
         value = np.where(np.isfinite(dur), -dur, np.nan)  # later arrival = shorter wait
     else:
         value = _enqueued(coll["time_created_ns"][finished])
-    code = coll["pg"][finished].astype(np.int64)
+    code = coll["pg"][finished]
     pg = index[code]
-    rank = coll["rank"][finished].astype(np.int64)
-    created = coll["time_created_ns"][finished].astype(np.int64)
+    rank, pos = coll["rank"][finished], coll["pos"][finished]
     local, sup = _holders(ctx, rank, code)
     parts = [
         {
             "key": pg_seq_key(pg, coll["seq"][finished]),
             "rank": rank,
             "value": value,
-            "pos": coll["pos"][finished].astype(np.int64),
+            "pos": pos,
             "pg": pg,
-            "created": created,
-            "pause": _pause_before(ctx, rank, coll["pos"][finished]),
+            "created": coll["time_created_ns"][finished].astype(np.int64),
             "local": local,
             "sup": sup,
         }
     ]
+    if method != "duration":  # only enqueue times need the pause before each call
+        parts[0]["pause"] = _pause_before(ctx, rank, pos)
     pairs = _pair_values(ctx, method, index)
     if pairs is not None:
         parts.append(pairs)
@@ -222,15 +222,17 @@ def _holders(ctx: Context, rank: np.ndarray, code: np.ndarray) -> tuple[np.ndarr
     included): the meetings after which the rank owes this group nothing older. Subsets are
     decided once per pair of groups that share a rank, from the groups' members."""
     if not len(rank):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    pair, row = np.unique(np.stack([rank, code], axis=1), axis=0, return_inverse=True)
+        return np.zeros(0, np.int16), np.zeros(0, np.int64)
+    codes = int(code.max()) + 1
+    packed, row = np.unique(rank.astype(np.int64) * codes + code, return_inverse=True)
     row = row.reshape(-1)
-    new = np.r_[True, pair[1:, 0] != pair[:-1, 0]]
+    owner, group = packed // codes, packed % codes
+    new = np.r_[True, owner[1:] != owner[:-1]]
     starts = np.flatnonzero(new)
-    slot = np.arange(len(pair)) - starts[np.cumsum(new) - 1]
+    slot = np.arange(len(packed)) - starts[np.cumsum(new) - 1]
     width = int(slot.max()) + 1
     groups = np.full((len(starts), width), -1, np.int64)
-    groups[np.cumsum(new) - 1, slot] = pair[:, 1]
+    groups[np.cumsum(new) - 1, slot] = group
     members: dict[int, set[int]] = {}
 
     def holds(big: int, small: int) -> bool:
@@ -239,14 +241,14 @@ def _holders(ctx: Context, rank: np.ndarray, code: np.ndarray) -> tuple[np.ndarr
                 members[g] = set(ctx.group_members(g))
         return bool(members[small]) and members[small] <= members[big]
 
-    sup = np.zeros(len(pair), np.int64)
+    sup = np.zeros(len(packed), np.int64)
     mine = groups[np.cumsum(new) - 1]  # each pair's rank's groups
     for other in range(min(width, 63)):
         big = mine[:, other]
-        combos, which = np.unique(np.stack([big, pair[:, 1]], axis=1), axis=0, return_inverse=True)
+        combos, which = np.unique(np.stack([big, group], axis=1), axis=0, return_inverse=True)
         held = np.array([b >= 0 and (b == g or holds(b, g)) for b, g in combos.tolist()], bool)
         sup |= np.where(held[which.reshape(-1)], np.int64(1) << other, 0)
-    return slot[row].astype(np.int64), sup[row]
+    return np.minimum(slot, np.iinfo(np.int16).max)[row].astype(np.int16), sup[row]
 
 
 def _pause_before(ctx: Context, rank: np.ndarray, pos: np.ndarray) -> np.ndarray:
@@ -263,7 +265,7 @@ def _pause_before(ctx: Context, rank: np.ndarray, pos: np.ndarray) -> np.ndarray
         pause[1:][same] = (created[1:][same] - created[:-1][same]) / 1e6
     where = pg_seq_key(ranks, e["pos"])  # entries are sorted by rank, then position
     at = np.minimum(np.searchsorted(where, pg_seq_key(rank, pos)), max(len(where) - 1, 0))
-    return pause[at] if len(where) else np.full(len(rank), np.inf)
+    return (pause[at] if len(where) else np.full(len(rank), np.inf)).astype(np.float32)
 
 
 def _enqueued(created: np.ndarray) -> np.ndarray:
@@ -292,17 +294,19 @@ def _pair_values(ctx: Context, method: str, index: np.ndarray) -> dict[str, np.n
     else:
         value = _enqueued(e["time_created_ns"][rows])
     pg = index[ops["pg"]]
-    return {
+    cols = {
         "key": _pair_key(pg, ops["src"], ops["dst"], ops["slot"]),
-        "rank": ops["rank"].astype(np.int64),
+        "rank": ops["rank"],
         "value": value,
-        "pos": ops["pos"].astype(np.int64),
-        "pg": np.full(len(ops), -1, np.int64),
+        "pos": ops["pos"],
+        "pg": np.full(len(ops), -1, np.int32),
         "created": e["time_created_ns"][rows].astype(np.int64),
-        "pause": np.full(len(ops), np.inf),
-        "local": np.full(len(ops), -1, np.int64),
+        "local": np.full(len(ops), -1, np.int16),
         "sup": np.zeros(len(ops), np.int64),
     }
+    if method != "duration":
+        cols["pause"] = np.full(len(ops), np.inf, np.float32)
+    return cols
 
 
 def _pair_key(*parts: np.ndarray) -> np.ndarray:
