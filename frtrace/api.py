@@ -100,14 +100,15 @@ def analyze(
     trace: Trace,
     *,
     mismatch_cap: int = 10,
-    straggler_threshold_ms: float = 5.0,
+    straggler_threshold: float = 5.0,
     world_size: int | None = None,
 ) -> Analysis:
     """Every finding about the job, the root cause first (`mismatch_cap`: at most N findings
-    per group and kind), and the ranks arriving `straggler_threshold_ms` or more late.
+    per group and kind), and the stragglers: ranks whose lateness cost `straggler_threshold`
+    percent or more of the time their calls cover (docs/stragglers.md).
     `world_size`: the job's rank count where no dump states it (gloo with sub-groups);
     without it such a job with no finding is `undetermined`, never ok.
     `analysis.since(load(older_dir))` adds which ranks advanced since an older snapshot."""
     if world_size is not None:
         trace = trace.with_world(world_size)
-    return _analyze(trace, mismatch_cap=mismatch_cap, straggler_threshold_ms=straggler_threshold_ms)
+    return _analyze(trace, mismatch_cap=mismatch_cap, straggler_threshold=straggler_threshold)

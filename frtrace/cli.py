@@ -239,11 +239,12 @@ def quiet_broken_pipe() -> NoReturn:
 )
 @click.option(
     "--straggler-threshold",
-    type=click.FloatRange(min=0),
+    type=click.FloatRange(min=0, max=100),
     default=5.0,
     show_default=True,
-    metavar="MS",
-    help="Median arrival lag (ms) from which a rank is reported as a straggler.",
+    metavar="PCT",
+    help="Share (%) of the time its calls cover that a rank's lateness must cost the others "
+    "for it to be reported as a straggler (docs/stragglers.md).",
 )
 @click.option(
     "--engine",
@@ -460,7 +461,7 @@ def _answer(
         analysis = analyze(
             trace,
             mismatch_cap=options["mismatch_cap"],
-            straggler_threshold_ms=options["straggler_threshold"],
+            straggler_threshold=options["straggler_threshold"],
             world_size=options["world_size"],
         )
         if options["since_dir"] is not None:

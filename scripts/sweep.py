@@ -2,9 +2,11 @@
 """Sweep the generator's fault scenarios and check frtrace's verdict against the ground truth.
 
 Every scenario (fault kinds, coalesced-block faults, healthy jobs: MoE, rooted collectives,
-a straggler, an on-demand snapshot) runs on every layout, with timing on and off, with ring
-buffers that wrapped (cutting coalesced blocks at different points per rank) or not, written
-as pickle and as JSON. Prints one row per scenario and a summary; exits 1 on any miss.
+a straggler, a step-start straggler, an on-demand snapshot) runs on every layout, with timing
+on and off, with ring buffers that wrapped (cutting coalesced blocks at different points per
+rank) or not, written as pickle and as JSON. Prints one row per scenario and a summary; exits
+1 on any miss (a healthy job that lists a straggler is one; so is a straggler not listed
+first).
 
 With `--wide`, each fault instead hits every sampled rank (every pipeline stage, both ends of
 each group) at each of its group's first six ops of the second of two steps, on three
@@ -75,6 +77,7 @@ class Scenario:
     drop_part: bool = False
     mid_block: bool = False
     straggler: bool = False
+    step_straggler: bool = False  # late at the first collective of every step
     snapshot: bool = False
     needs_timing: bool = False
     lost_host: bool = False  # missing_dump: the culprit's whole node (8 ranks) leaves no dump
@@ -91,6 +94,7 @@ class Scenario:
 SCENARIOS = (
     Scenario("healthy", None),
     Scenario("healthy straggler", None, straggler=True),
+    Scenario("healthy step straggler", None, step_straggler=True),
     Scenario("healthy snapshot", None, snapshot=True, needs_timing=True),
     Scenario("missing_ranks tp", "missing_ranks"),
     Scenario("missing_ranks dp", "missing_ranks", group="dp"),
@@ -194,6 +198,8 @@ class Outcome:
     group: bool = False
     seq: bool = False
     other_causes: int = 0
+    late_ok: bool = True  # the stragglers listed are the ones expected
+    late_extra: int = 0  # ranks listed besides the expected straggler
 
 
 def judge(expected: dict[str, Any] | None, members: list[int], report: Any) -> Outcome:
@@ -309,6 +315,33 @@ def judge_refusal(folder: Path, version: str) -> Outcome:
     return Outcome(False, f"format {version} was read (it must be refused)", 0, 0)
 
 
+def judge_late(outcome: Outcome, sc: Scenario, layout: Layout, report: Any) -> Outcome:
+    """The stragglers listed: the generated straggler first (a step straggler at the first
+    collective of its step, where a step was found), none on a job without one. A healthy
+    job that lists one is a miss; ranks listed besides the straggler are counted."""
+    top = report.stragglers.top if report.stragglers is not None else []
+    ranks = [s.rank for s in top]
+    if sc.straggler or sc.step_straggler:
+        want = layout.world - 1
+        outcome.late_extra = len([r for r in ranks if r != want])
+        problems = []
+        if not ranks or ranks[0] != want:
+            problems.append(f"straggler {want} not listed first (listed {ranks})")
+        elif sc.step_straggler:
+            first = top[0]
+            placed = first.where is not None and first.where.step_index is not None
+            if placed and (first.first_of_step_share or 0) < 0.5:
+                problems.append(f"straggler {want} not at the first collective: {first.where}")
+    else:
+        outcome.late_extra = len(ranks)
+        problems = [f"stragglers {ranks} listed"] if ranks and sc.kind is None else []
+    if problems:
+        outcome.late_ok = False
+        outcome.ok = False
+        outcome.why = "; ".join(w for w in (outcome.why, *problems) if w)
+    return outcome
+
+
 def adjust(expected: dict[str, Any] | None, sc: Scenario, timing: bool, job: Any) -> Any:
     """What the evidence allows when timing is off: a GPU that never started a collective
     looks like every member waiting inside it (no start events), so nobody can be singled out."""
@@ -371,6 +404,8 @@ def run_case(
     }
     if sc.straggler:
         common["straggler"] = (layout.world - 1, 3_000_000)
+    if sc.step_straggler:
+        common["step_straggler"] = (layout.world - 1, 20_000_000, 60_000_000)
     if sc.snapshot:
         common["snapshot"] = 0.6
     if at is not None and buffer_steps is not None:
@@ -417,11 +452,13 @@ def run_case(
         return judge_several([expected, *job.also_expected], report), time.perf_counter() - t0
     members = job.groups[expected["pg_name"]][1] if expected else []
     if client is None:
-        return judge(expected, members, report), time.perf_counter() - t0
+        return judge_late(judge(expected, members, report), sc, layout, report), (
+            time.perf_counter() - t0
+        )
     with contextlib.closing(frtrace.load(str(out), engine="dask", client=client)) as on_cluster:
         remote = analyze(on_cluster)
         same = remote.to_json() == report.to_json()
-    outcome = judge(expected, members, remote)
+    outcome = judge_late(judge(expected, members, remote), sc, layout, remote)
     if not same:
         outcome.ok = False
         outcome.why = "; ".join(w for w in (outcome.why, "Dask report differs from local") if w)
@@ -476,8 +513,9 @@ def main(argv: list[str] | None = None) -> int:
                 layouts, (True, False), (True, False), fmts
             )
         )
-    # runs, culprit+kind, group, seq, all right, findings on healthy jobs, mismatches elsewhere
-    rows: dict[str, list[int]] = defaultdict(lambda: [0] * 8)
+    # runs, culprit+kind, group, seq, all right, findings on healthy jobs, mismatches elsewhere,
+    # other causes, stragglers as expected, ranks listed as stragglers besides the expected one
+    rows: dict[str, list[int]] = defaultdict(lambda: [0] * 10)
     misses: list[str] = []
     total_t = 0.0
     with contextlib.ExitStack() as stack:
@@ -503,6 +541,8 @@ def main(argv: list[str] | None = None) -> int:
             row[5] += outcome.findings if sc.kind is None else 0
             row[6] += outcome.mismatch_elsewhere
             row[7] += outcome.other_causes
+            row[8] += outcome.late_ok
+            row[9] += outcome.late_extra
             if not outcome.ok:
                 where = "" if at is None else f" rank {at[0]} op {at[1]}"
                 ring = (
@@ -526,22 +566,26 @@ def main(argv: list[str] | None = None) -> int:
         "healthy findings",
         "elsewhere",
         "other causes",
+        "late ok",
+        "late extra",
     )
 
     def line(name: str, row: list[int] | tuple[str, ...]) -> str:
         cells = "".join(f"{v:>10}" for v in row[:5])
-        return f"{name:<34}{cells}{row[5]:>17}{row[6]:>10}{row[7]:>13}"
+        return f"{name:<34}{cells}{row[5]:>17}{row[6]:>10}{row[7]:>13}{row[8]:>9}{row[9]:>11}"
 
     print(line("scenario", head))
     for name, row in rows.items():
         print(line(name, row))
-    total = [sum(r[i] for r in rows.values()) for i in range(8)]
+    total = [sum(r[i] for r in rows.values()) for i in range(10)]
     print(line("total", total))
     print(
         "culprit: kind and culprit ranks (all members for stuck_collective; both sides where the "
         "evidence allows no better); elsewhere: mismatch findings not at the injected fault; "
         "other causes: findings not marked as consequences besides the root cause (one fault "
-        "is one cause)"
+        "is one cause); late ok: stragglers listed as expected (the generated one first, at "
+        "the first collective of its step for a step straggler; none on a healthy job); late "
+        "extra: other ranks listed as stragglers"
     )
     runs, right = total[0], total[4]
     print(f"({total_t:.0f} s)")

@@ -116,6 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="make RANK this many ns slower per work item (healthy, just slow)",
     )
     parser.add_argument(
+        "--step-straggler",
+        type=int,
+        nargs=3,
+        metavar=("RANK", "LO_NS", "HI_NS"),
+        help="make RANK enqueue the first collective of every step LO_NS to HI_NS late "
+        "(drawn per step: slow data loading; healthy, just slow)",
+    )
+    parser.add_argument(
         "--jitter-ns", type=int, default=20_000, help="random CPU time per work item, at most"
     )
     parser.add_argument(
@@ -161,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             "batch_p2p": args.batch_p2p,
             "extras": args.extras,
             "straggler": tuple(args.straggler) if args.straggler else None,
+            "step_straggler": tuple(args.step_straggler) if args.step_straggler else None,
             "snapshot": args.snapshot,
             "jitter_ns": args.jitter_ns,
             "clock_skew_ms": args.clock_skew_ms,

@@ -869,6 +869,20 @@ def test_straggler_lags_shuffled_between_workers(client: Any, tmp_path: Path) ->
     assert [s["rank"] for s in local["stragglers"]["top"]][:1] == [3]
 
 
+def test_a_step_straggler_and_where_it_shows_alike_between_workers(
+    client: Any, tmp_path: Path
+) -> None:
+    spec = JobSpec(
+        Layout(tp=2, dp=2, pp=2), steps=6, step_straggler=(6, 20_000_000, 60_000_000),
+        batch_p2p=True,
+    )  # fmt: skip
+    folder = _write(simulate(spec), tmp_path / "dumps")
+    local, dask = _both(str(folder), client)
+    assert dask == local
+    (late,) = local["stragglers"]["top"]
+    assert late["rank"] == 6 and late["where"]["step_index"] == 0
+
+
 def test_batched_p2p_channels_settle_alike(client: Any, tmp_path: Path) -> None:
     fault = Fault("p2p_mismatch", 1, "pp", step=3)
     spec = JobSpec(Layout(tp=2, pp=4), steps=6, batch_p2p=True, fault=fault)

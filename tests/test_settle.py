@@ -103,6 +103,23 @@ def test_a_straggler_is_found_from_settled_lags(tmp_path: Path) -> None:
     assert late is not None and [s.rank for s in late.top] == [3]
 
 
+def test_a_step_straggler_and_where_it_shows_are_found_from_settled_lags(
+    tmp_path: Path,
+) -> None:
+    trace = _job(
+        tmp_path,
+        Layout(tp=2, dp=2, pp=2),
+        None,
+        "pickle",
+        step_straggler=(6, 20_000_000, 60_000_000),
+        batch_p2p=True,
+    )
+    reduced = _assert_same_answer(trace)
+    late = analyze(reduced).stragglers
+    assert late is not None and [s.rank for s in late.top] == [6]
+    assert late.top[0].where is not None and late.top[0].where.step_index == 0
+
+
 def test_most_entries_of_a_long_healthy_job_stay_behind(tmp_path: Path) -> None:
     trace = _job(tmp_path, Layout(tp=2, dp=2, pp=4), None, "pickle")
     reduced = _assert_same_answer(trace)

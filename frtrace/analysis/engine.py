@@ -343,13 +343,15 @@ def one_cause_per_culprit(
 def analyze(
     trace: Trace,
     mismatch_cap: int = 10,
-    straggler_threshold_ms: float = 5.0,
+    straggler_threshold: float = 5.0,
     evidence: Evidence | None = None,
 ) -> Analysis:
     """All findings about the job; the root cause is the one most waiting ranks lead to.
 
     `evidence` (default: the logs and stacks loaded with the trace) is attached to the
     analysis; when there is no dump at all, its findings are the job's (frtrace.analysis.logs).
+    Stragglers: ranks whose lateness cost `straggler_threshold` % or more of the time their
+    calls cover.
     """
     evidence = evidence if evidence is not None else trace.evidence
     check_one_job(trace)
@@ -418,7 +420,7 @@ def analyze(
     for f in findings:
         if not f.secondary:
             classify(ctx, f, waits.blocked)
-    late = stragglers(ctx, straggler_threshold_ms)
+    late = stragglers(ctx, straggler_threshold / 100)
     if evidence is not None and not len(trace.file_table):  # no dump: the logs decide
         findings = log_findings(evidence)
         root_cause = findings[0] if findings else None

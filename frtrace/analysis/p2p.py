@@ -39,6 +39,7 @@ def channel_ops(ctx: Context) -> Table:
     rank = e["rank"][mask]
     src, dst = e["global_src"][mask], e["global_dst"][mask]
     cols = {
+        "row": np.flatnonzero(mask),  # in the entries table
         "rank": rank,
         "pos": e["pos"][mask],
         "pg": e["pg_name"][mask],

@@ -7,11 +7,18 @@ finding itself says why), issued it but its GPU never
 started it while peers run it (`gpu_not_started`: a kernel before it never finishes), or every
 member is inside it and it never completes (`inside_collective`: network, NCCL, a GPU).
 
-**Stragglers.** A collective completes at one instant on every member, so with timing on a
-member's arrival lag is the longest member's duration minus its own (GPU events on each
-rank's own clock: immune to clock offsets between hosts). Without timing, lags are enqueue
-times (`time_created_ns`) minus the earliest member's, per collective: host clock offsets add
-to those, so they are compared within each collective, never across collectives.
+**Stragglers.** A collective completes at one instant on every member, so the last member to
+arrive held every other one up: by how much later than the next-latest member it arrived. With
+timing on, arrival is read from GPU durations: torch records a work's start event on the NCCL
+stream right before the NCCL call (ProcessGroupNCCL::collective) and `duration_ms` is the time
+between its start and end events (FlightRecorder::retire_id, getDurationFromEvent), so a later
+arrival is a shorter duration, each measured by its own GPU: immune to clock offsets between
+hosts. Without timing, arrival is the enqueue time (`time_created_ns`, c10::getTime() when the
+entry is recorded: FlightRecorder::recordWithResetEnabled), on each host's clock, compared only
+within one collective. Send/recv pairs count too, for the waits they show: a batch's parts are
+recorded without events (ProcessGroupNCCL::pointToPoint while coalescing), its closing entry's
+duration is theirs. A rank's cost is its own lateness (`own_lateness`): what it passed on of
+waits it suffered earlier is not its own. See docs/stragglers.md.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ import numpy as np
 
 from frtrace.analysis.context import Context
 from frtrace.analysis.findings import Finding
-from frtrace.analysis.ops import pg_seq_key
+from frtrace.analysis.ops import block_ids, pg_seq_key
+from frtrace.analysis.p2p import channel_ops
 from frtrace.tables.table import Table, distinct
 
 STALL_BY_KIND = {
@@ -74,50 +82,87 @@ def classify(ctx: Context, finding: Finding, blocked: dict[int, Any]) -> None:
     finding.facts.setdefault("timeout_ms", timeout or None)
 
 
+ENQUEUE_FLOOR_MS = 10.0
+"""From enqueue times, a collective's lateness counts only beyond this: a CPU blocked behind
+earlier work, or running ahead of its GPU, enqueues a collective some ms apart from its peers
+while no GPU waits (up to 6.5 ms in the synthetic jobs). GPU durations need no floor."""
+STEADY_LAST = 0.75
+"""...except for a host slow at every call: a rank last at this share of its collectives or
+more, by a median lag of half the floor or more (healthy synthetic jobs reach a share of 0.63
+with a median of 0.1 ms; ranks that inherit a straggler's delay 0.82 with 1 ms; a rank 3 ms
+slower per call, 0.93 with 6 ms)."""
+
+PERIOD_ENTRIES = 4000  # a straggler's step is looked for in its newest this many calls
+PERIOD_MATCH = 0.9  # a step: the calls repeat with this period at least this often
+
+
+@dataclass(frozen=True)
+class Where:
+    """The call at which a straggler's lateness shows most."""
+
+    pg: str
+    pg_desc: str
+    op: str
+    site: str | None  # its first frame outside torch, "file:line function"; None without stacks
+    share: float  # of the straggler's cost, at this call
+    step_index: int | None  # among its collectives in a step (0: the first); None: no step
+    step_collectives: int | None  # its collectives per step
+
+
 @dataclass(frozen=True)
 class Straggler:
-    """A rank that arrives late at its collectives."""
+    """A rank whose late arrivals held back its collectives."""
 
     rank: int
     median_lag_ms: float
     p95_lag_ms: float
     last_share: float  # how often it was the last member to arrive
     collectives: int  # collectives its lag was measured on
-    groups: list[str] = field(default_factory=list)  # where it shows most
+    groups: list[str] = field(default_factory=list)  # where its cost shows most
+    cost_ms: float = 0.0  # time its own lateness held the others up
+    covered_ms: float = 0.0  # the span of its measured calls, on its own clock
+    cost_share: float = 0.0  # cost_ms / covered_ms
+    where: Where | None = None
+    first_of_step_share: float | None = None  # of its cost, at its step's first collective
 
 
 @dataclass
 class StragglerReport:
-    """Per-rank arrival lags over every collective all members completed."""
+    """The ranks whose lateness cost at least `threshold_share` of the time they cover."""
 
     method: str  # "duration" (GPU events, offset-free) or "enqueue" (host clocks)
     collectives: int
     top: list[Straggler]
-    threshold_ms: float
+    threshold_ms: float  # from enqueue times, a collective's lateness counts beyond this
+    threshold_share: float = 0.05
 
 
 @dataclass
 class Lags:
-    """Arrival-lag statistics per rank over every collective all members completed, before
-    any threshold: what `stragglers` selects from (a settled job carries them, computed where
-    its entries are)."""
+    """Lateness statistics per rank over every collective all members completed (and every
+    p2p pair both ends completed), before any threshold: what `stragglers` selects from (a
+    settled job carries them, computed where its entries are)."""
 
     method: str  # "duration", "enqueue", or "none" (nothing completed)
     collectives: int
-    per_rank: dict[str, np.ndarray]  # rank, median, p95, last, n: one row per rank
-    groups: dict[int, list[int]]  # of the slowest ranks: their groups by median lag (top 3)
+    per_rank: dict[str, np.ndarray]  # rank, median, p95, last, n, cost, span: a row per rank
+    groups: dict[int, list[int]]  # of the costliest ranks: their groups by cost (top 3)
+    # of the costliest ranks: pos, own (ms) and pg (code) of each collective it held back
+    details: dict[int, Table] = field(default_factory=dict)
 
 
 @dataclass
 class RankLags:
-    """Some ranks' lag statistics (a partition's), and the lags by group of their slowest
-    ranks: (median, group index) for every group of each."""
+    """Some ranks' lateness statistics (a partition's), and of their costliest ranks the cost
+    by group (cost, group index) and the collectives they held back."""
 
     per_rank: dict[str, np.ndarray]
     groups: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
+    details: dict[int, Table] = field(default_factory=dict)
 
 
-_EMPTY = ("rank", "median", "p95", "last", "n")
+_EMPTY = ("rank", "median", "p95", "last", "n", "cost", "span")
+_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
 def lag_method(finished: int, timed: int) -> str:
@@ -129,38 +174,169 @@ def lag_method(finished: int, timed: int) -> str:
 
 
 def lag_values(ctx: Context, method: str, group_index: dict[str, int]) -> Table:
-    """Key (group index, seq), rank and arrival value of each completed collective with a
-    value, sorted by key: what the lags are measured from (`group_index`: group name -> the
-    index the keys use; a group without one gets the next index, of size 0)."""
+    """Key, rank, arrival value, position, group index (-1: a p2p op) and enqueue time of
+    every completed collective and completed send/recv with a value, sorted by key then value:
+    what lateness is measured from (`group_index`: group name -> the index the keys use; a
+    group without one gets the next index, of size 0). A collective's key is (group, seq); a
+    send/recv's is negative, a hash of its group, channel and slot (p2p.channel_ops), so the
+    two ends of a pair meet on it."""
     coll = ctx.view.coll
     finished = np.flatnonzero(coll["state"] == 2)
+    missing = len(group_index)
+    index = np.array([group_index.get(n, missing) for n in ctx.pg_names] or [0], np.int32)
     if method == "duration":
         dur = coll["duration_ms"][finished]
         value = np.where(np.isfinite(dur), -dur, np.nan)  # later arrival = shorter wait
     else:
-        value = coll["time_created_ns"][finished].astype(np.float64)
-        value[value <= 0] = np.nan
-    missing = len(group_index)
-    index = np.array([group_index.get(n, missing) for n in ctx.pg_names] or [0], np.int64)
-    key = pg_seq_key(index[coll["pg"][finished]], coll["seq"][finished])
-    valid = np.flatnonzero(~np.isnan(value))
-    valid = valid[np.argsort(key[valid], kind="stable")]
-    return Table({"key": key[valid], "rank": coll["rank"][finished][valid], "value": value[valid]})
+        value = _enqueued(coll["time_created_ns"][finished])
+    code = coll["pg"][finished]
+    pg = index[code]
+    rank, pos = coll["rank"][finished], coll["pos"][finished]
+    local, sup = _holders(ctx, rank, code)
+    parts = [
+        {
+            "key": pg_seq_key(pg, coll["seq"][finished]),
+            "rank": rank,
+            "value": value,
+            "pos": pos,
+            "pg": pg,
+            "created": coll["time_created_ns"][finished].astype(np.int64),
+            "local": local,
+            "sup": sup,
+        }
+    ]
+    if method != "duration":  # only enqueue times need the pause before each call
+        parts[0]["pause"] = _pause_before(ctx, rank, pos)
+    pairs = _pair_values(ctx, method, index)
+    if pairs is not None:
+        parts.append(pairs)
+    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    valid = np.flatnonzero(~np.isnan(cols["value"]))
+    valid = valid[np.lexsort((cols["value"][valid], cols["key"][valid]))]
+    return Table({k: v[valid] for k, v in cols.items()})
+
+
+def _holders(ctx: Context, rank: np.ndarray, code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per collective (rows grouped by rank), its group as a small index among the rank's
+    groups, and a bit per such index whose group holds every member of this one (itself
+    included): the meetings after which the rank owes this group nothing older. Subsets are
+    decided once per pair of groups that share a rank, from the groups' members."""
+    if not len(rank):
+        return np.zeros(0, np.int16), np.zeros(0, np.int64)
+    codes = int(code.max()) + 1
+    packed, row = np.unique(rank.astype(np.int64) * codes + code, return_inverse=True)
+    row = row.reshape(-1)
+    owner, group = packed // codes, packed % codes
+    new = np.r_[True, owner[1:] != owner[:-1]]
+    starts = np.flatnonzero(new)
+    slot = np.arange(len(packed)) - starts[np.cumsum(new) - 1]
+    width = int(slot.max()) + 1
+    groups = np.full((len(starts), width), -1, np.int64)
+    groups[np.cumsum(new) - 1, slot] = group
+    members: dict[int, set[int]] = {}
+
+    def holds(big: int, small: int) -> bool:
+        for g in (big, small):
+            if g not in members:
+                members[g] = set(ctx.group_members(g))
+        return bool(members[small]) and members[small] <= members[big]
+
+    sup = np.zeros(len(packed), np.int64)
+    mine = groups[np.cumsum(new) - 1]  # each pair's rank's groups
+    for other in range(min(width, 63)):
+        big = mine[:, other]
+        combos, which = np.unique(np.stack([big, group], axis=1), axis=0, return_inverse=True)
+        held = np.array([b >= 0 and (b == g or holds(b, g)) for b, g in combos.tolist()], bool)
+        sup |= np.where(held[which.reshape(-1)], np.int64(1) << other, 0)
+    return np.minimum(slot, np.iinfo(np.int16).max)[row].astype(np.int16), sup[row]
+
+
+def _pause_before(ctx: Context, rank: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Per op, the ms since its rank enqueued the call before it (any op; inf for its first),
+    on its own clock. From enqueue times, a rank can only have held the others up by time its
+    own host spent before the call: a CPU that queued a collective late right after another
+    it was late for is late once, and one that waited for a peer's late collective enqueues
+    the calls after it late with no pause of its own."""
+    e = ctx.trace.table
+    ranks, created = e["rank"].astype(np.int64), e["time_created_ns"].astype(np.int64)
+    pause = np.full(len(ranks), np.inf)
+    if len(ranks) > 1:
+        same = ranks[1:] == ranks[:-1]
+        pause[1:][same] = (created[1:][same] - created[:-1][same]) / 1e6
+    where = pg_seq_key(ranks, e["pos"])  # entries are sorted by rank, then position
+    at = np.minimum(np.searchsorted(where, pg_seq_key(rank, pos)), max(len(where) - 1, 0))
+    return (pause[at] if len(where) else np.full(len(rank), np.inf)).astype(np.float32)
+
+
+def _enqueued(created: np.ndarray) -> np.ndarray:
+    value = created.astype(np.float64)
+    value[value <= 0] = np.nan
+    return value
+
+
+def _pair_values(ctx: Context, method: str, index: np.ndarray) -> dict[str, np.ndarray] | None:
+    """`lag_values`' columns for the completed sends and recvs. With GPU timing a batch's
+    parts carry no events: its closing entry's duration is theirs."""
+    ops = channel_ops(ctx)
+    if not len(ops):
+        return None
+    ops = ops.take((ops["state"] == 2) & (ops["slot_kind"] == 0))
+    if not len(ops):
+        return None
+    e = ctx.trace.table
+    rows = ops["row"]
+    if method == "duration":
+        dur = e["duration_ms"].astype(np.float64)
+        blocks, starts, which = block_ids(e)
+        if len(blocks):
+            dur[blocks] = np.fmax.reduceat(dur[blocks], starts)[which]
+        value = -dur[rows]
+    else:
+        value = _enqueued(e["time_created_ns"][rows])
+    pg = index[ops["pg"]]
+    cols = {
+        "key": _pair_key(pg, ops["src"], ops["dst"], ops["slot"]),
+        "rank": ops["rank"],
+        "value": value,
+        "pos": ops["pos"],
+        "pg": np.full(len(ops), -1, np.int32),
+        "created": e["time_created_ns"][rows].astype(np.int64),
+        "local": np.full(len(ops), -1, np.int16),
+        "sup": np.zeros(len(ops), np.int64),
+    }
+    if method != "duration":
+        cols["pause"] = np.full(len(ops), np.inf, np.float32)
+    return cols
+
+
+def _pair_key(*parts: np.ndarray) -> np.ndarray:
+    """A negative int64 per (group index, src, dst, slot): a 62-bit hash. Two pairs that
+    collide make a key of four ends, which is never whole (a pair has exactly two), so a
+    collision loses both pairs, it never joins them."""
+    h = np.zeros(len(parts[0]), np.uint64)
+    for part in parts:
+        h = (h ^ part.astype(np.int64).view(np.uint64)) * _MIX
+        h ^= h >> np.uint64(29)
+    return -1 - (h >> np.uint64(2)).astype(np.int64)
 
 
 def lag_partials(values: Table, buckets: int) -> list[Table]:
-    """Per collective these ranks' earliest and latest arrival and their count, cut into
-    `buckets` by key: the map side of the shuffle that meets a collective's ranks."""
+    """Per collective or pair these ranks' earliest, latest and second-latest arrival and
+    their count, cut into `buckets` by key: the map side of the shuffle that meets a
+    collective's ranks."""
     key, value = values["key"], values["value"]
     if not len(key):
-        return [Table({"key": key, "lo": value, "hi": value, "n": key})] * buckets
+        empty = Table({"key": key, "lo": value, "hi": value, "hi2": value, "n": key})
+        return [empty] * buckets
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    ends = np.r_[starts[1:], len(key)] - 1
     part = Table(
         {
             "key": key[starts],
-            "lo": np.minimum.reduceat(value, starts),
-            "hi": np.maximum.reduceat(value, starts),
-            "n": np.diff(np.r_[starts, len(key)]),
+            "lo": value[starts],  # values are sorted within a key
+            "hi": value[ends],
+            "hi2": np.where(ends > starts, value[np.maximum(ends - 1, 0)], -np.inf),
+            "n": ends - starts + 1,
         }
     )
     which = part["key"] % buckets
@@ -168,70 +344,184 @@ def lag_partials(values: Table, buckets: int) -> list[Table]:
 
 
 def combine_lags(parts: list[Table], sizes: np.ndarray) -> Table:
-    """One bucket's collectives over all ranks, only those every member completed (the
-    reduce side): key, earliest and latest arrival. `sizes`: members by group index."""
+    """One bucket's collectives and pairs over all ranks, only those every member completed
+    (the reduce side): key, earliest, latest and second-latest arrival. `sizes`: members by
+    group index; a pair has exactly two ends."""
     key = np.concatenate([p["key"] for p in parts])
     if not len(key):
-        return Table({"key": key, "lo": np.empty(0), "hi": np.empty(0)})
+        return Table({"key": key, "lo": np.empty(0), "hi": np.empty(0), "hi2": np.empty(0)})
     lo = np.concatenate([p["lo"] for p in parts])
-    hi = np.concatenate([p["hi"] for p in parts])
     n = np.concatenate([p["n"] for p in parts])
+    # The two latest of a key are the two highest of its parts' latest and second-latest.
+    top = np.concatenate([np.concatenate([p["hi"] for p in parts]), *[p["hi2"] for p in parts]])
+    top_key = np.r_[key, key]
+    order = np.lexsort((top, top_key))
+    top = top[order]
+    ends = np.r_[np.flatnonzero(top_key[order][1:] != top_key[order][:-1]), len(top) - 1]
     order = np.argsort(key, kind="stable")
-    key, lo, hi, n = key[order], lo[order], hi[order], n[order]
+    key, lo, n = key[order], lo[order], n[order]
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     key = key[starts]
-    whole = np.add.reduceat(n, starts) >= np.maximum(sizes[key >> 32], 2)
+    count = np.add.reduceat(n, starts)
+    pair = key < 0
+    group = np.where(pair, len(sizes) - 1, key >> 32)  # the last size is a sentinel's
+    whole = np.where(pair, count == 2, count >= np.maximum(sizes[group], 2))
     return Table(
         {
             "key": key[whole],
             "lo": np.minimum.reduceat(lo, starts)[whole],
-            "hi": np.maximum.reduceat(hi, starts)[whole],
+            "hi": top[ends][whole],
+            "hi2": top[ends - 1][whole],
         }
     )
 
 
+def collectives_in(combined: Table) -> int:
+    """How many collectives (not p2p pairs) a combined bucket holds."""
+    return int(np.count_nonzero(combined["key"] >= 0))
+
+
+def last_meeting(
+    rank: np.ndarray, local: np.ndarray, sup: np.ndarray, usable: np.ndarray
+) -> np.ndarray:
+    """Per event (rows grouped by rank, each rank's in call order), the row of the rank's
+    latest earlier `usable` event in a group that holds every member of the event's group
+    (itself included; -1: none in the window). `local`: the event's group as a small index
+    within its rank; `sup`: bit l set when the rank's group l holds the event's group. There
+    the rank last left together with all of them: what it owes them starts after it."""
+    n = len(rank)
+    ref = np.full(n, -1, np.int64)
+    if not n:
+        return ref
+    row = np.arange(n)
+    first = np.r_[True, rank[1:] != rank[:-1]]
+    start = row[first][np.cumsum(first) - 1]
+    for slot in range(min(int(local.max(initial=-1)) + 1, 63)):
+        seen = np.maximum.accumulate(np.where(usable & (local == slot), row, -1))
+        before = np.r_[-1, seen[:-1]]
+        before[before < start] = -1  # another rank's
+        holds = ((sup >> slot) & 1).astype(bool)
+        ref = np.where(holds & (before > ref), before, ref)
+    return ref
+
+
+def own_lateness(ref: np.ndarray, excess: np.ndarray, wait: np.ndarray) -> np.ndarray:
+    """Per event (rows grouped by rank, each rank's in call order), the part of the rank's
+    lateness there (`excess`: how much later than the next-latest member it arrived, where it
+    was last) that is its own.
+
+    The group's members last left together with the rank at its meeting `ref` (last_meeting):
+    they wait only for what it fell behind since. Of that, what it already held other groups
+    back by since then was counted there (a rank that starts its step late is late at the
+    first collective of every group it then meets: once), and what it waited for others since
+    then is theirs, passed on (a rank that waited for a late peer arrives late where it meets
+    ranks that did not). Before its first such meeting in its window nothing is counted: what
+    it carried in is unknown (a ring buffer that wrapped; at the job's start, ranks that
+    started apart)."""
+    if not len(ref):
+        return np.zeros(0)
+    ahead = np.cumsum(excess)  # lateness shown through each event
+    waited = np.cumsum(wait)
+    met = ref >= 0
+    at = np.where(met, ref, 0)
+    own = excess - (ahead - excess - ahead[at]) - (waited - wait - waited[at])
+    return np.where(met, np.maximum(own, 0.0), 0.0)
+
+
 def rank_lags(values: Table, method: str, combined: list[Table], top: int) -> RankLags:
-    """These ranks' lags against every member's earliest arrival, per collective (the
+    """These ranks' lateness against every member's arrivals, per collective and pair (the
     `combined` buckets). A collective completes at one instant on every member, so the
-    latest arrival is the longest wait's owner: `last` marks it."""
-    key = np.concatenate([c["key"] for c in combined]) if combined else np.empty(0, np.int64)
+    latest arrival is the shortest wait's owner, and every other member waited for it: how
+    much later than the next-latest member it arrived is the time it alone held the others
+    up. The statistics of the lag behind the earliest member (median, p95, how often last)
+    stay as they were; the cost is the rank's own lateness (`own_lateness`), in all."""
     empty = {k: np.empty(0) for k in _EMPTY}
+    key = np.concatenate([c["key"] for c in combined]) if combined else np.empty(0, np.int64)
     if not len(key) or not len(values):
         return RankLags(empty)
     order = np.argsort(key)
     key = key[order]
-    lo = np.concatenate([c["lo"] for c in combined])[order]
-    hi = np.concatenate([c["hi"] for c in combined])[order]
+    lo, hi, hi2 = (np.concatenate([c[k] for c in combined])[order] for k in ("lo", "hi", "hi2"))
     at = np.minimum(np.searchsorted(key, values["key"]), len(key) - 1)
     whole = key[at] == values["key"]
-    at, rank, value = at[whole], values["rank"][whole], values["value"][whole]
-    if not len(at):
+    if not whole.any():
         return RankLags(empty)
+    lo, hi, hi2 = lo[at], hi[at], hi2[at]
+    value, coll = values["value"], values["key"] >= 0
     scale = 1.0 if method == "duration" else 1e-6
-    lag = (value - lo[at]) * scale
-    worst = (hi[at] - lo[at]) * scale  # (x - lo) * scale grows with x: the latest's lag
-    last = (lag == worst) & (worst > 0)
-    per_rank = _per_rank(rank, lag, last)
-    # A straggler is the last to arrive most of the time; ranks that merely inherit its delay
-    # through other groups are not.
-    slow = np.flatnonzero(per_rank["last"] >= 0.5)
-    slow = slow[np.argsort(-per_rank["median"][slow], kind="stable")]
-    groups = {}
-    pg = key[at] >> 32
-    for i in slow[:top].tolist():
-        mine = rank == per_rank["rank"][i]
-        of, lags = pg[mine], lag[mine]
-        groups[int(per_rank["rank"][i])] = [
-            (float(np.median(lags[of == g])), int(g)) for g in distinct(of).tolist()
-        ]
-    return RankLags(per_rank, groups)
+    # Stats of the lag behind the earliest member, over the collectives every member completed.
+    measured = whole & coll
+    lag = (value[measured] - lo[measured]) * scale
+    worst = (hi[measured] - lo[measured]) * scale  # grows with value: the latest's lag
+    per_rank = _per_rank(values["rank"][measured], lag, (lag == worst) & (worst > 0))
+    if not len(per_rank["rank"]):
+        return RankLags(empty)
+    del lag, worst
+    # Each rank's own lateness, in call order.
+    wait = np.where(whole, (hi - value) * scale, 0.0)
+    excess = np.where(measured & (value == hi) & (hi > hi2), (hi - hi2) * scale, 0.0)
+    if method != "duration":
+        # A host slow at every call is last at nearly every collective: its lateness counts
+        # whole; anyone else's only beyond the floor.
+        ranks = per_rank["rank"]
+        at = np.minimum(np.searchsorted(ranks, values["rank"]), len(ranks) - 1)
+        steady = (per_rank["last"] >= STEADY_LAST) & (per_rank["median"] >= ENQUEUE_FLOOR_MS / 2)
+        steady = (ranks[at] == values["rank"]) & steady[at]
+        floor = np.where(steady, 0.0, ENQUEUE_FLOOR_MS)
+        excess = np.maximum(np.minimum(excess, values["pause"]) - floor, 0.0)
+    order = np.lexsort((values["pos"], values["rank"]))
+    mine = values.take(order)
+    rank, pgs = mine["rank"], mine["pg"]
+    ref = last_meeting(rank, mine["local"], mine["sup"], measured[order])
+    own = own_lateness(ref, excess[order], wait[order])
+    kept = measured[order] | (whole[order] & ~coll[order])
+    created = np.where(kept, mine["created"], -1)
+    starts = np.flatnonzero(np.r_[True, rank[1:] != rank[:-1]])
+    latest = np.maximum.reduceat(created, starts)
+    earliest = np.minimum.reduceat(np.where(kept, created, np.iinfo(np.int64).max), starts)
+    at = np.searchsorted(rank[starts], per_rank["rank"])
+    per_rank["span"] = (latest[at] - earliest[at]) / 1e6
+    # The cost: its own lateness, in all; and by group, where it shows.
+    hit = np.flatnonzero(own > 0)
+    by = hit[np.lexsort((pgs[hit], rank[hit]))]
+    who, pg = rank[by], pgs[by]
+    cost = np.zeros(len(per_rank["rank"]))
+    sums = np.zeros(0)
+    if len(by):
+        cuts = np.flatnonzero(np.r_[True, (who[1:] != who[:-1]) | (pg[1:] != pg[:-1])])
+        sums = np.add.reduceat(own[by], cuts)
+        who, pg = who[cuts], pg[cuts]
+        first = np.flatnonzero(np.r_[True, who[1:] != who[:-1]])
+        cost[np.searchsorted(per_rank["rank"], who[first])] = np.add.reduceat(sums, first)
+    per_rank["cost"] = cost
+    groups: dict[int, list[tuple[float, int]]] = {}
+    details: dict[int, Table] = {}
+    for i in _costliest(per_rank, top).tolist():
+        r = int(per_rank["rank"][i])
+        groups[r] = [(float(s), int(g)) for s, g in zip(sums[who == r], pg[who == r], strict=True)]
+        events = hit[rank[hit] == r]
+        details[r] = Table({"pos": mine["pos"][events], "own": own[events], "pg": pgs[events]})
+    return RankLags(per_rank, groups, details)
+
+
+def _share(per_rank: dict[str, np.ndarray]) -> np.ndarray:
+    span = per_rank["span"]
+    return np.divide(per_rank["cost"], span, out=np.zeros(len(span)), where=span > 0)
+
+
+def _costliest(per_rank: dict[str, np.ndarray], top: int) -> np.ndarray:
+    """Rows of the `top` ranks with the largest cost share, ties by rank."""
+    share = _share(per_rank)
+    rows = np.flatnonzero(per_rank["cost"] > 0)
+    rows = rows[np.lexsort((per_rank["rank"][rows], -share[rows]))]
+    return rows[:top]
 
 
 def join_lags(
     method: str, collectives: int, parts: list[RankLags], code: dict[int, int], top: int
 ) -> Lags:
-    """The job's lag statistics from its ranks' (parts in rank order; `code`: group index ->
-    pg code), with the groups of the `top` slowest ranks by median lag, ties in code order."""
+    """The job's lateness statistics from its ranks' (parts in rank order; `code`: group
+    index -> pg code), with the groups and held-back collectives of the `top` costliest."""
     empty = {k: np.empty(0) for k in _EMPTY}
     if method == "none":
         return Lags("none", 0, empty, {})
@@ -239,23 +529,28 @@ def join_lags(
     if not collectives or not have:
         return Lags(method, 0, empty, {})
     per_rank = {k: np.concatenate([p.per_rank[k] for p in have]) for k in _EMPTY}
-    slow = np.flatnonzero(per_rank["last"] >= 0.5)
-    slow = slow[np.argsort(-per_rank["median"][slow], kind="stable")]
-    candidates: dict[int, list[tuple[float, int]]] = {}
+    groups: dict[int, list[tuple[float, int]]] = {}
+    details: dict[int, Table] = {}
     for p in have:
-        candidates.update(p.groups)
-    groups = {}
-    for i in slow[:top].tolist():
+        groups.update(p.groups)
+        details.update(p.details)
+    named: dict[int, list[int]] = {}
+    held: dict[int, Table] = {}
+    to_code = np.array([code.get(g, -1) for g in range(max(code, default=-1) + 2)], np.int64)
+    for i in _costliest(per_rank, top).tolist():
         rank = int(per_rank["rank"][i])
-        by_pg = sorted(((m, code[g]) for m, g in candidates[rank]), key=lambda m_g: m_g[1])
-        by_pg.sort(key=lambda m_g: -m_g[0])  # stable: ties stay in group order
-        groups[rank] = [g for _m, g in by_pg[:3]]
-    return Lags(method, collectives, per_rank, groups)
+        by_pg = sorted(((s, code[g]) for s, g in groups[rank] if g in code), key=lambda x: x[1])
+        by_pg.sort(key=lambda s_g: -s_g[0])  # stable: ties stay in group order
+        named[rank] = [g for _s, g in by_pg[:3]]
+        d = details[rank]
+        pg = to_code[np.minimum(d["pg"], len(to_code) - 1)]
+        held[rank] = Table({"pos": d["pos"], "own": d["own"], "pg": pg})
+    return Lags(method, collectives, per_rank, named, held)
 
 
 def lag_stats(ctx: Context, top: int = 5) -> Lags:
-    """Per-rank lags, and the groups of the `top` slowest ranks among those that arrive last
-    most of the time (whatever the threshold, the stragglers it selects are among them): the
+    """Per-rank lateness, and the groups and held-back collectives of the `top` costliest
+    ranks (whatever the threshold, the stragglers it selects are among them): the
     distributed steps above run over the whole job, its pg codes as group indexes."""
     coll = ctx.view.coll
     finished = coll["state"] == 2
@@ -267,19 +562,22 @@ def lag_stats(ctx: Context, top: int = 5) -> Lags:
     values = lag_values(ctx, method, codes)
     combined = combine_lags(lag_partials(values, 1), sizes)
     parts = [rank_lags(values, method, [combined], top)]
-    return join_lags(method, len(combined), parts, {c: c for c in codes.values()}, top)
+    return join_lags(method, collectives_in(combined), parts, {c: c for c in codes.values()}, top)
 
 
-def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> StragglerReport:
-    """Ranks whose median arrival lag is at least `threshold_ms`, slowest first."""
+def stragglers(ctx: Context, threshold_share: float = 0.05, top: int = 5) -> StragglerReport:
+    """Ranks whose lateness cost at least `threshold_share` of the time their calls cover,
+    costliest first, with where it shows."""
     settled = ctx.trace.settled
     lags = settled.lags if settled is not None else lag_stats(ctx, top)
     per_rank = lags.per_rank
-    slow = np.flatnonzero((per_rank["median"] >= threshold_ms) & (per_rank["last"] >= 0.5))
-    slow = slow[np.argsort(-per_rank["median"][slow], kind="stable")]
+    share = _share(per_rank)
     out = []
-    for i in slow[:top].tolist():
+    for i in _costliest(per_rank, top).tolist():
+        if share[i] < threshold_share:
+            break
         rank_ = int(per_rank["rank"][i])
+        where, first = _where(ctx, rank_, lags.details.get(rank_))
         out.append(
             Straggler(
                 rank=rank_,
@@ -288,9 +586,109 @@ def stragglers(ctx: Context, threshold_ms: float = 5.0, top: int = 5) -> Straggl
                 last_share=round(float(per_rank["last"][i]), 3),
                 collectives=int(per_rank["n"][i]),
                 groups=[ctx.name(g) for g in lags.groups.get(rank_, [])],
+                cost_ms=round(float(per_rank["cost"][i]), 2),
+                covered_ms=round(float(per_rank["span"][i]), 2),
+                cost_share=round(float(share[i]), 3),
+                where=where,
+                first_of_step_share=first,
             )
         )
-    return StragglerReport(lags.method, lags.collectives, out, threshold_ms)
+    return StragglerReport(lags.method, lags.collectives, out, ENQUEUE_FLOOR_MS, threshold_share)
+
+
+def _where(ctx: Context, rank: int, held: Table | None) -> tuple[Where | None, float | None]:
+    """The call where the rank's cost shows most, and the share of its cost at its step's
+    first collective. A step is the period with which the rank's calls (group and call site;
+    the op without stacks) repeat; it starts after the longest usual pause in its calls (data
+    loading, the optimizer: what its host does between steps). Without a step (fewer than two
+    in its history, or calls that do not repeat), the call is a call site."""
+    if held is None or not len(held):
+        return None, None
+    history = ctx.history(rank)
+    history = history.take(slice(max(0, len(history) - PERIOD_ENTRIES), None))
+    pos = history["pos"]
+    if not len(pos):
+        return None, None
+    at = np.minimum(np.searchsorted(pos, held["pos"]), len(pos) - 1)
+    inside = pos[at] == held["pos"]
+    at, own, pg = at[inside], held["own"][inside], held["pg"][inside]
+    if not len(at) or own.sum() <= 0:
+        return None, None
+    site = history["stack_id"].astype(np.int64)
+    site = np.where(site >= 0, site, -1 - history["op"].astype(np.int64))
+    call = _call_codes(history["pg_name"].astype(np.int64), site)
+    step = _period(call)
+    first: float | None = None
+    steps = np.zeros(0, np.int64)
+    if step is None:
+        by = call[at]
+    else:
+        place = _step_places(history["time_created_ns"], step)
+        ops = ctx.rank_ops(rank)["pos"]
+        kept = np.minimum(np.searchsorted(pos, ops), len(pos) - 1)
+        kept = kept[pos[kept] == ops]
+        steps = distinct(place[kept])  # the places of its collectives in a step, in order
+        by = place[at]
+        if len(steps):
+            first = round(float(own[by == steps[0]].sum() / own.sum()), 3)
+    keys, which = np.unique(by, return_inverse=True)
+    which = which.reshape(-1)
+    sums = np.bincount(which, weights=own, minlength=len(keys))
+    best = int(np.argmax(sums))
+    pick = int(np.flatnonzero(which == best)[0])
+    row = int(at[pick])
+    placed = step is not None and len(steps) > 0
+    where = Where(
+        pg=ctx.name(int(pg[pick])),
+        pg_desc=ctx.desc(int(pg[pick])),
+        op=str(history.label("op", int(history["op"][row]))),
+        site=_site(ctx, int(history["stack_id"][row])),
+        share=round(float(sums[best] / own.sum()), 3),
+        step_index=int(np.searchsorted(steps, keys[best])) if placed else None,
+        step_collectives=len(steps) if placed else None,
+    )
+    return where, first
+
+
+def _call_codes(pg: np.ndarray, site: np.ndarray) -> np.ndarray:
+    """One small int per distinct (group, call site) pair."""
+    if not len(pg):
+        return pg
+    pairs = np.stack([pg, site], axis=1)
+    return np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1)
+
+
+def _period(call: np.ndarray) -> int | None:
+    """The smallest period >= 2 with which the calls repeat (PERIOD_MATCH of them), seen at
+    least twice; None when they do not repeat, or repeat every call (no step to tell)."""
+    n = len(call)
+    for p in range(1, n // 2 + 1):
+        if np.count_nonzero(call[:-p] == call[p:]) >= PERIOD_MATCH * (n - p):
+            return p if p > 1 else None
+    return None
+
+
+def _step_places(created: np.ndarray, period: int) -> np.ndarray:
+    """Each call's place in its step (0: the step's first call): the step starts at the call
+    after the longest pause (median over the steps seen) since the call before it."""
+    n = len(created)
+    pause = np.r_[np.nan, np.diff(created.astype(np.float64))]
+    cycles = n // period
+    start = n - cycles * period
+    usual = np.nanmedian(pause[start:].reshape(cycles, period), axis=0)
+    origin = (start + int(np.nanargmax(usual))) % period
+    return (np.arange(n) - origin) % period
+
+
+def _site(ctx: Context, stack_id: int) -> str | None:
+    """A call's first frame outside torch, as "file:line function"; None without stacks."""
+    stacks = ctx.trace.stacks
+    if not 0 <= stack_id < len(stacks) or not stacks[stack_id]:
+        return None
+    frames = stacks[stack_id]
+    own = [f for f in frames if "/torch/" not in str(f[1]).replace("\\", "/")]
+    name, filename, line = (own or frames)[0]
+    return f"{filename}:{line} {name}"
 
 
 def _per_rank(rank: np.ndarray, lag: np.ndarray, last: np.ndarray) -> dict[str, np.ndarray]:

@@ -254,7 +254,7 @@ def _settled_trace(
     maps = remote.each(st.lag_partials, ask.method, by_group, buckets)
     pieces = [[submit(operator.getitem, m, b, pure=False) for m in maps] for b in range(buckets)]
     combined = [submit(timing.combine_lags, p, sizes, pure=False) for p in pieces]
-    collectives = sum(_gather([submit(len, c, pure=False) for c in combined]))
+    collectives = sum(_gather([submit(timing.collectives_in, c, pure=False) for c in combined]))
     per_part = list(_gather(remote.each(st.rank_lags, ask.method, by_group, combined)))
     release([by_group, *maps, *[p for ps in pieces for p in ps], *combined])
     codes = Codes()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from importlib import resources
 from typing import Any
@@ -114,6 +115,7 @@ def _stragglers(analysis: Analysis) -> dict[str, Any] | None:
         "method": late.method,
         "collectives": late.collectives,
         "threshold_ms": late.threshold_ms,
+        "threshold_share": late.threshold_share,
         "top": [
             {
                 "rank": s.rank,
@@ -122,6 +124,11 @@ def _stragglers(analysis: Analysis) -> dict[str, Any] | None:
                 "last_share": s.last_share,
                 "collectives": s.collectives,
                 "groups": s.groups,
+                "cost_ms": s.cost_ms,
+                "covered_ms": s.covered_ms,
+                "cost_share": s.cost_share,
+                "where": None if s.where is None else dataclasses.asdict(s.where),
+                "first_of_step_share": s.first_of_step_share,
             }
             for s in late.top
         ],

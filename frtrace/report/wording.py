@@ -578,20 +578,50 @@ def stall_lines(f: Finding) -> tuple[str, str] | None:
 
 
 def straggler_lines(late: object) -> list[str]:
-    """One line per straggler, slowest first."""
+    """One line per straggler, costliest first: what its lateness cost the others, where it
+    shows, and its arrival lag statistics."""
     from frtrace.analysis.timing import StragglerReport
 
     if not isinstance(late, StragglerReport) or not late.top:
         return []
     how = "GPU durations" if late.method == "duration" else "enqueue times (host clocks)"
-    lines = [f"stragglers (arrival lag over {late.collectives} collectives, from {how}):"]
+    lines = [
+        f"stragglers (lateness that held the others up, from {how} over {late.collectives} "
+        f"collectives; listed from {late.threshold_share:.0%} of the time a rank's calls cover):"
+    ]
     for s in late.top:
         lines.append(
-            f"rank {s.rank}: {s.median_lag_ms:g} ms late (median; p95 {s.p95_lag_ms:g} ms), "
-            f"last in {s.last_share:.0%} of {s.collectives} collectives, most in pg "
-            f"{', '.join(s.groups)}"
+            f"rank {s.rank}: cost {s.cost_ms:g} ms of the {s.covered_ms:g} ms its calls cover "
+            f"({s.cost_share:.0%}){_shows(s)}; last in {s.last_share:.0%} of {s.collectives} "
+            f"collectives (lag median {s.median_lag_ms:g} ms, p95 {s.p95_lag_ms:g} ms)"
         )
     return lines
+
+
+def _shows(s: object) -> str:
+    """', at the first collective of each step in mesh_tp (pg 3): all_reduce at x.py:12 f'."""
+    from frtrace.analysis.timing import Straggler
+
+    w = s.where if isinstance(s, Straggler) else None
+    if w is None:
+        return ""
+    group = where(Place(w.pg, w.pg_desc))
+    call = w.op + (f" at {_short_site(w.site)}" if w.site else "")
+    first = s.first_of_step_share if isinstance(s, Straggler) else None
+    if w.step_index == 0 and first is not None and first >= 0.5:
+        return f", at the first collective of each step in {group}: {call} ({first:.0%} of it)"
+    if w.share < 0.5:
+        return f", spread over its collectives in {group} (most at {call}: {w.share:.0%})"
+    if w.step_index is not None and w.step_collectives is not None:
+        nth = f"collective {w.step_index + 1} of {w.step_collectives} of each step"
+        return f", at {nth} in {group}: {call} ({w.share:.0%} of it)"
+    return f", mostly in {group} at {call} ({w.share:.0%} of it)"
+
+
+def _short_site(site: str) -> str:
+    """'/a/b/mappings.py:39 _reduce' -> 'mappings.py:39 _reduce'."""
+    path, _, rest = site.rpartition(":")
+    return path.replace("\\", "/").rsplit("/", 1)[-1] + (":" + rest if rest else "")
 
 
 def progress_lines(progress: object) -> list[str]:

@@ -44,7 +44,9 @@ class JobSpec:
 
     `batch_p2p` records pipeline send/recv as `batch_isend_irecv` blocks; `extras` adds a
     barrier, rooted collectives and an uneven all_gather; `straggler` = (rank, ns) makes one
-    rank that much slower per work item (it still completes); `snapshot` (0-1) dumps a healthy
+    rank that much slower per work item (it still completes); `step_straggler` = (rank, lo, hi)
+    makes one rank enqueue the first collective of every step lo to hi ns late (drawn per step:
+    slow data loading), everything else on time; `snapshot` (0-1) dumps a healthy
     job on demand at that fraction of its run, with work in flight; `dump_skew_ms` bounds how
     far apart ranks dump after a timeout. `clock_skew_ms` offsets each host's clock (8 ranks
     a host) by up to that much either way: every time a rank writes is on its host's clock.
@@ -70,6 +72,7 @@ class JobSpec:
     batch_p2p: bool = False
     extras: bool = False
     straggler: tuple[int, int] | None = None
+    step_straggler: tuple[int, int, int] | None = None
     snapshot: float | None = None
     dump_skew_ms: int = 3000
     clock_skew_ms: int = 0
@@ -99,6 +102,17 @@ class JobSpec:
             raise ValueError("JobSpec.also needs a fault, and Faults on ranks of their own")
         if self.snapshot is not None and not (0 < self.snapshot < 1 and self.fault is None):
             raise ValueError("JobSpec.snapshot must be in (0, 1), and only for healthy jobs")
+        late = self.step_straggler
+        if late is not None and not (
+            len(late) == 3
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in late)
+            and 0 <= late[0] < self.layout.world
+            and 0 <= late[1] <= late[2]
+        ):
+            raise ValueError(
+                "JobSpec.step_straggler must be (rank in the world, lo ns, hi ns >= lo >= 0), "
+                f"got {late!r}"
+            )
 
 
 class DumpMap(MutableMapping[int, Dump]):
@@ -199,6 +213,7 @@ class _Rank:
         "inflight",
         "ints",
         "lag",
+        "late",
         "n",
         "part",
         "pc",
@@ -235,6 +250,8 @@ class _Rank:
         self.com = [-1] * NKINDS
         self.pre = [-1] * NKINDS  # last seq per kind among entries the ring buffer dropped
         self.lag = 0
+        # The step straggler's lateness before its first collective of each step, by step.
+        self.late: tuple[int, list[int]] | None = None
         self.chan: dict[int, int] = {}
 
 
@@ -293,6 +310,14 @@ class _Engine:
                 self.ranks.append(_Rank(prog, len(prog) * spec.steps, gids, t0))
         if spec.straggler is not None:
             self.ranks[spec.straggler[0]].lag = spec.straggler[1]
+        if spec.step_straggler is not None:
+            who, lo, hi = spec.step_straggler
+            me = self.ranks[who]
+            first = next((i for i, item in enumerate(me.prog) if item.p2p == 0), None)
+            if first is not None:
+                steps = -(-me.total // me.n)
+                draw = random.Random(spec.seed + 2)
+                me.late = (first, [draw.randint(lo, hi) for _ in range(steps)])
         self.hung = False
         self._rank_strs: dict[int, str] = {}
         self.dump_ns: list[int] = []
@@ -374,8 +399,11 @@ class _Engine:
                         continue
                 if len(infl) < window and me.pc < me.total:
                     item = me.prog[me.pc % me.n]
+                    late = 0
+                    if me.late is not None and me.pc % me.n == me.late[0]:
+                        late = me.late[1][me.pc // me.n]  # its data arrives late
                     me.pc += 1
-                    t = me.cpu_t + item.cpu_ns + jit[(me.pc * 7 + r * 13) & mask] + me.lag
+                    t = me.cpu_t + item.cpu_ns + jit[(me.pc * 7 + r * 13) & mask] + me.lag + late
                     k = item.kind
                     if item.p2p == 0:
                         c = me.cc[k] + 1
