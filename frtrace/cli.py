@@ -54,11 +54,13 @@ Subcommands (the first argument; a folder named like one is analyzed as ./collec
 
 \b
 Exit status:
-  0  the dumps look healthy
+  0  the dumps look healthy, and show the whole job
   1  findings: a desync, mismatch or hang was found (fails a CI step); with --since
      a rank that stopped; with --fail-on stragglers, a straggler
   2  usage error, or no usable dump
   3  internal error (rerun with --debug for a traceback)
+  4  UNKNOWN: no finding, but the dumps do not show the whole job (ranks without a
+     dump, unreadable ones, a world size no dump states: try --world-size N)
   141 stdout closed early (e.g. piped into head); 130 interrupted; 143 terminated
 """
 
