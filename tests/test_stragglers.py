@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from frtrace.analysis.timing import last_meeting, own_lateness
 from frtrace.cli import cli
 from frtrace.report.json_report import load_schema
-from frtrace.synth import JobSpec, Layout, simulate, write_job
+from frtrace.synth import JobSpec, Layout, simulate, spec_for_entries, write_job
 
 LAYOUT = Layout(tp=2, dp=4, pp=2)  # 16 ranks: tensor, data and pipeline groups
 STEP_LATE = (20_000_000, 60_000_000)  # ns before its first collective of every step
@@ -59,6 +59,19 @@ def test_the_ranks_that_waited_for_a_step_straggler_are_not_listed(tmp_path: Pat
     passed on, not theirs."""
     _code, r = report(step_straggler_job(tmp_path, 4, True))
     assert [s["rank"] for s in r["stragglers"]["top"]] == [4]
+
+
+def test_ranks_whose_waits_left_their_peers_ring_buffers_are_not_listed(tmp_path: Path) -> None:
+    """Ring buffers of 300 entries wrap at different times on different pipeline stages: the
+    last stage still holds collectives whose waits at the receives before them its senders no
+    longer hold. Those ranks inherited the straggler's lateness; what they waited is unknown."""
+    layout = Layout(tp=2, dp=2, pp=4)
+    spec = spec_for_entries(
+        layout, 300, batch_p2p=True, seed=5, step_straggler=(5, *STEP_LATE)
+    )  # 14 steps
+    write_job(simulate(spec), tmp_path)
+    _code, r = report(tmp_path)
+    assert [s["rank"] for s in r["stragglers"]["top"]] == [5]
 
 
 @pytest.mark.parametrize("timing", [True, False])

@@ -30,7 +30,7 @@ import numpy as np
 
 from frtrace.analysis.context import Context
 from frtrace.analysis.findings import Finding
-from frtrace.analysis.ops import block_ids, pg_seq_key
+from frtrace.analysis.ops import pg_seq_key
 from frtrace.analysis.p2p import channel_ops
 from frtrace.tables.table import Table, distinct
 
@@ -286,11 +286,7 @@ def _pair_values(ctx: Context, method: str, index: np.ndarray) -> dict[str, np.n
     e = ctx.trace.table
     rows = ops["row"]
     if method == "duration":
-        dur = e["duration_ms"].astype(np.float64)
-        blocks, starts, which = block_ids(e)
-        if len(blocks):
-            dur[blocks] = np.fmax.reduceat(dur[blocks], starts)[which]
-        value = -dur[rows]
+        value = -_batch_durations(e)[rows]
     else:
         value = _enqueued(e["time_created_ns"][rows])
     pg = index[ops["pg"]]
@@ -307,6 +303,22 @@ def _pair_values(ctx: Context, method: str, index: np.ndarray) -> dict[str, np.n
     if method != "duration":
         cols["pause"] = np.full(len(ops), np.inf, np.float32)
     return cols
+
+
+def _batch_durations(e: Table) -> np.ndarray:
+    """Durations of the entries, a p2p batch's parts given their block's (its closing entry's:
+    the parts have no events). A batch's entries are adjacent in its rank's calls and share
+    its group and p2p seq (ops.block_ids); only p2p rows are looked at."""
+    dur = e["duration_ms"].astype(np.float64)
+    rows = np.flatnonzero(e["is_p2p"])
+    if len(rows) < 2:
+        return dur
+    rank, pg, seq = e["rank"][rows], e["pg_name"][rows], e["p2p_seq_id"][rows]
+    new = np.r_[True, (rank[1:] != rank[:-1]) | (pg[1:] != pg[:-1]) | (seq[1:] != seq[:-1])]
+    new[1:] |= rows[1:] != rows[:-1] + 1  # not adjacent: another block
+    starts = np.flatnonzero(new)
+    dur[rows] = np.fmax.reduceat(dur[rows], starts)[np.cumsum(new) - 1]
+    return dur
 
 
 def _pair_key(*parts: np.ndarray) -> np.ndarray:
@@ -405,6 +417,29 @@ def last_meeting(
     return ref
 
 
+def _before_a_gap(rank: np.ndarray, local: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """Per event (rows grouped by rank, each rank's in call order), whether it comes at or
+    before the rank's last unmeasured one that precedes a measured one of the same group
+    (`local`; all its sends and receives, -1, one stream): an op some member no longer holds,
+    its ring buffer having wrapped later. Waits there are unknown, so nothing up to it can be
+    a meeting. A group never measured (a member left no dump) or ops measured by no one yet
+    (the newest) do not cut. One pass per group of a rank, no sort."""
+    n = len(rank)
+    if not n:
+        return np.zeros(0, bool)
+    row = np.arange(n)
+    first = np.r_[True, rank[1:] != rank[:-1]]
+    starts = np.flatnonzero(first)
+    seg = np.cumsum(first) - 1
+    cut = np.full(len(starts), -1)
+    for slot in range(-1, int(local.max(initial=-1)) + 1):
+        mine = local == slot
+        last = np.maximum.reduceat(np.where(mine & whole, row, -1), starts)[seg]
+        old = mine & ~whole & (row < last)
+        cut = np.maximum(cut, np.maximum.reduceat(np.where(old, row, -1), starts))
+    return row <= cut[seg]
+
+
 def own_lateness(ref: np.ndarray, excess: np.ndarray, wait: np.ndarray) -> np.ndarray:
     """Per event (rows grouped by rank, each rank's in call order), the part of the rank's
     lateness there (`excess`: how much later than the next-latest member it arrived, where it
@@ -470,9 +505,10 @@ def rank_lags(values: Table, method: str, combined: list[Table], top: int) -> Ra
         floor = np.where(steady, 0.0, ENQUEUE_FLOOR_MS)
         excess = np.maximum(np.minimum(excess, values["pause"]) - floor, 0.0)
     order = np.lexsort((values["pos"], values["rank"]))
-    mine = values.take(order)
+    mine = values.select(["rank", "pos", "pg", "created", "local", "sup"]).take(order)
     rank, pgs = mine["rank"], mine["pg"]
-    ref = last_meeting(rank, mine["local"], mine["sup"], measured[order])
+    usable = measured[order] & ~_before_a_gap(rank, mine["local"], whole[order])
+    ref = last_meeting(rank, mine["local"], mine["sup"], usable)
     own = own_lateness(ref, excess[order], wait[order])
     kept = measured[order] | (whole[order] & ~coll[order])
     created = np.where(kept, mine["created"], -1)
