@@ -224,15 +224,10 @@ def left_in_rooted(ctx: Context, pg: int, seq: int, missing: list[int]) -> str |
     fixture broadcast_root_4rank); those still inside are the suspects, not those that left."""
     op = None
     for rank in missing:
-        mine = ctx.rank_ops(rank)
-        if not len(mine):
+        last = ctx.last_collective(rank)
+        if last is None or last[:2] != (pg, seq - 1) or last[2] not in ROOTED_OPS:
             return None
-        i = int(np.argmax(mine["pos"]))
-        if (int(mine["pg"][i]), int(mine["seq"][i])) != (pg, seq - 1):
-            return None
-        op = ctx.view.label("op", mine["op"][i])
-        if op not in ROOTED_OPS:
-            return None
+        op = last[2]
     return op
 
 

@@ -218,6 +218,14 @@ class Context:
         with_stacks = all(bool((self.history(r)["stack_id"] >= 0).any()) for r in ranks)
         return "stacks" if with_stacks else "op_sequence"
 
+    def last_collective(self, rank: int) -> tuple[int, int, str] | None:
+        """(group code, seq, op) of the last collective the rank issued, if any."""
+        mine = self.rank_ops(rank)
+        if not len(mine):
+            return None
+        i = int(np.argmax(mine["pos"]))
+        return int(mine["pg"][i]), int(mine["seq"][i]), self.view.label("op", mine["op"][i])
+
     def has_history(self, rank: int) -> bool:
         """The rank's dump holds completed work, so its call sites show what it usually does
         (an `onlyActive` dump keeps only unfinished work and frozen coalesced parts)."""

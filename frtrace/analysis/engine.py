@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from frtrace.analysis.collectives import analyze_collectives
 from frtrace.analysis.consistency import check_one_job
 from frtrace.analysis.context import Context, build_context
-from frtrace.analysis.findings import STUCK_AFTER_MS, Finding, Note
+from frtrace.analysis.findings import MISMATCH_KINDS, STUCK_AFTER_MS, Finding, Note
 from frtrace.analysis.logs import log_findings
 from frtrace.analysis.p2p import analyze_p2p
 from frtrace.analysis.progress import Progress, compare
@@ -125,7 +123,7 @@ def unseen(trace: Trace) -> Unseen | None:
     if trace.whole:
         return None
     unreadable = trace.unreadable
-    no_file = sorted(set(trace.missing_dumps) - set(unreadable))
+    no_file = trace.no_file
     return Unseen(trace.world.size, trace.world.stated, no_file, unreadable)
 
 
@@ -190,9 +188,6 @@ def mark_same_culprit(findings: list[Finding], stopped: frozenset[int], blocked:
             f.mark_consequence(absent, "stopped_earlier")
 
 
-MISMATCHES = frozenset({"type_mismatch", "size_mismatch", "dtype_mismatch"})
-
-
 def mismatch_before(
     ctx: Context, root: Finding, found: list[Finding], blocked: dict
 ) -> tuple[Finding, Finding | None]:
@@ -207,19 +202,15 @@ def mismatch_before(
         return root, None
     if any(r in blocked for r in root.culprit_ranks):
         return root, None
-    last: set[tuple[str, int]] = set()
-    for rank in root.culprit_ranks:
-        mine = ctx.rank_ops(rank)
-        if not len(mine):
-            return root, None
-        i = int(np.argmax(mine["pos"]))
-        last.add((ctx.name(int(mine["pg"][i])), int(mine["seq"][i])))
-    if len(last) != 1:
+    last = {ctx.last_collective(rank) for rank in root.culprit_ranks}
+    only = last.pop() if len(last) == 1 else None
+    if only is None:
         return root, None
-    ((pg_name, seq),) = last
+    pg, seq, _op = only
+    pg_name = ctx.name(pg)
     for f in found:
         if (
-            f.kind in MISMATCHES
+            f.kind in MISMATCH_KINDS
             and (f.pg_name, f.collective_seq_id) == (pg_name, seq)
             and set(root.culprit_ranks) <= set(f.culprit_ranks)
             and not f.undecidable
@@ -270,7 +261,7 @@ def one_stall_without_p2p(
     if "gloo" not in ctx.trace.backends:
         return roots, []
 
-    no_file = set(ctx.trace.missing_dumps) - set(ctx.trace.unreadable)
+    no_file = set(ctx.trace.no_file)
 
     def gone(f: Finding) -> bool:
         return (

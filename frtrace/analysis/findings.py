@@ -21,6 +21,9 @@ KINDS = (
     "stuck_collective",
 )
 
+# Members disagree on what a collective is (op, sizes or dtypes).
+MISMATCH_KINDS = frozenset({"type_mismatch", "size_mismatch", "dtype_mismatch"})
+
 # Why the culprits are blamed (Finding.reason); `report.wording` has a sentence for each.
 REASONS = (
     "never_issued",  # most members issued it, the culprits did not

@@ -18,7 +18,7 @@ import numpy as np
 
 from frtrace.analysis.collectives import CollectiveResult, missing_finding, state_finding
 from frtrace.analysis.context import Context
-from frtrace.analysis.findings import STUCK_AFTER_MS, Finding, Hop, WaitNode
+from frtrace.analysis.findings import MISMATCH_KINDS, STUCK_AFTER_MS, Finding, Hop, WaitNode
 from frtrace.analysis.ops import op_is, pg_seq_key
 from frtrace.analysis.p2p import P2PResult
 from frtrace.tables.table import Table, group_max
@@ -106,7 +106,7 @@ def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dic
         _, first = np.unique(view["rank"][rows], return_index=True)
         for i in rows[first].tolist():
             out[int(view["rank"][i])] = _blocked_at(ctx, i)
-    no_file = ctx.without_dump - set(ctx.trace.unreadable)
+    no_file = set(ctx.trace.no_file)
     if (ctx.open_groups or no_file) and len(view):
         # Without states, a rank not waiting anywhere may wait in its last collective for a
         # member nobody can see: in an open group (members inferred from the dumps while
@@ -236,13 +236,10 @@ def analyze_waits(
     return result
 
 
-MISMATCH_KINDS = frozenset({"type_mismatch", "size_mismatch", "dtype_mismatch"})
-
-
 def _disagree(findings: list[Finding], ctx: Context, node: Node) -> bool:
     """The ranks at a collective disagree on it (a mismatch finding there)."""
     return node.kind == "c" and (
-        _existing(findings, set(MISMATCH_KINDS), ctx.name(node.pg), node.seq) is not None
+        _existing(findings, MISMATCH_KINDS, ctx.name(node.pg), node.seq) is not None
     )
 
 
@@ -569,7 +566,11 @@ def _novel_step(ctx: Context, rank: int, at: Blocked) -> bool:
 
 
 def _existing(
-    findings: list[Finding], kinds: set[str], pg_name: str, seq: int | None, p2p: bool = False
+    findings: list[Finding],
+    kinds: set[str] | frozenset[str],
+    pg_name: str,
+    seq: int | None,
+    p2p: bool = False,
 ) -> Finding | None:
     for f in findings:
         if (
@@ -622,9 +623,7 @@ def _root_finding(
     if kind == "p":
         found = _existing(p2p.findings, {"p2p_mismatch"}, ctx.name(pg), None, p2p=True)
     else:
-        found = _existing(
-            findings, {"type_mismatch", "size_mismatch", "dtype_mismatch"}, ctx.name(pg), seq
-        )
+        found = _existing(findings, MISMATCH_KINDS, ctx.name(pg), seq)
     if found is not None:
         return found
     stuck = sorted(r for r in here if blocked[r].state == 0)

@@ -151,6 +151,11 @@ class Trace:
         return sorted({s.rank for s in self.skipped if s.rank is not None} - have)
 
     @property
+    def no_file(self) -> list[int]:
+        """Ranks of the job that left no dump file at all (a process that died)."""
+        return sorted(set(self.missing_dumps) - set(self.unreadable))
+
+    @property
     def whole(self) -> bool:
         """A dump states the world, every rank of it left a usable dump and no file named
         like a dump was unreadable: nothing of the job is out of sight."""
