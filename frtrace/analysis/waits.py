@@ -331,9 +331,8 @@ def _peer_went_on(ctx: Context, rank: int, node: Node) -> Call | None:
 def _nearest_issuers(ctx: Context, pg: int, seq: int, rank: int, besides: set[int]) -> list[int]:
     """The ranks that issued collective (pg, seq), but `besides`, nearest to `rank` first
     (the usual layouts put a rank's twins next to it)."""
-    coll = ctx.view.coll
-    issued = coll["rank"][(coll["pg"] == pg) & (coll["seq"] == seq)].tolist()
-    return sorted({int(r) for r in issued} - besides, key=lambda r: (abs(r - rank), r))
+    issued = _issuers(ctx, WaitNode("c", pg, seq, -1, -1))
+    return sorted(issued - besides, key=lambda r: (abs(r - rank), r))
 
 
 def _call_at(
