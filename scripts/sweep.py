@@ -373,6 +373,7 @@ def run_case(
     client: Any = None,
     at: tuple[int, int] | None = None,
     buffer_steps: float | None = None,
+    reports: Path | None = None,
 ) -> tuple[Outcome | None, float]:
     """One case; `at` (--wide): the fault's (rank, op index) in a two-step job (None when that
     rank has no such op); `buffer_steps`: its ring buffer holds that many of the shortest
@@ -448,6 +449,10 @@ def run_case(
         report = analyze(trace)
     except FrtraceError as exc:  # refusing a generated job is a miss, not the sweep's end
         return Outcome(False, f"refused: {exc}", 0, 0), time.perf_counter() - t0
+    if reports is not None:  # --reports: every case's report, to compare two versions
+        key = case_key(sc, layout, timing, wrapped, fmt, at)
+        (reports / f"{key}.txt").write_text(report.to_text(width=100, verbose=True))
+        (reports / f"{key}.json").write_text(report.to_json())
     if job.also_expected:
         return judge_several([expected, *job.also_expected], report), time.perf_counter() - t0
     members = job.groups[expected["pg_name"]][1] if expected else []
@@ -463,6 +468,14 @@ def run_case(
         outcome.ok = False
         outcome.why = "; ".join(w for w in (outcome.why, "Dask report differs from local") if w)
     return outcome, time.perf_counter() - t0
+
+
+def case_key(sc: Scenario, layout: Layout, timing: bool, wrapped: bool, fmt: str, at: Any) -> str:
+    """A file name that names one case the same on every run."""
+    where = "" if at is None else f"-r{at[0]}op{at[1]}"
+    name = re.sub(r"[^A-Za-z0-9]+", "_", sc.name).strip("_")
+    shape = f"tp{layout.tp}dp{layout.dp}pp{layout.pp}ep{layout.ep}"
+    return f"{name}-{shape}-t{int(timing)}-w{int(wrapped)}-{fmt}{where}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -490,7 +503,15 @@ def main(argv: list[str] | None = None) -> int:
         help="--wide: ring buffers of STEPS times the shortest stage's step (they wrap; "
         "a middle pipeline stage, with more calls per step, keeps less)",
     )
+    parser.add_argument(
+        "--reports",
+        type=Path,
+        metavar="DIR",
+        help="also write every case's text and JSON report into DIR (to diff two versions)",
+    )
     args = parser.parse_args(argv)
+    if args.reports is not None:
+        args.reports.mkdir(parents=True, exist_ok=True)
     layouts = LAYOUTS[: 2 if args.quick else args.layouts]
     fmts = ("pickle",) if args.quick else ("pickle", "json")
     cases: Iterator[tuple[Scenario, Layout, bool, bool, str, tuple[int, int] | None]]
@@ -527,7 +548,16 @@ def main(argv: list[str] | None = None) -> int:
             client = stack.enter_context(connect(None, 2))
         for sc, layout, timing, wrapped, fmt, at in cases:
             outcome, secs = run_case(
-                sc, layout, timing, wrapped, fmt, Path(tmp), client, at, args.wide_buffer
+                sc,
+                layout,
+                timing,
+                wrapped,
+                fmt,
+                Path(tmp),
+                client,
+                at,
+                args.wide_buffer,
+                args.reports,
             )
             total_t += secs
             if outcome is None:
