@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from frtrace.version import __version__
+
 __all__ = ["Analysis", "FrtraceError", "Trace", "__version__", "analyze", "load"]
 
 if TYPE_CHECKING:

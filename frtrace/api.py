@@ -22,7 +22,7 @@ from frtrace.analysis.engine import analyze as _analyze
 from frtrace.dumps.discover import Discovery, discover, discover_many
 from frtrace.dumps.store import is_url
 from frtrace.engine import load_found, locate
-from frtrace.evidence.read import load_with_evidence
+from frtrace.engine.evidence import load_with_evidence
 from frtrace.tables.load import load_discovered
 from frtrace.tables.parse import Progress
 from frtrace.tables.trace import Trace

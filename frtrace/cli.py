@@ -18,16 +18,22 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from frtrace import __version__
-from frtrace.entry import stop_on_signals
 from frtrace.errors import FrtraceError, first_line
+from frtrace.exits import (
+    EXIT_FINDINGS,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_UNKNOWN,
+    EXIT_UNUSABLE,
+    exit_now,
+    quiet_broken_pipe,
+    stop_on_signals,
+)
+from frtrace.version import __version__
 
 if TYPE_CHECKING:
     from frtrace.report.progress import LoadProgress
 
-EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE, EXIT_INTERNAL = 0, 1, 2, 3
-EXIT_UNKNOWN = 4  # no finding, but the job is not seen whole: cannot tell it is healthy
-EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a tool killed by SIGPIPE
 
 EPILOG = """\b
 Examples:
@@ -137,15 +143,6 @@ def _fail(message: str, code: int = EXIT_UNUSABLE) -> NoReturn:
 
     click.echo(f"frtrace: error: {safe(message)}", err=True)
     sys.exit(code)
-
-
-def quiet_broken_pipe() -> NoReturn:
-    """Exit like a Unix tool whose reader went away: no message, status 141. stdout is pointed
-    at /dev/null first so that the final flush at exit cannot fail again."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    sys.exit(EXIT_BROKEN_PIPE)
 
 
 @click.command(
@@ -640,29 +637,3 @@ def main(argv: Sequence[str] | None = None) -> None:
         if "distributed" in sys.modules:  # Dask closes its clients and clusters at exit
             raise
         exit_now(done.code)
-
-
-def exit_now(code: object) -> NoReturn:
-    """Exit once the output is flushed, without tearing the interpreter down.
-
-    Teardown frees the job's tables and pandas' modules one object at a time: 0.2 s of a
-    64-rank run, seconds at thousands of ranks, for memory the OS takes back at once. Nothing
-    else the command starts needs its exit handlers (the parse workers are stopped by then).
-    """
-    if code is None:
-        status = EXIT_OK
-    elif isinstance(code, int):
-        status = code
-    else:  # what sys.exit does with a message
-        with contextlib.suppress(OSError, ValueError):
-            print(code, file=sys.stderr)
-        status = 1
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        status = EXIT_BROKEN_PIPE
-    except (OSError, ValueError):
-        pass
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.flush()
-    os._exit(status)

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from frtrace.errors import first_line
+from frtrace.exits import quiet_broken_pipe
 
 SUBCOMMANDS = ("collect", "history")
 EXIT_OK, EXIT_PARTIAL, EXIT_UNUSABLE, EXIT_INTERNAL, EXIT_PYSPY = 0, 1, 2, 3, 4
@@ -55,8 +56,6 @@ def _run(action: Any, debug: bool) -> None:
         code = action()
         sys.stdout.flush()
     except BrokenPipeError:
-        from frtrace.cli import quiet_broken_pipe
-
         quiet_broken_pipe()
     except KeyboardInterrupt:
         sys.exit(130)

@@ -242,7 +242,7 @@ def test_a_stop_signal_ends_the_run_even_where_python_would_swallow_the_exceptio
     and the import lock it left held would hang the next fork (seen in CI)."""
     code = (
         "import time, weakref\n"
-        "from frtrace.entry import stop_on_signals\n"
+        "from frtrace.exits import stop_on_signals\n"
         "stop_on_signals()\n"
         "class Box: pass\n"
         "def callback(_ref):\n"

@@ -6,7 +6,7 @@ Only ASCII digits make a rank, and entries that are not regular files (FIFOs, de
 folders) are reported as skipped by type, without being opened.
 
 A folder copied off the nodes may mix dumps with the job's logs and py-spy outputs: when a
-folder is given, every regular file's first KB is read (frtrace.evidence.text.sniff) and logs
+folder is given, every regular file's first KB is read (frtrace.dumps.text.sniff) and logs
 and stacks are set apart by content, whatever their names, so that a log named like a dump is
 read as a log, not reported as a broken dump.
 """
@@ -22,6 +22,7 @@ from typing import Any
 
 from frtrace.dumps.limits import budgets
 from frtrace.dumps.read import file_kind
+from frtrace.dumps.text import LOG, STACKS, sniff
 from frtrace.errors import FrtraceError
 
 DEFAULT_PREFIX_PATH = "/tmp/nccl_trace_rank_"
@@ -249,8 +250,6 @@ def split_by_content(
     whose names carry a rank (`numbered`) or not are added to `logs` and `stacks`, told apart
     by their first KB whatever their names. Rank-numbered files are read only when needed
     (the parse says which failed): a folder of dumps costs no extra read."""
-    from frtrace.evidence.text import LOG, STACKS, sniff
-
     keep: list[tuple[Path, str | None]] = []
     for path, kind in candidates:
         look = kind is None and (rank_from_name(path.name) is not None) == numbered
@@ -267,8 +266,6 @@ def split_by_content(
 def reclaim_text(found: Discovery, skipped: list[Any]) -> list[Any]:
     """Files the parse skipped that are text (logs, py-spy outputs named like dumps) are
     moved to `found.logs` / `found.stacks`; returns the skipped files left."""
-    from frtrace.evidence.text import LOG, STACKS, sniff
-
     left = []
     for item in skipped:
         path = Path(item.file)
@@ -286,8 +283,6 @@ def discover_many(paths: list[Path], prefix: str | None) -> Discovery:
     """Several folders and files given at once (dumps, logs, py-spy outputs, as copied off
     the nodes): folders are searched as `discover` does, files are told apart by content;
     a dump file's rank is the trailing number of its name."""
-    from frtrace.evidence.text import LOG, STACKS, sniff
-
     if not paths:
         raise FrtraceError("no folder or file given")
     files: list[DumpFile] = []

@@ -99,7 +99,7 @@ def load_found(
     if engine not in ENGINES:
         raise FrtraceError(f"unknown engine '{engine}' (known: {', '.join(ENGINES)})")
     if isinstance(found, Discovery) and (found.logs or found.stacks or found.files):
-        from frtrace.evidence.read import load_with_evidence
+        from frtrace.engine.evidence import load_with_evidence
 
         def dumps() -> Trace:
             return _load_found(found, engine, scheduler, ranks, jobs, progress, client)

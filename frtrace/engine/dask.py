@@ -21,7 +21,6 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from frtrace import __version__
 from frtrace.dumps.limits import budgets
 from frtrace.engine.plan import (
     Item,
@@ -33,6 +32,7 @@ from frtrace.engine.plan import (
 )
 from frtrace.errors import FrtraceError, first_line
 from frtrace.tables.parse import Progress, tell
+from frtrace.version import __version__
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 TASKS_PER_WORKER = 4  # several tasks per worker even out files of different sizes

@@ -14,7 +14,7 @@ Which line is whose:
 What is read (each format cited where its pattern is defined below): NCCL's watchdog timeout
 and its group status, gloo's timeout and connection errors, Python tracebacks, the
 torchelastic summary, NCCL WARN lines. Everything else is skipped. The file is streamed
-within budgets (frtrace.evidence.text.read_lines).
+within budgets (frtrace.dumps.text.read_lines).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from frtrace.dumps.text import LineStats, read_lines
 from frtrace.evidence.records import (
     COMM_ERROR,
     MAX_FRAMES,
@@ -40,7 +41,6 @@ from frtrace.evidence.records import (
     Warned,
     Where,
 )
-from frtrace.evidence.text import LineStats, read_lines
 
 MAX_TEXT = 300  # characters kept of a message read from a log
 

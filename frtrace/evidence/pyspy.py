@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from frtrace.dumps.text import LineStats, read_lines
 from frtrace.evidence.logs import LogReadError, cut, host_from_path
 from frtrace.evidence.records import (
     MAX_FRAMES,
@@ -26,7 +27,6 @@ from frtrace.evidence.records import (
     ThreadStack,
     Where,
 )
-from frtrace.evidence.text import LineStats, read_lines
 
 MAX_PROCESSES = 100_000  # per file
 MAX_THREADS = 256  # per process

@@ -8,10 +8,10 @@ import os
 import time
 from typing import Any
 
-from frtrace import __version__
 from frtrace.collect.run import MANIFEST_NAME, Collected
 from frtrace.ranks import rank_ranges
 from frtrace.report.fmt import safe
+from frtrace.version import __version__
 
 SCHEMA_ID = "frtrace.collect/1"
 

@@ -57,7 +57,7 @@ class Trace:
     # Set when settled entries stayed on the workers: `table` holds only the rest.
     settled: Settled | None = None
     world: World = NO_WORLD
-    # The job's logs and py-spy stacks found beside the dumps (frtrace.evidence.read).
+    # The job's logs and py-spy stacks found beside the dumps (frtrace.engine.evidence).
     evidence: Evidence | None = None
 
     @property
