@@ -284,9 +284,22 @@ class _Engine:
         self.expected: dict[str, Any] | None = None
         self.also_expected: list[dict[str, Any]] = []  # the truth of JobSpec.also's faults
         self.omit: set[int] = set()
-        programs: dict[int, list[Item]] = {}
         self.also_at: list[tuple[int, int, bool]] = []  # with JobSpec.also: rank, place, stops
+        self.ranks = self._start_ranks(self._plan_faults())
+        self._slow_down()
+        self.hung = False
+        self._rank_strs: dict[int, str] = {}
+        self.dump_ns: list[int] = []
+        skew = spec.clock_skew_ms * 1_000_000
+        hosts = (lay.world + 7) // 8
+        self.clock_offsets = [rng.randint(-skew, skew) for _ in range(hosts)] if skew else []
+
+    def _plan_faults(self) -> dict[int, list[Item]]:
+        """Each faulted rank's own program (the fault is only a rewrite of it), with the
+        ground truth and the ranks left without a dump that each fault implies."""
+        spec, lay = self.spec, self.layout
         stride = lay.dp * lay.tp
+        programs: dict[int, list[Item]] = {}
         for i, fault in enumerate((spec.fault, *spec.also) if spec.fault is not None else ()):
             stage = fault.rank // stride if fault.rank < lay.world else 0
             plan = plan_fault(fault, lay, self.table, self.reg, self.stage_progs[stage], spec.steps)
@@ -299,15 +312,27 @@ class _Engine:
             if spec.also:
                 stops = fault.kind in ("missing_ranks", "missing_dump")
                 self.also_at.append((fault.rank, plan.at, stops))
-        self.ranks: list[_Rank] = []
-        for r in range(lay.world):
+        return programs
+
+    def _start_ranks(self, programs: dict[int, list[Item]]) -> list[_Rank]:
+        """Every rank at its start: a faulted rank runs its own program once, the others
+        their stage's program `steps` times; start times differ by a little jitter."""
+        stride = self.layout.dp * self.layout.tp
+        ranks: list[_Rank] = []
+        for r in range(self.layout.world):
             gids = [self.table.gid(r, k) for k in range(NKINDS)]
             t0 = self.t0 + self.jit[(r * 7) % _JITTER] * 10
             if r in programs:
-                self.ranks.append(_Rank(programs[r], len(programs[r]), gids, t0))
+                ranks.append(_Rank(programs[r], len(programs[r]), gids, t0))
             else:
                 prog = self.stage_progs[r // stride]
-                self.ranks.append(_Rank(prog, len(prog) * spec.steps, gids, t0))
+                ranks.append(_Rank(prog, len(prog) * self.spec.steps, gids, t0))
+        return ranks
+
+    def _slow_down(self) -> None:
+        """Make JobSpec's straggler slower on every work item, and its step straggler late to
+        the first collective of each step (by a lateness drawn per step)."""
+        spec = self.spec
         if spec.straggler is not None:
             self.ranks[spec.straggler[0]].lag = spec.straggler[1]
         if spec.step_straggler is not None:
@@ -318,27 +343,29 @@ class _Engine:
                 steps = -(-me.total // me.n)
                 draw = random.Random(spec.seed + 2)
                 me.late = (first, [draw.randint(lo, hi) for _ in range(steps)])
-        self.hung = False
-        self._rank_strs: dict[int, str] = {}
-        self.dump_ns: list[int] = []
-        skew = spec.clock_skew_ms * 1_000_000
-        hosts = (lay.world + 7) // 8
-        self.clock_offsets = [rng.randint(-skew, skew) for _ in range(hosts)] if skew else []
 
     def run(self) -> None:
+        """Run the job until every rank finished or none can move, then record whether it
+        hung and when each rank dumps; a job that did not do what its spec asked is a bug."""
+        self._advance()
+        self.hung = any(me.inflight or me.pc < me.total for me in self.ranks)
+        self._mark_reached()
+        if self.spec.fault is None and self.hung:
+            raise RuntimeError("healthy synthetic job deadlocked; program generator bug")
+        if self.spec.fault is not None and not self.hung:
+            raise RuntimeError(f"fault {self.spec.fault} did not hang the job")
+        self.dump_ns = self._dump_times()
+
+    def _advance(self) -> None:
+        """Move ranks until none can: a worklist of the ranks that may progress, each issuing
+        work and starting it on its GPU until it blocks (max-plus times, no event queue)."""
         ranks = self.ranks
-        world = self.layout.world
-        stride = self.layout.dp * self.layout.tp
         window = self.spec.window
-        bs = self.spec.buffer_size
-        trim_at = bs + max(64, bs // 4)
-        members_of = self.members
-        jit = self.jit
-        mask = _JITTER - 1
         # work key -> [members still missing, latest start so far, poisoned]
         pending: dict[int, list[int]] = {}
-        work = deque(range(world))
-        queued = bytearray(b"\x01") * world
+        work = deque(range(self.layout.world))
+        queued = bytearray(b"\x01") * self.layout.world
+        start_head, complete, issue = self._start_head, self._complete, self._issue
         while work:
             r = work.popleft()
             queued[r] = 0
@@ -346,120 +373,152 @@ class _Engine:
             infl = me.inflight
             while True:
                 if infl and not me.head_on:
-                    me.head_on = True
-                    gidx, item, key, members, seq, t_issue = infl[0]
-                    if not item.nostart:
-                        start = t_issue + LAUNCH_NS
-                        ready = me.gpu_free + item.gpu_ns
-                        if ready > start:
-                            start = ready
-                        pos = gidx - me.base
-                        times, st = me.times, me.st
-                        # Coalesced parts are recorded without events: only the block's
-                        # closing entry (its last) ever changes state.
-                        for j in range(max(pos + len(item.tids) - 1, 0), pos + len(item.tids)):
-                            times[3 * j + 1] = start
-                            st[j] = 1
-                        if seq >= 0:
-                            me.sta[item.kind] = seq
-                        slot = pending.get(key)
-                        if slot is None:
-                            slot = [len(members) - 1, start, int(item.poison)]
-                            pending[key] = slot
-                        else:
-                            slot[0] -= 1
-                            if start > slot[1]:
-                                slot[1] = start
-                            if item.poison:
-                                slot[2] = 1
-                        if slot[0] == 0 and not slot[2]:
-                            del pending[key]
-                            end = slot[1] + item.comm_ns
-                            for m in members:
-                                peer = ranks[m]
-                                pinfl = peer.inflight
-                                full = len(pinfl) >= window
-                                rec = pinfl.popleft()
-                                if rec[2] != key:
-                                    raise RuntimeError(f"rank {m} completed work it was not on")
-                                pitem = rec[1]
-                                pos = rec[0] - peer.base + len(pitem.tids) - 1
-                                if pos >= 0:
-                                    peer.times[3 * pos + 2] = end
-                                    peer.st[pos] = 2
-                                if rec[4] >= 0:
-                                    peer.com[pitem.kind] = rec[4]
-                                peer.gpu_free = end
-                                if full and peer.cpu_t < end:
-                                    peer.cpu_t = end  # its CPU was blocked on this work
-                                peer.head_on = False
-                                if m != r and not queued[m]:
-                                    queued[m] = 1
-                                    work.append(m)
-                        continue
-                if len(infl) < window and me.pc < me.total:
-                    item = me.prog[me.pc % me.n]
-                    late = 0
-                    if me.late is not None and me.pc % me.n == me.late[0]:
-                        late = me.late[1][me.pc // me.n]  # its data arrives late
-                    me.pc += 1
-                    t = me.cpu_t + item.cpu_ns + jit[(me.pc * 7 + r * 13) & mask] + me.lag + late
-                    k = item.kind
-                    if item.p2p == 0:
-                        c = me.cc[k] + 1
-                        me.cc[k] = c
-                        seq, cs, ps = c, c, me.cp[k]
-                        gid = me.gids[k]
-                        key = (gid << 32) | c
-                        members = members_of[gid]
-                        me.enq[k] = c
-                    else:
-                        ps = me.cp[k] + 1
-                        me.cp[k] = ps
-                        seq, cs = -1, me.cc[k]
-                        peer_rank = r + item.delta * stride
-                        if item.p2p == 1:
-                            src, dst, ck = r, peer_rank, 2 * peer_rank + 1
-                        else:
-                            src, dst, ck = peer_rank, r, 2 * peer_rank
-                        nth = me.chan.get(ck, 0) + 1
-                        me.chan[ck] = nth
-                        key = -((((src * world) + dst) << 32) | nth) - 1
-                        members = (src, dst)
-                    st = me.st
-                    gidx = me.base + len(st)
-                    op_id = me.co[k]
-                    tc = t
-                    ints, times, part = me.ints, me.times, me.part
-                    closer = len(item.tids) - (0 if item.open_block else 1)
-                    for j, tid in enumerate(item.tids):
-                        op_id += 1
-                        ints.extend((tid, cs, ps, op_id))
-                        times.extend((tc, 0, 0))
-                        st.append(0)
-                        part.append(j < closer)
-                        tc += 3_000
-                    me.co[k] = op_id
-                    me.cpu_t = tc - 3_000
-                    if item.open_block:
-                        continue  # the rank stalls before the block's end: nothing launched
-                    infl.append((gidx, item, key, members, seq, t))
-                    if len(st) >= trim_at:
-                        self._trim(me, len(st) - bs, self.reg.ops)
-                    continue
-                break
-        self.hung = any(me.inflight or me.pc < me.total for me in ranks)
+                    done = start_head(me, pending)
+                    if done is not None:
+                        complete(r, *done, work, queued)
+                elif len(infl) < window and me.pc < me.total:
+                    issue(r, me)
+                else:
+                    break
+
+    @staticmethod
+    def _start_head(
+        me: _Rank, pending: dict[int, list[int]]
+    ) -> tuple[int, tuple[int, ...], int] | None:
+        """Start the rank's oldest work on its GPU; once every member started it (and none
+        disagrees), returns its key, its members and when it completes."""
+        me.head_on = True
+        gidx, item, key, members, seq, t_issue = me.inflight[0]
+        if item.nostart:
+            return None
+        start = t_issue + LAUNCH_NS
+        ready = me.gpu_free + item.gpu_ns
+        if ready > start:
+            start = ready
+        pos = gidx - me.base
+        times, st = me.times, me.st
+        # Coalesced parts are recorded without events: only the block's closing entry (its
+        # last) ever changes state.
+        for j in range(max(pos + len(item.tids) - 1, 0), pos + len(item.tids)):
+            times[3 * j + 1] = start
+            st[j] = 1
+        if seq >= 0:
+            me.sta[item.kind] = seq
+        slot = pending.get(key)
+        if slot is None:
+            slot = [len(members) - 1, start, int(item.poison)]
+            pending[key] = slot
+        else:
+            slot[0] -= 1
+            if start > slot[1]:
+                slot[1] = start
+            if item.poison:
+                slot[2] = 1
+        if slot[0] != 0 or slot[2]:
+            return None
+        del pending[key]
+        return key, members, slot[1] + item.comm_ns
+
+    def _complete(
+        self,
+        r: int,
+        key: int,
+        members: tuple[int, ...],
+        end: int,
+        work: deque[int],
+        queued: bytearray,
+    ) -> None:
+        """Complete work `key` on every member's GPU at `end`, and queue the members it held
+        up (a rank whose CPU waited for room in its window resumes then)."""
+        window = self.spec.window
+        for m in members:
+            peer = self.ranks[m]
+            pinfl = peer.inflight
+            full = len(pinfl) >= window
+            rec = pinfl.popleft()
+            if rec[2] != key:
+                raise RuntimeError(f"rank {m} completed work it was not on")
+            pitem = rec[1]
+            pos = rec[0] - peer.base + len(pitem.tids) - 1
+            if pos >= 0:
+                peer.times[3 * pos + 2] = end
+                peer.st[pos] = 2
+            if rec[4] >= 0:
+                peer.com[pitem.kind] = rec[4]
+            peer.gpu_free = end
+            if full and peer.cpu_t < end:
+                peer.cpu_t = end  # its CPU was blocked on this work
+            peer.head_on = False
+            if m != r and not queued[m]:
+                queued[m] = 1
+                work.append(m)
+
+    def _issue(self, r: int, me: _Rank) -> None:
+        """The rank's CPU issues its next work item: its entries are recorded and, unless
+        the rank stalls inside a coalescing block, the work waits for the GPU."""
+        item = me.prog[me.pc % me.n]
+        late = 0
+        if me.late is not None and me.pc % me.n == me.late[0]:
+            late = me.late[1][me.pc // me.n]  # its data arrives late
+        me.pc += 1
+        t = me.cpu_t + item.cpu_ns + self.jit[(me.pc * 7 + r * 13) & (_JITTER - 1)] + me.lag + late
+        seq, cs, ps, key, members = self._enqueue_counters(r, me, item)
+        # Its entries, 3 us apart, each with its own op id.
+        st = me.st
+        gidx = me.base + len(st)
+        op_id = me.co[item.kind]
+        tc = t
+        ints, times, part = me.ints, me.times, me.part
+        closer = len(item.tids) - (0 if item.open_block else 1)
+        for j, tid in enumerate(item.tids):
+            op_id += 1
+            ints.extend((tid, cs, ps, op_id))
+            times.extend((tc, 0, 0))
+            st.append(0)
+            part.append(j < closer)
+            tc += 3_000
+        me.co[item.kind] = op_id
+        me.cpu_t = tc - 3_000
+        if item.open_block:
+            return  # the rank stalls before the block's end: nothing launched
+        me.inflight.append((gidx, item, key, members, seq, t))
+        bs = self.spec.buffer_size
+        if len(st) >= bs + max(64, bs // 4):
+            self._trim(me, len(st) - bs, self.reg.ops)
+
+    def _enqueue_counters(
+        self, r: int, me: _Rank, item: Item
+    ) -> tuple[int, int, int, int, tuple[int, ...]]:
+        """Bump the group's collective or p2p counter as torch does at enqueue; returns the
+        collective seq (-1 for p2p), the entries' two seq ids, and the key and members by
+        which every member names the same work (group and seq; sender, receiver, nth)."""
+        k = item.kind
+        if item.p2p == 0:
+            c = me.cc[k] + 1
+            me.cc[k] = c
+            me.enq[k] = c
+            gid = me.gids[k]
+            return c, c, me.cp[k], (gid << 32) | c, self.members[gid]
+        ps = me.cp[k] + 1
+        me.cp[k] = ps
+        world = self.layout.world
+        peer_rank = r + item.delta * self.layout.dp * self.layout.tp
+        if item.p2p == 1:
+            src, dst, ck = r, peer_rank, 2 * peer_rank + 1
+        else:
+            src, dst, ck = peer_rank, r, 2 * peer_rank
+        nth = me.chan.get(ck, 0) + 1
+        me.chan[ck] = nth
+        return -1, me.cc[k], ps, -((((src * world) + dst) << 32) | nth) - 1, (src, dst)
+
+    def _mark_reached(self) -> None:
+        """With JobSpec.also: whether each fault's rank got to its fault, or another fault
+        held it up before (a missing dump is missing wherever its rank got to)."""
         truths = [self.expected, *self.also_expected] if self.expected and self.also_at else []
         for truth, (rank, at, stops) in zip(truths, self.also_at, strict=True):
-            # Reached: the rank got to its fault; else another fault held it up before.
-            # A missing dump is missing wherever its rank got to.
-            reached = ranks[rank].pc >= at if stops else ranks[rank].pc > at
+            pc = self.ranks[rank].pc
+            reached = pc >= at if stops else pc > at
             truth["reached"] = reached or truth["kind"] == "missing_dump"
-        if self.spec.fault is None and self.hung:
-            raise RuntimeError("healthy synthetic job deadlocked; program generator bug")
-        if self.spec.fault is not None and not self.hung:
-            raise RuntimeError(f"fault {self.spec.fault} did not hang the job")
-        self.dump_ns = self._dump_times()
 
     def _dump_times(self) -> list[int]:
         """When each rank writes its dump, on its own clock.
@@ -560,65 +619,41 @@ class _Engine:
         spec = self.spec
         ops: list[OpT] = self.reg.ops
         timing = spec.enable_timing
-        stacks = spec.with_stacks
         only_active = spec.only_active
         off = self.clock_offsets[r // 8] if self.clock_offsets else 0
         phase = self.jit[(r * 31) % _JITTER] * 4_000
         thread_id = str(140_230_000 + (r * 7919) % 10_000)
-        thread_name = "pt_main_thread"
-        ints, times, st = me.ints, me.times, me.st
+        ints, times, part = me.ints, me.times, me.part
         groups = [self.table.groups[g] if g >= 0 else None for g in me.gids]
         local = [(g.local_rank(r), len(g.ranks)) if g else (0, 1) for g in groups]
         status = [[p, p if timing else -1, p] for p in me.pre]
-        n = len(st)
-        visible = [i for i in range(n) if times[3 * i] <= dump_at][-spec.buffer_size :]
-        by_site: dict[str, list[dict[str, Any]]] = {}
+        visible = [i for i in range(len(me.st)) if times[3 * i] <= dump_at][-spec.buffer_size :]
+        frames_of = _SiteFrames(spec.stack_depth)
         copy_dict = dict.copy
         out: list[Dump] = []
         for i in visible:
             tid, cseq, pseq, op_id = ints[4 * i : 4 * i + 4]
             created, t_start, t_end = times[3 * i : 3 * i + 3]
             op = ops[tid]
-            done = 0 < t_end <= dump_at
-            running = timing and 0 < t_start <= dump_at
-            state = 2 if done else (1 if running else 0)
+            state, retired, seen_start, seen_done = _seen(t_start, t_end, dump_at, phase, timing)
             counters = status[op.kind]
-            if not me.part[i]:  # torch enqueues a block (pg_status counts it) at its closer
+            if not part[i]:  # torch enqueues a block (pg_status counts it) at its closer
                 counters[0] = pseq if op.is_p2p else cseq
             if state:
                 counters[1] = counters[0] if timing else -1
-            if done:
+            if state == 2:
                 counters[2] = counters[0]
-            if only_active and done:
-                continue
+                if only_active:
+                    continue
             info = pg_info[op.kind]
             assert info is not None
-            rid = me.base + i
-            # States and discovered times change only when the watchdog retires work (one
-            # poll for both) or when the dump itself looks at the events.
-            retired = False
-            seen_start = seen_done = None
-            if done:
-                poll = t_end + (phase - t_end) % POLL_NS
-                retired = poll <= dump_at
-                seen_done = poll if retired else dump_at
-                seen_start = seen_done if timing else None
-            elif running:
-                seen_start = dump_at
-            frames = by_site.get(op.site)
-            if frames is None:
-                frames = [
-                    {"name": a, "filename": b, "line": c}
-                    for a, b, c in site_frames(op.site, spec.stack_depth)
-                ]
-                by_site[op.site] = frames
             in_sizes, in_dtypes, out_sizes, out_dtypes = (
                 _rank_sizes(op, *local[op.kind], cseq, r) if op.vary else _sizes(op)
             )
             entry: Dump = {
                 # Fresh dicts sharing str objects: what unpickling a real dump gives.
-                "frames": list(map(copy_dict, frames)) if stacks else [],
-                "record_id": rid,
+                "frames": list(map(copy_dict, frames_of[op.site])) if spec.with_stacks else [],
+                "record_id": me.base + i,
                 "pg_id": info[2],
                 "process_group": (info[0], info[1]),
                 "collective_seq_id": cseq,
@@ -637,12 +672,45 @@ class _Engine:
                 "timeout_ms": TIMEOUT_MS,
                 "is_p2p": op.is_p2p,
                 "thread_id": thread_id,
-                "thread_name": thread_name,
+                "thread_name": "pt_main_thread",
             }
-            if timing and done:
+            if timing and state == 2:
                 entry["duration_ms"] = (t_end - t_start) / 1e6
             out.append(entry)
         return out, status
+
+
+def _seen(
+    t_start: int, t_end: int, dump_at: int, phase: int, timing: bool
+) -> tuple[int, bool, int | None, int | None]:
+    """An entry's state index, `retired` and discovered start and end times at `dump_at`.
+
+    They change only when the rank's watchdog retires work (one poll, every POLL_NS from the
+    rank's `phase`, for both times) or when the dump itself looks at the events.
+    """
+    if 0 < t_end <= dump_at:
+        poll = t_end + (phase - t_end) % POLL_NS
+        retired = poll <= dump_at
+        seen_done = poll if retired else dump_at
+        return 2, retired, seen_done if timing else None, seen_done
+    if timing and 0 < t_start <= dump_at:
+        return 1, False, dump_at, None
+    return 0, False, None, None
+
+
+class _SiteFrames(dict[str, list[dict[str, Any]]]):
+    """A call site's stack as dump dicts, built once per dump (each entry gets copies)."""
+
+    def __init__(self, depth: int | None) -> None:
+        super().__init__()
+        self.depth = depth
+
+    def __missing__(self, site: str) -> list[dict[str, Any]]:
+        frames = [
+            {"name": a, "filename": b, "line": c} for a, b, c in site_frames(site, self.depth)
+        ]
+        self[site] = frames
+        return frames
 
 
 Sizes = tuple[list[list[int]], list[str], list[list[int]], list[str]]
