@@ -342,104 +342,138 @@ def stage_program(
     each send/recv becomes a one-op coalescing block closed by `nccl:coalesced`. `extras` adds
     a barrier and rooted collectives (broadcast, reduce, gather, scatter) after the loss.
     """
-    tp, dp, pp = layout.tp, layout.dp, layout.pp
-    last = pp - 1
+    items = _passes(reg, layout, stage, microbatches, layers, batch_p2p)
+    if layout.dp > 1:
+        items += _gradient_sync(reg, layout, coalesce_dp, extras)
+    loss = _collective("all_reduce", "default", (1,), (1,), FP32, "loss")
+    items.append(reg.item([loss], cpu_ns=50_000, gpu_ns=20_000, bandwidth=20))
+    if extras:
+        items += _rooted(reg, layout.world)
+    return items
+
+
+def _passes(
+    reg: Registry, layout: Layout, stage: int, microbatches: int, layers: int, batch_p2p: bool
+) -> list[Item]:
+    """The forward pass of every microbatch, then the backward pass of every one: each gets
+    its activations from the previous stage, runs the layers and hands them to the next."""
+    last = layout.pp - 1
     act: Shape = (MICRO_BATCH, SEQ, HIDDEN)
-    p2p_act: Shape = (MICRO_BATCH, max(1, SEQ // tp), HIDDEN)
-    p2p_bw = 25
-
-    def p2p(direction: int, delta: int, site: str) -> Item:
-        me, peer = stage, stage + delta
-        if direction == 1:
-            name, short = f"nccl:send {me}->{peer}", "send"
-        else:
-            name, short = f"nccl:recv {me}<-{peer}", "recv"
-        op = OpT(
-            name, short, KIND_INDEX["pp"], True, (p2p_act,), (BF16,), (p2p_act,), (BF16,), site
-        )
-        gpu = 0 if direction == 2 else 60_000
-        ops = [op, _closer("coalesced", "pp", True, "p2p_batch")] if batch_p2p else [op]
-        return reg.item(
-            ops, p2p=direction, delta=delta, cpu_ns=15_000, gpu_ns=gpu, bandwidth=p2p_bw
-        )
-
     tp_fwd = _collective("all_reduce", "tp", act, act, BF16, "tp_fwd")
     tp_bwd = _collective("all_reduce", "tp", act, act, BF16, "tp_bwd")
-    moe = layout.ep > 1
-    tokens: Shape = (1024, HIDDEN // 4)
-    # all_to_all_single: ProcessGroupNCCL::alltoall_base records `nccl:all_to_all`.
-    a2a = replace(_collective("all_to_all", "ep", tokens, tokens, BF16, "moe_dispatch"), vary="a2a")
 
-    def layer(tp_op: OpT, cpu: int, gpu: int) -> list[Item]:
-        out = [reg.item([tp_op], cpu_ns=cpu, gpu_ns=gpu)] if tp > 1 else []
-        if moe:
-            out.append(reg.item([a2a], cpu_ns=cpu, gpu_ns=gpu // 2))
-        return out
+    def p2p(direction: int, delta: int, site: str) -> Item:
+        return _p2p(reg, layout, stage, direction, delta, site, batch_p2p)
 
     items: list[Item] = []
     for _ in range(microbatches):
         if stage > 0:
             items.append(p2p(2, -1, "recv_fwd"))
         for _ in range(layers):
-            items.extend(layer(tp_fwd, 25_000, 180_000))
+            items.extend(_layer(reg, layout, tp_fwd, 25_000, 180_000))
         if stage < last:
             items.append(p2p(1, +1, "send_fwd"))
     for _ in range(microbatches):
         if stage < last:
             items.append(p2p(2, +1, "recv_bwd"))
         for _ in range(layers):
-            items.extend(layer(tp_bwd, 40_000, 350_000))
+            items.extend(_layer(reg, layout, tp_bwd, 40_000, 350_000))
         if stage > 0:
             items.append(p2p(1, -1, "send_bwd"))
-    if dp > 1:
-        split = tp * pp
-        buckets = [
-            _collective(
-                "all_reduce", "dp", (max(1, b // split),), (max(1, b // split),), FP32, "dp_bucket"
-            )
-            for b in _BUCKETS
-        ]
-        if coalesce_dp:
-            # `_coalescing_manager`'s slow path: one part per bucket (recorded without events,
-            # so they stay `scheduled` forever), closed by `endCoalescing`'s `nccl:coalesced`.
-            marker = _closer("coalesced", "dp", False, "dp_coalesced")
-            items.append(reg.item([*buckets, marker], cpu_ns=8_000, gpu_ns=40_000, bandwidth=20))
-        else:
-            items.extend(reg.item([b], cpu_ns=5_000, gpu_ns=20_000, bandwidth=20) for b in buckets)
-        shard = max(1, sum(_BUCKETS) // split // dp)
-        gather = _collective("all_gather", "dp", (shard,), (shard * dp,), BF16, "dp_allgather")
-        items.append(reg.item([gather], cpu_ns=30_000, gpu_ns=200_000, bandwidth=20))
-        if extras:
-            # An uneven all_gather: ProcessGroupNCCL::allgather issues, for each member m,
-            # `_broadcast_oop(output[m], m == rank ? input : output[m])`, so part m records
-            # shard m in and out on every member; closed by `nccl:ALLGATHER_coalesced`.
-            parts = [
-                _collective("_broadcast_oop", "dp", (8 + m,), (8 + m,), FP32, "dp_allgather")
-                for m in range(dp)
-            ]
-            closer = _closer("ALLGATHER_coalesced", "dp", False, "dp_allgather")
-            items.append(reg.item([*parts, closer], cpu_ns=30_000, gpu_ns=50_000, bandwidth=20))
-    loss = _collective("all_reduce", "default", (1,), (1,), FP32, "loss")
-    items.append(reg.item([loss], cpu_ns=50_000, gpu_ns=20_000, bandwidth=20))
-    if extras:
-        world = layout.world
-        barrier = _collective("all_reduce_barrier", "default", (1,), (1,), FP32, "barrier")
-        bcast = _collective("broadcast", "default", (64,), (64,), FP32, "bcast")
-        red = _collective("reduce", "default", (8,), (8,), FP32, "reduce")
-        # ProcessGroupNCCL::gather: `collective(inputs, outputs)`, the root's outputs the list.
-        gather = OpT(
-            "nccl:gather", "gather", 0, False, ((16,),), (FP32,), ((16,),) * world,
-            (FP32,) * world, "gather", vary="gather",
-        )  # fmt: skip
-        # ProcessGroupNCCL::scatter: `collective(outputs, inputs)`: the entry's inputs are the
-        # received chunk (every rank), its outputs the root's list of chunks.
-        scatter = OpT(
-            "nccl:scatter", "scatter", 0, False, ((4,),), (FP32,), ((4,),) * world,
-            (FP32,) * world, "scatter", vary="scatter",
-        )  # fmt: skip
-        for op in (barrier, bcast, red, gather, scatter):
-            items.append(reg.item([op], cpu_ns=20_000, gpu_ns=10_000, bandwidth=20))
     return items
+
+
+def _p2p(
+    reg: Registry,
+    layout: Layout,
+    stage: int,
+    direction: int,
+    delta: int,
+    site: str,
+    batch_p2p: bool,
+) -> Item:
+    """A send (direction 1) or recv (2) of activations to the stage `delta` away; a one-op
+    coalescing block with `batch_p2p`. Only a send keeps the GPU busy before it starts."""
+    me, peer = stage, stage + delta
+    if direction == 1:
+        name, short = f"nccl:send {me}->{peer}", "send"
+    else:
+        name, short = f"nccl:recv {me}<-{peer}", "recv"
+    p2p_act: Shape = (MICRO_BATCH, max(1, SEQ // layout.tp), HIDDEN)
+    op = OpT(name, short, KIND_INDEX["pp"], True, (p2p_act,), (BF16,), (p2p_act,), (BF16,), site)
+    gpu = 0 if direction == 2 else 60_000
+    ops = [op, _closer("coalesced", "pp", True, "p2p_batch")] if batch_p2p else [op]
+    return reg.item(ops, p2p=direction, delta=delta, cpu_ns=15_000, gpu_ns=gpu, bandwidth=25)
+
+
+def _layer(reg: Registry, layout: Layout, tp_op: OpT, cpu: int, gpu: int) -> list[Item]:
+    """One transformer layer's collectives: the tensor-parallel all_reduce (when tp > 1),
+    then with MoE (ep > 1) the token dispatch."""
+    out = [reg.item([tp_op], cpu_ns=cpu, gpu_ns=gpu)] if layout.tp > 1 else []
+    if layout.ep > 1:
+        tokens: Shape = (1024, HIDDEN // 4)
+        # all_to_all_single: ProcessGroupNCCL::alltoall_base records `nccl:all_to_all`.
+        a2a = _collective("all_to_all", "ep", tokens, tokens, BF16, "moe_dispatch")
+        out.append(reg.item([replace(a2a, vary="a2a")], cpu_ns=cpu, gpu_ns=gpu // 2))
+    return out
+
+
+def _gradient_sync(reg: Registry, layout: Layout, coalesce_dp: bool, extras: bool) -> list[Item]:
+    """The data-parallel end of a step: gradient buckets all_reduced (coalesced, or one by
+    one), the parameter shards all_gathered, and with `extras` an uneven all_gather."""
+    tp, dp, pp = layout.tp, layout.dp, layout.pp
+    split = tp * pp
+    buckets = [
+        _collective(
+            "all_reduce", "dp", (max(1, b // split),), (max(1, b // split),), FP32, "dp_bucket"
+        )
+        for b in _BUCKETS
+    ]
+    items: list[Item] = []
+    if coalesce_dp:
+        # `_coalescing_manager`'s slow path: one part per bucket (recorded without events,
+        # so they stay `scheduled` forever), closed by `endCoalescing`'s `nccl:coalesced`.
+        marker = _closer("coalesced", "dp", False, "dp_coalesced")
+        items.append(reg.item([*buckets, marker], cpu_ns=8_000, gpu_ns=40_000, bandwidth=20))
+    else:
+        items.extend(reg.item([b], cpu_ns=5_000, gpu_ns=20_000, bandwidth=20) for b in buckets)
+    shard = max(1, sum(_BUCKETS) // split // dp)
+    gather = _collective("all_gather", "dp", (shard,), (shard * dp,), BF16, "dp_allgather")
+    items.append(reg.item([gather], cpu_ns=30_000, gpu_ns=200_000, bandwidth=20))
+    if extras:
+        # An uneven all_gather: ProcessGroupNCCL::allgather issues, for each member m,
+        # `_broadcast_oop(output[m], m == rank ? input : output[m])`, so part m records
+        # shard m in and out on every member; closed by `nccl:ALLGATHER_coalesced`.
+        parts = [
+            _collective("_broadcast_oop", "dp", (8 + m,), (8 + m,), FP32, "dp_allgather")
+            for m in range(dp)
+        ]
+        closer = _closer("ALLGATHER_coalesced", "dp", False, "dp_allgather")
+        items.append(reg.item([*parts, closer], cpu_ns=30_000, gpu_ns=50_000, bandwidth=20))
+    return items
+
+
+def _rooted(reg: Registry, world: int) -> list[Item]:
+    """`extras` after the loss: a barrier and the rooted collectives, whose recorded sizes
+    differ between the root and the others (see OpT.vary)."""
+    barrier = _collective("all_reduce_barrier", "default", (1,), (1,), FP32, "barrier")
+    bcast = _collective("broadcast", "default", (64,), (64,), FP32, "bcast")
+    red = _collective("reduce", "default", (8,), (8,), FP32, "reduce")
+    # ProcessGroupNCCL::gather: `collective(inputs, outputs)`, the root's outputs the list.
+    gather = OpT(
+        "nccl:gather", "gather", 0, False, ((16,),), (FP32,), ((16,),) * world,
+        (FP32,) * world, "gather", vary="gather",
+    )  # fmt: skip
+    # ProcessGroupNCCL::scatter: `collective(outputs, inputs)`: the entry's inputs are the
+    # received chunk (every rank), its outputs the root's list of chunks.
+    scatter = OpT(
+        "nccl:scatter", "scatter", 0, False, ((4,),), (FP32,), ((4,),) * world,
+        (FP32,) * world, "scatter", vary="scatter",
+    )  # fmt: skip
+    return [
+        reg.item([op], cpu_ns=20_000, gpu_ns=10_000, bandwidth=20)
+        for op in (barrier, bcast, red, gather, scatter)
+    ]
 
 
 def is_marker(op: OpT) -> bool:
