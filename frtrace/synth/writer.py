@@ -160,16 +160,7 @@ def write_job(
     `workers` > 1 forks that many processes (POSIX only) that build and write disjoint ranks:
     building dicts dominates, and forked children share the simulation state for free.
     """
-    if fmt not in FORMATS:
-        raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
-    if format_version is not None and (format_version not in ENTRY_KEYS or fmt != "pickle"):
-        raise ValueError(
-            f"format_version must be one of {OLD_FORMATS} (pickle only), got {format_version!r}"
-        )
-    if not prefix or "/" in prefix:
-        raise ValueError(f"prefix must be a non-empty file name prefix, got {prefix!r}")
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+    _check_options(fmt, format_version, prefix, workers)
     root = Path(directory)
     todo: list[tuple[int, Path]] = []
     for rank in sorted(job.dumps):
@@ -188,23 +179,50 @@ def write_job(
     for parent in sorted({path.parent for _, path in todo} | {root}):
         parent.mkdir(parents=True, exist_ok=True)
     if workers > 1 and len(todo) > 1 and "fork" in mp.get_all_start_methods():
-        ctx = mp.get_context("fork")
-        procs = [
-            ctx.Process(
-                target=_write_ranks, args=(job, todo[i::workers], fmt, compress, format_version)
-            )
-            for i in range(min(workers, len(todo)))
-        ]
-        for proc in procs:
-            proc.start()
-        for proc in procs:
-            proc.join()
-        failed = [proc.exitcode for proc in procs if proc.exitcode != 0]
-        if failed:
-            raise RuntimeError(f"{len(failed)} dump writer process(es) failed: {failed}")
+        _write_forked(job, todo, workers, fmt, compress, format_version)
     else:
         _write_ranks(job, todo, fmt, compress, format_version)
     return [path for _, path in todo]
+
+
+def _check_options(fmt: str, format_version: str | None, prefix: str, workers: int) -> None:
+    """Refuse write_job's options before anything is written (a half-written job misleads)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
+    if format_version is not None and (format_version not in ENTRY_KEYS or fmt != "pickle"):
+        raise ValueError(
+            f"format_version must be one of {OLD_FORMATS} (pickle only), got {format_version!r}"
+        )
+    if not prefix or "/" in prefix:
+        raise ValueError(f"prefix must be a non-empty file name prefix, got {prefix!r}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+
+
+def _write_forked(
+    job: SyntheticJob,
+    todo: list[tuple[int, Path]],
+    workers: int,
+    fmt: str,
+    compress: bool,
+    format_version: str | None,
+) -> None:
+    """Split the ranks among forked writers, each taking every `workers`-th one; a failed
+    writer fails the job (its files would be missing)."""
+    ctx = mp.get_context("fork")
+    procs = [
+        ctx.Process(
+            target=_write_ranks, args=(job, todo[i::workers], fmt, compress, format_version)
+        )
+        for i in range(min(workers, len(todo)))
+    ]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join()
+    failed = [proc.exitcode for proc in procs if proc.exitcode != 0]
+    if failed:
+        raise RuntimeError(f"{len(failed)} dump writer process(es) failed: {failed}")
 
 
 def _write_ranks(
