@@ -8,6 +8,7 @@ import os
 import time
 from typing import Any
 
+from frtrace.collect.dumps import FreshResult
 from frtrace.collect.run import MANIFEST_NAME, Collected
 from frtrace.ranks import rank_ranges
 from frtrace.report.fmt import safe
@@ -40,8 +41,49 @@ def _local(seconds: float) -> str:
 
 def manifest_dict(done: Collected) -> dict[str, Any]:
     """collect.json: what was found and written, and what failed (docs/collect.md)."""
+    return {
+        "schema": SCHEMA_ID,
+        "frtrace": __version__,
+        "host": done.host,
+        "time": _iso(done.started),
+        "pyspy": done.pyspy,
+        "processes": _manifest_processes(done),
+        "searched_prefixes": done.searched,
+        "files": _manifest_files(done),
+        "failures": _manifest_failures(done),
+    }
+
+
+def _manifest_processes(done: Collected) -> list[dict[str, Any]]:
+    """Every training process found, with how taking its stack and fresh dump went."""
     stacks = {p.pid: s for p, s in done.stacks}
     fresh = {p.pid: r for p, r in done.fresh}
+    return [
+        {
+            "rank": p.rank,
+            "local_rank": p.local_rank,
+            "pid": p.pid,
+            "world_size": p.world_size,
+            "job": p.job,
+            "helpers": list(p.helpers),
+            "command": p.command,
+            "stack": None if p.pid not in stacks else (stacks[p.pid].failure or "ok"),
+            "fresh_dump": None if p.pid not in fresh else _fresh_outcome(fresh[p.pid]),
+        }
+        for p in done.found.processes
+    ]
+
+
+def _fresh_outcome(result: FreshResult) -> str:
+    """One word for asking a process for a fresh dump: ok, unavailable (the job enabled no
+    way to ask) or failed."""
+    if result.failure is None:
+        return "ok"
+    return "unavailable" if result.method is None else "failed"
+
+
+def _manifest_files(done: Collected) -> list[dict[str, Any]]:
+    """The files written into OUT: the stacks, the dumps copied, the fresh dumps."""
     files: list[dict[str, Any]] = []
     if done.stacks_file is not None:
         files.append({"name": done.stacks_file, "kind": "stacks"})
@@ -69,80 +111,42 @@ def manifest_dict(done: Collected) -> dict[str, Any]:
         for p, r in done.fresh
         if r.file is not None
     ]
-    failures: list[dict[str, Any]] = []
-    for proc, stack in done.stacks:
-        if stack.failure is not None:
-            failures.append(
-                {
-                    "what": "stack",
-                    "rank": proc.rank,
-                    "pid": proc.pid,
-                    "reason": stack.failure,
-                    "detail": stack.detail,
-                }
-            )
+    return files
+
+
+def _manifest_failures(done: Collected) -> list[dict[str, Any]]:
+    """What could not be taken, one record each: stacks, py-spy itself, copies, fresh dumps."""
+    failures = [
+        _failure("stack", proc.rank, proc.pid, stack.failure, stack.detail)
+        for proc, stack in done.stacks
+        if stack.failure is not None
+    ]
     if done.found.processes and done.pyspy is None:
-        failures.append(
-            {
-                "what": "stack",
-                "rank": None,
-                "pid": None,
-                "reason": "no_pyspy",
-                "detail": "py-spy is not installed",
-            }
-        )
+        failures.append(_failure("stack", None, None, "no_pyspy", "py-spy is not installed"))
     failures += [
-        {
-            "what": "dump",
-            "rank": c.rank,
-            "pid": None,
-            "reason": "copy_failed",
-            "detail": f"{c.source}: {c.failure}",
-        }
+        _failure("dump", c.rank, None, "copy_failed", f"{c.source}: {c.failure}")
         for c in done.dumps
         if c.failure is not None
     ]
-    for proc, result in done.fresh:
-        if result.failure is not None:
-            failures.append(
-                {
-                    "what": "fresh_dump",
-                    "rank": proc.rank,
-                    "pid": proc.pid,
-                    "reason": "unavailable" if result.method is None else "failed",
-                    "detail": UNAVAILABLE if result.method is None else result.failure,
-                }
-            )
-    return {
-        "schema": SCHEMA_ID,
-        "frtrace": __version__,
-        "host": done.host,
-        "time": _iso(done.started),
-        "pyspy": done.pyspy,
-        "processes": [
-            {
-                "rank": p.rank,
-                "local_rank": p.local_rank,
-                "pid": p.pid,
-                "world_size": p.world_size,
-                "job": p.job,
-                "helpers": list(p.helpers),
-                "command": p.command,
-                "stack": None if p.pid not in stacks else (stacks[p.pid].failure or "ok"),
-                "fresh_dump": None
-                if p.pid not in fresh
-                else (
-                    "ok"
-                    if fresh[p.pid].failure is None
-                    else ("unavailable" if fresh[p.pid].method is None else "failed")
-                ),
-            }
-            for p in done.found.processes
-        ],
-        "searched_prefixes": done.searched,
-        "files": files,
-        "failures": failures,
-    }
+    failures += [
+        _failure(
+            "fresh_dump",
+            proc.rank,
+            proc.pid,
+            "unavailable" if result.method is None else "failed",
+            UNAVAILABLE if result.method is None else result.failure,
+        )
+        for proc, result in done.fresh
+        if result.failure is not None
+    ]
+    return failures
+
+
+def _failure(
+    what: str, rank: int | None, pid: int | None, reason: str, detail: str | None
+) -> dict[str, Any]:
+    """One record of collect.json's `failures` (every record has every key)."""
+    return {"what": what, "rank": rank, "pid": pid, "reason": reason, "detail": detail}
 
 
 def write_manifest(done: Collected) -> str:
