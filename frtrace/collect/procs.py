@@ -212,44 +212,18 @@ def find_training_processes(
     `under`: only that pid and the processes below it (a torchrun agent, a Slurm step).
     `exclude`: pids never taken (this process).
     """
-    skip = set(exclude)
-    parents: dict[int, int] = {}
-    candidates: list[_Candidate] = []
     found = Found()
-    try:
-        entries = [e for e in os.listdir(proc) if e.isdigit()]
-    except OSError:
+    scanned = _scan(proc, rank_var, set(exclude))
+    if scanned is None:
         return found
-    for entry in entries:
-        pid = int(entry)
-        proc_dir = proc / entry
-        info = _stat(proc_dir)
-        if info is None:
-            continue
-        ppid, ticks = info
-        parents[pid] = ppid
-        if pid in skip:
-            continue
-        env = read_environ(proc_dir / "environ")
-        if env is None or rank_var not in env:
-            continue
-        command, python = _command(proc_dir)
-        candidates.append(_Candidate(pid, ppid, env, command, python, ticks))
+    candidates, parents = scanned
     if under is not None:
         candidates = [c for c in candidates if c.pid == under or _below(c.pid, under, parents)]
-    groups: dict[tuple[str, int], list[_Candidate]] = {}
-    for cand in candidates:
-        rank = parse_int(cand.env[rank_var])
-        if rank is None:
-            found.bad_ranks.append((cand.pid, cand.env[rank_var][:40]))
-            continue
-        groups.setdefault((_job(cand.env), rank), []).append(cand)
+    groups, found.bad_ranks = _by_job_and_rank(candidates, rank_var)
     boot = _boot_time(proc)
     hertz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     for (job, rank), members in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        pythons = [m for m in members if m.python] or members
-        pids = {m.pid for m in pythons}
-        tops = [m for m in pythons if not _ancestor_in(m.pid, pids, parents)]
+        tops = _tops(members, parents)
         if len(tops) > 1:
             found.duplicates.append((job, rank, sorted(m.pid for m in tops)))
         for top in sorted(tops, key=lambda m: m.pid):
@@ -274,6 +248,59 @@ def find_training_processes(
     jobs = sorted({p.job for p in found.processes})
     found.jobs = jobs if len(jobs) > 1 else []
     return found
+
+
+def _scan(
+    proc: Path, rank_var: str, skip: set[int]
+) -> tuple[list[_Candidate], dict[int, int]] | None:
+    """Every process holding `rank_var` (not in `skip`), and every process's parent (to
+    tell ranks from their helpers); None when `proc` cannot be listed."""
+    parents: dict[int, int] = {}
+    candidates: list[_Candidate] = []
+    try:
+        entries = [e for e in os.listdir(proc) if e.isdigit()]
+    except OSError:
+        return None
+    for entry in entries:
+        pid = int(entry)
+        proc_dir = proc / entry
+        info = _stat(proc_dir)
+        if info is None:
+            continue
+        ppid, ticks = info
+        parents[pid] = ppid
+        if pid in skip:
+            continue
+        env = read_environ(proc_dir / "environ")
+        if env is None or rank_var not in env:
+            continue
+        command, python = _command(proc_dir)
+        candidates.append(_Candidate(pid, ppid, env, command, python, ticks))
+    return candidates, parents
+
+
+def _by_job_and_rank(
+    candidates: list[_Candidate], rank_var: str
+) -> tuple[dict[tuple[str, int], list[_Candidate]], list[tuple[int, str]]]:
+    """The candidates by (job, rank) (two jobs on a node both have a rank 0), and those
+    whose rank variable is not a rank (pid, value cut to 40 characters)."""
+    groups: dict[tuple[str, int], list[_Candidate]] = {}
+    bad: list[tuple[int, str]] = []
+    for cand in candidates:
+        rank = parse_int(cand.env[rank_var])
+        if rank is None:
+            bad.append((cand.pid, cand.env[rank_var][:40]))
+            continue
+        groups.setdefault((_job(cand.env), rank), []).append(cand)
+    return groups, bad
+
+
+def _tops(members: list[_Candidate], parents: Mapping[int, int]) -> list[_Candidate]:
+    """The processes that are the rank: its topmost Python processes (the others inherited
+    its environment); several mean several unrelated processes claim one rank."""
+    pythons = [m for m in members if m.python] or members
+    pids = {m.pid for m in pythons}
+    return [m for m in pythons if not _ancestor_in(m.pid, pids, parents)]
 
 
 def _local_rank(env: Mapping[str, str]) -> int | None:
