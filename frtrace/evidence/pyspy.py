@@ -87,6 +87,39 @@ class _Building:
             self.threads.append(ThreadStack(tid, status, name, tuple(self.frames[:MAX_FRAMES])))
         self.thread, self.frames = None, []
 
+    def take(self, text: str) -> None:
+        """One line of the process's block: its Python version, a thread's header or one of
+        the thread's frames (within the budgets); anything else (`--locals` blocks) is
+        skipped."""
+        if (p := _PYTHON.match(text)) is not None:
+            self.python = p.group("version")
+        elif (t := _THREAD.match(text)) is not None:
+            self.close_thread()
+            self.thread = (t.group("tid"), t.group("status"), t.group("name") or "")
+        elif (
+            self.thread is not None
+            and len(self.frames) < MAX_FRAMES
+            and (f := _FRAME.match(text)) is not None
+        ):
+            line = f.group("line")
+            self.frames.append(
+                PyFrame(cut(f.group("fn"), 200), cut(f.group("file"), 400), int(line or 0))
+            )
+
+    def finish(self, host: str) -> ProcessStack:
+        """The process as read, on its label's host when the label names one, else `host`
+        (the file's)."""
+        self.close_thread()
+        return ProcessStack(
+            self.pid,
+            cut(self.cmdline),
+            self.python,
+            tuple(self.threads),
+            (self.label.host if self.label and self.label.host else host),
+            self.where,
+            self.label,
+        )
+
 
 def parse_pyspy(path: Path, root: Path | None = None) -> ParsedStacks:
     """Every process of one py-spy output file, within the budgets."""
@@ -95,61 +128,33 @@ def parse_pyspy(path: Path, root: Path | None = None) -> ParsedStacks:
     stats = LineStats()
     label: Label | None = None
     current: _Building | None = None
-
-    def close() -> None:
-        nonlocal current
-        if current is not None:
-            current.close_thread()
-            if len(out.processes) < MAX_PROCESSES:
-                out.processes.append(
-                    ProcessStack(
-                        current.pid,
-                        cut(current.cmdline),
-                        current.python,
-                        tuple(current.threads),
-                        (current.label.host if current.label and current.label.host else host),
-                        current.where,
-                        current.label,
-                    )
-                )
-        current = None
-
     try:
         for number, text in read_lines(path, stats):
             if text.startswith("#"):
                 got = parse_label(text)
                 if got is not None:
-                    close()
-                    label = got
+                    _keep(out, current)
+                    current, label = None, got
                 continue
             m = _PROCESS.match(text)
             if m:
-                close()
-                current = _Building(
-                    int(m.group("pid")), m.group("cmd"), Where(str(path), number), label
-                )
+                _keep(out, current)
+                where = Where(str(path), number)
+                current = _Building(int(m.group("pid")), m.group("cmd"), where, label)
                 label = None
-                continue
-            if current is None:
-                continue
-            if (p := _PYTHON.match(text)) is not None:
-                current.python = p.group("version")
-            elif (t := _THREAD.match(text)) is not None:
-                current.close_thread()
-                current.thread = (t.group("tid"), t.group("status"), t.group("name") or "")
-            elif (
-                current.thread is not None
-                and len(current.frames) < MAX_FRAMES
-                and (f := _FRAME.match(text)) is not None
-            ):
-                line = f.group("line")
-                current.frames.append(
-                    PyFrame(cut(f.group("fn"), 200), cut(f.group("file"), 400), int(line or 0))
-                )
+            elif current is not None:
+                current.take(text)
     except OSError as exc:
         raise LogReadError(f"cannot read ({exc.strerror or exc})") from exc
-    close()
+    _keep(out, current)
     out.input = InputFile(
         str(path), "stacks", host, stats.lines, stats.truncated, stats.binary, stats.cut
     )
     return out
+
+
+def _keep(out: ParsedStacks, current: _Building | None) -> None:
+    """File the process just read, up to MAX_PROCESSES per file (a label or the next
+    process header ends it, as does the file's end)."""
+    if current is not None and len(out.processes) < MAX_PROCESSES:
+        out.processes.append(current.finish(out.host))
