@@ -73,45 +73,68 @@ def gather(
         r.add_file(d.path)
         r.host = r.host or d.host
         ev.dump_files += 1
+    ev.files.extend(log.input for log in logs)
+    slots = _slots(logs, ev)
+    for log in logs:
+        ev.workers |= {(s.host, s.local) for s in log.speakers if s.local is not None}
+        ev.workers |= {(s.host, s.local) for s, _e in log.exits if s.local is not None}
+    for log in logs:
+        _file_lines(ev, log, slots)
+    _file_warnings(ev, logs, slots)
+    _match_stacks(ev, stacks)
+    return ev
+
+
+def _slots(logs: list[ParsedLog], ev: Evidence) -> dict[tuple[str, int], int]:
+    """(node, local rank) -> global rank: what the logs' lines and torchelastic's summaries
+    pair, and the one pair left to infer (see _infer_last_slot)."""
     slots: dict[tuple[str, int], int] = {}
     for log in logs:
-        ev.files.append(log.input)
         slots.update(log.slots)
         for speaker, _exited in log.exits:
             if speaker.local is not None and speaker.rank is not None:
                 slots[(speaker.host, speaker.local)] = speaker.rank
     _infer_last_slot(logs, slots, ev)
-    for log in logs:
-        ev.workers |= {(s.host, s.local) for s in log.speakers if s.local is not None}
-        ev.workers |= {(s.host, s.local) for s, _e in log.exits if s.local is not None}
+    return slots
 
-    def owner(log: ParsedLog, speaker: Speaker) -> RankEvidence | None:
-        """The rank a line's writer is, filed with what the line says of its node."""
-        if speaker.rank is not None:
-            rank: int | None = speaker.rank
-        elif speaker.local is not None:
-            rank = slots.get((speaker.host, speaker.local))
-        else:
-            rank, speaker = log.file_rank, Speaker(log.host, None, None)
-        return None if rank is None else _place(ev, rank, speaker, log.input.path)
 
-    for log in logs:
-        if log.file_rank is not None:  # a per-rank file, even one that names nothing
-            _place(ev, log.file_rank, Speaker(log.host, None, None), log.input.path)
-        for speaker in log.speakers:
-            owner(log, speaker)
-        for speaker, wait in log.waits:
-            if (waiter := owner(log, speaker)) is not None:
-                waiter.waits.append(wait)
-        for speaker, raised in log.raised:
-            if (raiser := owner(log, speaker)) is not None:
-                raiser.raised.append(raised)
-        for speaker, exited in log.exits:
-            if speaker.rank is None:
-                continue
-            ended = _place(ev, speaker.rank, speaker, log.input.path)
-            ended.exits.append(exited)
-            ended.pid = ended.pid or exited.pid
+def _owner(
+    ev: Evidence, slots: dict[tuple[str, int], int], log: ParsedLog, speaker: Speaker
+) -> RankEvidence | None:
+    """The rank a line's writer is (its rank tag, its node's local rank, or the per-rank
+    file's rank), filed with what the line says of its node; None when not known."""
+    if speaker.rank is not None:
+        rank: int | None = speaker.rank
+    elif speaker.local is not None:
+        rank = slots.get((speaker.host, speaker.local))
+    else:
+        rank, speaker = log.file_rank, Speaker(log.host, None, None)
+    return None if rank is None else _place(ev, rank, speaker, log.input.path)
+
+
+def _file_lines(ev: Evidence, log: ParsedLog, slots: dict[tuple[str, int], int]) -> None:
+    """File one log's speakers, waits, exceptions and exits under the ranks they are."""
+    if log.file_rank is not None:  # a per-rank file, even one that names nothing
+        _place(ev, log.file_rank, Speaker(log.host, None, None), log.input.path)
+    for speaker in log.speakers:
+        _owner(ev, slots, log, speaker)
+    for speaker, wait in log.waits:
+        if (waiter := _owner(ev, slots, log, speaker)) is not None:
+            waiter.waits.append(wait)
+    for speaker, raised in log.raised:
+        if (raiser := _owner(ev, slots, log, speaker)) is not None:
+            raiser.raised.append(raised)
+    for speaker, exited in log.exits:
+        if speaker.rank is None:
+            continue
+        ended = _place(ev, speaker.rank, speaker, log.input.path)
+        ended.exits.append(exited)
+        ended.pid = ended.pid or exited.pid
+
+
+def _file_warnings(ev: Evidence, logs: list[ParsedLog], slots: dict[tuple[str, int], int]) -> None:
+    """File NCCL's WARN lines under the rank whose pid they give (known once every exit
+    is filed), else under the line's writer."""
     by_pid = {(r.host, r.pid): r.rank for r in ev.ranks.values() if r.pid is not None}
     for log in logs:
         for speaker, warned in log.warnings:
@@ -119,12 +142,10 @@ def gather(
             warner = (
                 _place(ev, mapped, speaker, log.input.path)
                 if mapped is not None
-                else owner(log, speaker)
+                else _owner(ev, slots, log, speaker)
             )
             if warner is not None:
                 warner.warnings.append(warned)
-    _match_stacks(ev, stacks)
-    return ev
 
 
 def _place(ev: Evidence, rank: int, speaker: Speaker, path: str) -> RankEvidence:
