@@ -160,25 +160,12 @@ def log_findings(ev: Evidence) -> list[Finding]:
     states, main = rank_states(ev)
     world = sorted(states)
     waiting = [r for r, s in states.items() if s.state == WAITING]
-    absent = [r for r, s in states.items() if s.state not in (WAITING, ELSEWHERE)]
-    failed = [r for r in absent if states[r].state in FAILED]
     elsewhere = [r for r, s in states.items() if s.state == ELSEWHERE]
+    culprits, failed = _culprits(states, elsewhere)
     if main is None and not failed:
         return []  # nobody waited, nobody failed by itself
-    if failed:
-        culprits = failed
-    elif absent and waiting:
-        culprits = absent
-    else:
-        culprits = elsewhere
-    waits = [states[r].wait for r in waiting if states[r].wait is not None]
     facts: dict[str, Any] = {"source": "logs"}
-    if waits:
-        hows = Counter(w.how for w in waits if w is not None)
-        facts["how"] = hows.most_common(1)[0][0]
-        timeouts = [w.timeout_ms for w in waits if w is not None and w.timeout_ms]
-        if timeouts:
-            facts["timeout_ms"] = max(timeouts)
+    facts.update(_wait_facts([w for r in waiting if (w := states[r].wait) is not None]))
     pg_name = main.pg_name if main is not None else ""
     pg_desc = main.pg_desc if main is not None else ""
     seq = main.seq if main is not None else None
@@ -221,6 +208,31 @@ def log_findings(ev: Evidence) -> list[Finding]:
             undecidable=len(culprits) > 1 and not failed,
         )
     ]
+
+
+def _culprits(states: dict[int, RankState], elsewhere: list[int]) -> tuple[list[int], bool]:
+    """The ranks to blame, and whether they failed by themselves: the absent ranks with
+    evidence of their own failure; else, while others wait, every absent rank (torn down
+    or never joined); else the ranks waiting in another collective."""
+    absent = [r for r, s in states.items() if s.state not in (WAITING, ELSEWHERE)]
+    failed = [r for r in absent if states[r].state in FAILED]
+    if failed:
+        return failed, True
+    if absent and any(s.state == WAITING for s in states.values()):
+        return absent, False
+    return elsewhere, False
+
+
+def _wait_facts(waits: list[Wait]) -> dict[str, Any]:
+    """How the waiting ranks' waits ended (the most common way) and the longest timeout
+    they name; nothing when no waiting rank left a wait in the logs."""
+    if not waits:
+        return {}
+    facts: dict[str, Any] = {"how": Counter(w.how for w in waits).most_common(1)[0][0]}
+    timeouts = [w.timeout_ms for w in waits if w.timeout_ms]
+    if timeouts:
+        facts["timeout_ms"] = max(timeouts)
+    return facts
 
 
 def _op(state: RankState) -> str:
