@@ -39,7 +39,8 @@ EPILOG = """\b
 Examples:
   frtrace /tmp/ --prefix trace_          analyze the dumps /tmp/trace_0, /tmp/trace_1, ...
   frtrace                                analyze where PyTorch writes by default
-                                         ($TORCH_FR_DUMP_TEMP_FILE, else /tmp/nccl_trace_rank_)
+                                         ($TORCH_FR_DUMP_TEMP_FILE, else torch's default,
+                                         ~/.cache/torch/comm_lib_trace_rank_<rank>)
   frtrace dumps/ --format json -o r.json the report as JSON, also saved to r.json
   frtrace -j --selected-ranks 0 1        raw entries of ranks 0 and 1, as JSON
   frtrace dumps/ -j --format table --pg-filters default_pg
