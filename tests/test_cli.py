@@ -488,3 +488,30 @@ def test_a_healthy_job_dumped_before_format_2_0_exits_2_naming_the_version(
     lines = result.stderr.splitlines()
     assert sum("format version 1.4 is not supported" in line for line in lines) == 8
     assert lines[-1] == f"frtrace: error: no usable dump in {tmp_path} (8 file(s) skipped)"
+
+
+def _python_m_synth(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "frtrace.synth", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        check=False,
+    )
+
+
+def test_python_m_frtrace_synth_writes_a_job_and_prints_its_ground_truth(tmp_path: Path) -> None:
+    fault = ["--fault", "missing_ranks", "--fault-rank", "1"]
+    result = _python_m_synth(str(tmp_path), "--tp", "2", "--entries", "20", *fault)
+    assert result.returncode == 0, result.stderr
+    truth = json.loads(result.stdout)
+    assert (truth["kind"], truth["culprit_ranks"]) == ("missing_ranks", [1])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nccl_trace_rank_0", "nccl_trace_rank_1"]
+
+
+def test_python_m_frtrace_synth_refuses_an_unknown_fault_with_exit_2() -> None:
+    result = _python_m_synth("out", "--fault", "hang")
+    assert result.returncode == 2
+    assert "python -m frtrace.synth: error: argument --fault: invalid choice: 'hang'" in (
+        result.stderr
+    )
