@@ -382,6 +382,8 @@ def run(options: dict[str, Any]) -> int:
             f"frtrace: using prefix '{safe(found.prefix)}' (inferred; set it with --prefix)",
             err=True,
         )
+    if options["raw"] and ranks is not None:  # before reading: only those ranks' files are read
+        _warn_absent(ranks, found_ranks(found), "among the dumps")
     if engine == "local" and not (options["raw"] and ranks):  # raw: only those ranks' files
         from frtrace.engine.memory import local_shortfall
         from frtrace.report.wording import memory_warning
@@ -454,6 +456,9 @@ def _answer(
         else:
             click.echo(safe(entries_table(entries), keep_newlines=True))
         return EXIT_OK
+    if ranks is not None:
+        job = job_ranks(trace, options["world_size"])
+        _warn_absent(ranks, job, "among the dumps" if job == set(trace.ranks) else "in the job")
     from frtrace.api import analyze
     from frtrace.report.json_report import render_json
     from frtrace.report.text import render_text
@@ -592,6 +597,35 @@ def check_output(output: Path, found: Any) -> None:
             raise FrtraceError(
                 f"-o {output}: named like a dump in the dump folder; choose another name"
             )
+
+
+def found_ranks(found: Any) -> list[int]:
+    """The ranks of the dump files discovery found (a folder's or a store's)."""
+    from frtrace.dumps.discover import Discovery
+
+    if isinstance(found, Discovery):
+        return [f.rank for f in found.files]
+    return [rank for _url, rank in found.files]
+
+
+def job_ranks(trace: Any, world_size: int | None) -> set[int]:
+    """Every rank the job is known to have: those with a dump, an unreadable one or none at
+    all (the world a dump or --world-size states, the members of its groups)."""
+    known = set(trace.ranks) | set(trace.missing_dumps) | set(trace.unreadable)
+    return known | set(range(world_size or 0))
+
+
+def _warn_absent(ranks: list[int], present: Any, where: str) -> None:
+    """--selected-ranks naming ranks that are not there: a warning for some, exit 2 for all
+    (a selection that matches nothing would print nothing, or a report of other ranks)."""
+    from frtrace.ranks import check_selection
+
+    present = set(present)
+    if not present:  # no rank known (logs without dumps): nothing to hold the selection to
+        return
+    line = check_selection(ranks, present, where)
+    if line:
+        click.echo(f"warning: {line}", err=True)
 
 
 def matching_groups(groups: Any, pg_filters: list[str]) -> set[str] | None:

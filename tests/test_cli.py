@@ -490,6 +490,46 @@ def test_a_healthy_job_dumped_before_format_2_0_exits_2_naming_the_version(
     assert lines[-1] == f"frtrace: error: no usable dump in {tmp_path} (8 file(s) skipped)"
 
 
+def test_a_selected_rank_no_dump_has_exits_2_naming_the_ranks_there() -> None:
+    result = frtrace(str(FIXTURES / "extra_call_2rank"), "--selected-ranks", "99")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines()[-1] == (
+        "frtrace: error: no rank 99 among the dumps: ranks 0-1"
+    )
+
+
+def test_raw_mode_with_a_selected_rank_no_dump_has_names_the_ranks_there() -> None:
+    result = frtrace(str(FIXTURES / "extra_call_2rank"), "-j", "--selected-ranks", "7-9")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == (
+        "frtrace: error: no ranks 7-9 among the dumps: ranks 0-1"
+    )
+
+
+def test_a_rank_of_the_job_that_left_no_dump_can_still_be_selected() -> None:
+    # fsdp2_rank_dies_4rank: rank 3 died and left no dump; the findings about it remain.
+    result = frtrace(str(FIXTURES / "fsdp2_rank_dies_4rank"), "--selected-ranks", "3")
+    assert result.exit_code == 1
+    assert "warning" not in result.stderr
+
+
+def test_a_selection_beyond_the_job_names_the_job_s_ranks() -> None:
+    result = frtrace(str(FIXTURES / "fsdp2_rank_dies_4rank"), "--selected-ranks", "9")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == "frtrace: error: no rank 9 in the job: ranks 0-3"
+
+
+def test_a_partly_matching_selection_warns_of_the_absent_ranks_and_shows_the_rest() -> None:
+    result = frtrace(str(FIXTURES / "extra_call_2rank"), "-j", "--selected-ranks", "1", "99")
+    assert result.exit_code == 0
+    assert {e["rank"] for e in json.loads(result.stdout)} == {1}
+    assert (
+        "warning: no rank 99 among the dumps (ranks 0-1); showing the others selected"
+        in result.stderr
+    )
+
+
 def _python_m_synth(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "frtrace.synth", *args],
