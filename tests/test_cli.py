@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner, Result
 from conftest import FIXTURES, REPO, nccl_dump, write_pickle
 
-from frtrace.cli import cli, expand_multi_values
+from frtrace.cli import TABLE_MAX_RANKS, cli, expand_multi_values
 from frtrace.report.json_report import load_schema
 
 
@@ -528,6 +528,33 @@ def test_a_partly_matching_selection_warns_of_the_absent_ranks_and_shows_the_res
         "warning: no rank 99 among the dumps (ranks 0-1); showing the others selected"
         in result.stderr
     )
+
+
+def _wide_job(folder: Path, ranks: int) -> Path:
+    for rank in range(ranks):
+        write_pickle(folder / f"trace_{rank}", nccl_dump(rank, ranks))
+    return folder
+
+
+def test_raw_table_of_more_ranks_than_a_screen_shows_is_refused_saying_what_to_use(
+    tmp_path: Path,
+) -> None:
+    result = frtrace(str(_wide_job(tmp_path, TABLE_MAX_RANKS + 1)), "-j", "--format", "table")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines()[-1] == (
+        "frtrace: error: -j --format table shows each rank as a column: 17 ranks do not fit "
+        "(at most 16); narrow them with --selected-ranks (e.g. 0-15) or --pg-filters, or print "
+        "every rank with --format json"
+    )
+
+
+def test_raw_table_of_a_selection_within_the_bound_is_printed(tmp_path: Path) -> None:
+    folder = _wide_job(tmp_path, TABLE_MAX_RANKS + 1)
+    result = frtrace(str(folder), "-j", "--format", "table", "--selected-ranks", "0-15")
+    assert result.exit_code == 0
+    header = result.stdout.splitlines()[0]
+    assert "rank 15" in header and "rank 16" not in header
 
 
 def _python_m_synth(*args: str) -> subprocess.CompletedProcess[str]:
