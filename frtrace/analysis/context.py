@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from frtrace.analysis.findings import Finding, Place, WaitNode
+from frtrace.analysis.findings import Finding, Kind, Place, Reason, WaitNode
 from frtrace.analysis.ops import (
     OpView,
     block_states,
@@ -107,12 +107,12 @@ class Context:
 
     def finding(
         self,
-        kind: str,
+        kind: Kind,
         pg: int,
         *,
         culprit_ranks: list[int],
         waiting_ranks: list[int],
-        reason: str,
+        reason: Reason,
         collective_seq_id: int | None = None,
         p2p_seq_id: int | None = None,
         op: str | None = None,

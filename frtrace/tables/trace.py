@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from frtrace.errors import FrtraceError
-from frtrace.tables.columns import CATEGORY_COLUMNS, Frame, Interned, RankColumns
+from frtrace.tables.columns import CATEGORY_COLUMNS, INT32_FIELDS, Frame, Interned, RankColumns
 from frtrace.tables.parse import Skipped as Skipped  # beside the parsing, which has no pandas
 from frtrace.tables.repair import DEFAULT_DESC, DEFAULT_PG, NO_WORLD, World
 from frtrace.tables.settled import Settled
@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from frtrace.evidence.records import Evidence
 
 P2P_OPS = frozenset({"send", "recv"})
-# Counters that fit 32 bits in any real job; halving them matters at millions of rows.
-NARROW_INTS = ("pg_id", "collective_seq_id", "p2p_seq_id", "op_id")
 _P2P_NAME = re.compile(r"^(send|recv)\s+([0-9]{1,9})\s*(->|<-)\s*([0-9]{1,9})$")
 _MAX_NUMEL = (1 << 62) - 1  # element counts are clamped here, so int64 sums cannot overflow
 
@@ -260,7 +258,7 @@ def compact(parts: list[RankColumns], symbols: Symbols) -> Chunk:
     ints = {}
     for name in list(parts[0].ints) if parts else ():
         column = np.concatenate([p.ints.pop(name) for p in parts])
-        ints[name] = column.astype(np.int32) if name in NARROW_INTS else column
+        ints[name] = column.astype(np.int32) if name in INT32_FIELDS else column
     cats = {
         name: symbols.codes(name, [p.cats.pop(name) for p in parts]) for name in CATEGORY_COLUMNS
     }
@@ -355,7 +353,7 @@ def merge_chunks(chunks: list[Chunk], symbols: Symbols) -> tuple[Table, list[tup
         "output_numel", "state", "time_created_ns", "time_started_ns", "time_completed_ns",
         "duration_ms", "retired", "timeout_ms", "thread_id", "thread_name", "stack_id",
     ]  # fmt: skip
-    for name in NARROW_INTS:
+    for name in INT32_FIELDS:
         cols[name] = np.asarray(cols[name]).astype(np.int32, copy=False)
     for name, values in labels.items():  # a dozen code columns: 1-2 bytes a row, not 4
         cols[name] = cols[name].astype(code_dtype(len(values)), copy=False)
