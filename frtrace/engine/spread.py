@@ -42,7 +42,7 @@ from frtrace.engine.dask import (
     task_error,
 )
 from frtrace.engine.plan import Item
-from frtrace.engine.raw import Skeleton, _fresh, assemble, gather_summaries, job_table
+from frtrace.engine.raw import Skeleton, assemble, fresh, gather_summaries, job_table
 from frtrace.errors import FrtraceError
 from frtrace.tables.columns import Frame
 from frtrace.tables.parse import ParseResult, Progress, Skipped, tell
@@ -58,7 +58,7 @@ def open_part(
     scope: Scope,
 ) -> Context | None:
     """Worker: the partition's entries as one table in job-wide terms, and its Context."""
-    parts = [_fresh(cols) for _r, _p, cols, *_rest in results if cols is not None]
+    parts = [fresh(cols) for _r, _p, cols, *_rest in results if cols is not None]
     if not parts:
         return None
     table, _stacks = job_table(parts, groups, stack_ids)
