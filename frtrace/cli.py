@@ -487,7 +487,7 @@ def _answer(
                 client=client,
                 progress=progress,
             )
-            older.close()  # what --since reads of it is in its Settled facts
+            older.close()  # what --since reads of it is in its facts
             analysis.since(older)
     finally:
         progress.close()

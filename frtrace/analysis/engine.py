@@ -11,7 +11,7 @@ from frtrace.analysis.findings import MISMATCH_KINDS, STUCK_AFTER_MS, Finding, K
 from frtrace.analysis.logs import log_findings
 from frtrace.analysis.p2p import analyze_p2p
 from frtrace.analysis.progress import Progress, compare
-from frtrace.analysis.timing import StragglerReport, classify, stragglers
+from frtrace.analysis.timing import StragglerReport, classify, lag_stats, stragglers
 from frtrace.analysis.waits import Blocked, analyze_waits, mark_secondary
 from frtrace.evidence.records import Evidence
 from frtrace.tables.trace import Trace
@@ -260,7 +260,7 @@ def one_stall_without_p2p(
     stops the stage it feeds at the same point, invisibly. Ranks idle before the same
     collective (same group kind and seq) of parallel groups are then one stall whose first
     rank cannot be told: one cause naming them all, undecidable."""
-    if "gloo" not in ctx.trace.backends:
+    if "gloo" not in ctx.facts.backends:
         return roots, []
 
     no_file = set(ctx.trace.no_file)
@@ -350,7 +350,7 @@ def analyze(
     """
     evidence = evidence if evidence is not None else trace.evidence
     check_one_job(trace)
-    ctx = build_context(trace, mismatch_cap)
+    ctx = build_context(trace, mismatch_cap, lags=lag_stats)
     coll = analyze_collectives(ctx)
     p2p = analyze_p2p(ctx)
     found = coll.findings + p2p.findings

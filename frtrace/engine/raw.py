@@ -83,7 +83,7 @@ class RawResult:
     groups: Table
 
 
-def _fresh(part: RankColumns) -> RankColumns:
+def fresh(part: RankColumns) -> RankColumns:
     """A copy merge_columns may consume (it pops columns), leaving the stored result whole."""
     return dataclasses.replace(part, ints=dict(part.ints), cats=dict(part.cats))
 
@@ -126,8 +126,8 @@ def summarize(results: list[ParseResult]) -> list[FileSummary]:
             out.append(FileSummary(rank, path, fmt, compressed, reason, None, [], None))
             continue
         stacks = list(cols.stacks.uniques)
-        entries, _stacks = merge_columns([_fresh(cols)])
-        meta = _fresh(cols)
+        entries, _stacks = merge_columns([fresh(cols)])
+        meta = fresh(cols)
         meta.release_columns()
         rows = _membership_rows(entries)
         p2p = distinct(entries["pg_name"][entries["is_p2p"]]).tolist()
@@ -251,7 +251,7 @@ def write_partition(
     from frtrace.report.parquet import write_records
     from frtrace.report.raw import entry_records
 
-    parts = [_fresh(cols) for _r, _p, cols, *_rest in results if cols is not None]
+    parts = [fresh(cols) for _r, _p, cols, *_rest in results if cols is not None]
     if parts:
         table, stacks = job_table(parts, groups, stack_ids)
         if names is not None:

@@ -12,9 +12,9 @@ import numpy as np
 
 from frtrace.errors import FrtraceError
 from frtrace.tables.columns import CATEGORY_COLUMNS, INT32_FIELDS, Frame, Interned, RankColumns
+from frtrace.tables.facts import Facts
 from frtrace.tables.parse import Skipped as Skipped  # beside the parsing, which has no pandas
 from frtrace.tables.repair import DEFAULT_DESC, DEFAULT_PG, NO_WORLD, World
-from frtrace.tables.settled import Settled
 from frtrace.tables.table import Table, distinct
 
 if TYPE_CHECKING:
@@ -52,8 +52,9 @@ class Trace:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     membership_conflicts: dict[str, list[list[int]]] = field(default_factory=dict)
-    # Set when settled entries stayed on the workers: `table` holds only the rest.
-    settled: Settled | None = None
+    # Set when settled entries stayed on the workers (`table` holds only the rest): the facts
+    # of every entry, as the Dask load assembled them (frtrace.analysis.facts).
+    facts: Facts | None = None
     world: World = NO_WORLD
     # The job's logs and py-spy stacks found beside the dumps (frtrace.engine.evidence).
     evidence: Evidence | None = None
@@ -61,13 +62,13 @@ class Trace:
     @property
     def entry_count(self) -> int:
         """Entries in the job's dumps (settled ones left on the workers included)."""
-        return self.settled.entries if self.settled is not None else len(self.table)
+        return self.facts.entries if self.facts is not None else len(self.table)
 
     def close(self) -> None:
         """Release the entries kept on a Dask cluster (and a cluster started for this job);
         its rank histories are gone after. Nothing to do for a job loaded in one process."""
-        if self.settled is not None and self.settled.close is not None:
-            self.settled.close()
+        if self.facts is not None:
+            self.facts.close()
 
     @cached_property
     def entries(self) -> pd.DataFrame:
@@ -94,8 +95,8 @@ class Trace:
     @property
     def backends(self) -> list[str]:
         """The backends the entries name (nccl, gloo), sorted."""
-        if self.settled is not None:
-            return list(self.settled.backends)
+        if self.facts is not None:
+            return list(self.facts.backends)
         e = self.table
         return sorted(str(e.label("backend", b)) for b in distinct(e["backend"]))
 
