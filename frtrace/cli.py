@@ -433,6 +433,7 @@ def _answer(
     """Print the loaded trace's entries or report; returns the exit status."""
     from frtrace.report.fmt import MarkedStyle, safe, use_color
     from frtrace.report.skipped import skipped_lines
+    from frtrace.tables.select import matching_groups
 
     engine = options["engine"]
     for line in skipped_lines(trace.skipped, options["verbose"]):
@@ -533,8 +534,8 @@ def _raw_parquet(
 ) -> int:
     """-j --engine dask: the workers parse and write Parquet; no entry comes to this process."""
     from frtrace.engine import make_plan
-    from frtrace.engine.raw import write_raw
     from frtrace.report.fmt import safe
+    from frtrace.report.parquet import write_raw
     from frtrace.report.skipped import skipped_lines
 
     work = make_plan(found, ranks)
@@ -641,19 +642,6 @@ def check_table_width(ranks: int, limit: int = TABLE_MAX_RANKS) -> None:
             f"{limit}); narrow them with --selected-ranks (e.g. 0-{limit - 1}) or --pg-filters, "
             "or print every rank with --format json"
         )
-
-
-def matching_groups(groups: Any, pg_filters: list[str]) -> set[str] | None:
-    """Names of the groups whose name or desc is in `pg_filters` (None: no filter given)."""
-    if not pg_filters:
-        return None
-    wanted = set(pg_filters)
-    pairs = list(zip(groups["pg_name"], groups["pg_desc"], strict=True))
-    names = {str(n) for n, d in pairs if str(n) in wanted or str(d) in wanted}
-    if not names:
-        known = ", ".join(f"{n} ({d})" for n, d in pairs)
-        raise FrtraceError(f"no process group matches {', '.join(pg_filters)}; groups: {known}")
-    return names
 
 
 def select_entries(entries: Any, ranks: list[int] | None, names: set[str] | None) -> Any:

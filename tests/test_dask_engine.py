@@ -268,7 +268,7 @@ def _progress_of(work: str, client: Any, job: Path, tmp_path: Path) -> Heard:
         return heard
     from frtrace.dumps.discover import discover
     from frtrace.engine import make_plan
-    from frtrace.engine.raw import write_raw
+    from frtrace.report.parquet import write_raw
 
     plan = make_plan(discover(str(job), None), None)
     out = str(tmp_path / "raw")
