@@ -50,11 +50,14 @@ def snapshot(folder: Path, out: Path, frtrace: str) -> None:
         run = subprocess.run(
             [frtrace, str(folder), *args], capture_output=True, text=True, env=env, check=False
         )
-        (out / f"{name}.{view}").write_text(f"exit {run.returncode}\n{run.stdout}")
+        stdout = run.stdout.replace(str(_PLACE), "<fixtures>")  # wrapped alike, named alike
+        (out / f"{name}.{view}").write_text(f"exit {run.returncode}\n{stdout}")
     page = out / f"{name}.html"
     subprocess.run(
         [frtrace, str(folder), "--html", str(page)], capture_output=True, env=env, check=False
     )
+    if page.exists():
+        page.write_text(page.read_text().replace(str(_PLACE), "<fixtures>"))
     shutil.rmtree(_PLACE, ignore_errors=True)
 
 
