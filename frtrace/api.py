@@ -54,7 +54,7 @@ def load(
     `engine="dask"` parses on a Dask cluster: the scheduler at `scheduler`
     (else $DASK_SCHEDULER_ADDRESS, else a local cluster started for the call), or an
     existing dask.distributed `client`. The entries then stay on the cluster but for those
-    that did not settle (`trace.table` holds those, `trace.settled` the facts of the
+    that did not settle (`trace.table` holds those, `trace.facts` the facts of the
     others); close the Trace (`trace.close()`) to release them and stop a cluster started
     for it. Unusable files are skipped (see `trace.skipped`); FrtraceError when none is
     usable. `progress(files_done, files_total, entries)` hears of the files as they are

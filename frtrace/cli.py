@@ -39,7 +39,8 @@ EPILOG = """\b
 Examples:
   frtrace /tmp/ --prefix trace_          analyze the dumps /tmp/trace_0, /tmp/trace_1, ...
   frtrace                                analyze where PyTorch writes by default
-                                         ($TORCH_FR_DUMP_TEMP_FILE, else /tmp/nccl_trace_rank_)
+                                         ($TORCH_FR_DUMP_TEMP_FILE, else torch's default,
+                                         ~/.cache/torch/comm_lib_trace_rank_<rank>)
   frtrace dumps/ --format json -o r.json the report as JSON, also saved to r.json
   frtrace -j --selected-ranks 0 1        raw entries of ranks 0 and 1, as JSON
   frtrace dumps/ -j --format table --pg-filters default_pg
@@ -71,6 +72,10 @@ Exit status:
 """
 
 _INT_LIST = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*,?$")
+# -j --format table puts each rank in a column of 30 to 50 characters: past 16 no screen shows
+# a row (1,024 ranks made 50,000-character lines, 214 MB in 46 s). Refused rather than paged:
+# a pager does not make a row narrower. JSON has no such bound.
+TABLE_MAX_RANKS = 16
 _MULTI_VALUE = {"--selected-ranks": "ranks", "--pg-filters": "names"}
 
 
@@ -177,7 +182,8 @@ def _fail(message: str, code: int = EXIT_UNUSABLE) -> NoReturn:
     "fmt",
     type=click.Choice(["table", "json"]),
     default=None,
-    help="Output format [default: table; json with -j].",
+    help=f"Output format [default: table; json with -j, where a table shows {TABLE_MAX_RANKS} "
+    "ranks at most].",
 )
 @click.option(
     "--print-stack-trace",
@@ -379,6 +385,8 @@ def run(options: dict[str, Any]) -> int:
             f"frtrace: using prefix '{safe(found.prefix)}' (inferred; set it with --prefix)",
             err=True,
         )
+    if options["raw"] and ranks is not None:  # before reading: only those ranks' files are read
+        _warn_absent(ranks, found_ranks(found), "among the dumps")
     if engine == "local" and not (options["raw"] and ranks):  # raw: only those ranks' files
         from frtrace.engine.memory import local_shortfall
         from frtrace.report.wording import memory_warning
@@ -425,6 +433,7 @@ def _answer(
     """Print the loaded trace's entries or report; returns the exit status."""
     from frtrace.report.fmt import MarkedStyle, safe, use_color
     from frtrace.report.skipped import skipped_lines
+    from frtrace.tables.select import matching_groups
 
     engine = options["engine"]
     for line in skipped_lines(trace.skipped, options["verbose"]):
@@ -449,8 +458,12 @@ def _answer(
         if (options["fmt"] or "json") == "json":
             write_entries_json(trace, entries, sys.stdout, with_frames=options["stacks"])
         else:
+            check_table_width(entries["rank"].nunique())
             click.echo(safe(entries_table(entries), keep_newlines=True))
         return EXIT_OK
+    if ranks is not None:
+        job = job_ranks(trace, options["world_size"])
+        _warn_absent(ranks, job, "among the dumps" if job == set(trace.ranks) else "in the job")
     from frtrace.api import analyze
     from frtrace.report.json_report import render_json
     from frtrace.report.text import render_text
@@ -475,7 +488,7 @@ def _answer(
                 client=client,
                 progress=progress,
             )
-            older.close()  # what --since reads of it is in its Settled facts
+            older.close()  # what --since reads of it is in its facts
             analysis.since(older)
     finally:
         progress.close()
@@ -521,8 +534,8 @@ def _raw_parquet(
 ) -> int:
     """-j --engine dask: the workers parse and write Parquet; no entry comes to this process."""
     from frtrace.engine import make_plan
-    from frtrace.engine.raw import write_raw
     from frtrace.report.fmt import safe
+    from frtrace.report.parquet import write_raw
     from frtrace.report.skipped import skipped_lines
 
     work = make_plan(found, ranks)
@@ -591,17 +604,44 @@ def check_output(output: Path, found: Any) -> None:
             )
 
 
-def matching_groups(groups: Any, pg_filters: list[str]) -> set[str] | None:
-    """Names of the groups whose name or desc is in `pg_filters` (None: no filter given)."""
-    if not pg_filters:
-        return None
-    wanted = set(pg_filters)
-    pairs = list(zip(groups["pg_name"], groups["pg_desc"], strict=True))
-    names = {str(n) for n, d in pairs if str(n) in wanted or str(d) in wanted}
-    if not names:
-        known = ", ".join(f"{n} ({d})" for n, d in pairs)
-        raise FrtraceError(f"no process group matches {', '.join(pg_filters)}; groups: {known}")
-    return names
+def found_ranks(found: Any) -> list[int]:
+    """The ranks of the dump files discovery found (a folder's or a store's)."""
+    from frtrace.dumps.discover import Discovery
+
+    if isinstance(found, Discovery):
+        return [f.rank for f in found.files]
+    return [rank for _url, rank in found.files]
+
+
+def job_ranks(trace: Any, world_size: int | None) -> set[int]:
+    """Every rank the job is known to have: those with a dump, an unreadable one or none at
+    all (the world a dump or --world-size states, the members of its groups)."""
+    known = set(trace.ranks) | set(trace.missing_dumps) | set(trace.unreadable)
+    return known | set(range(world_size or 0))
+
+
+def _warn_absent(ranks: list[int], present: Any, where: str) -> None:
+    """--selected-ranks naming ranks that are not there: a warning for some, exit 2 for all
+    (a selection that matches nothing would print nothing, or a report of other ranks)."""
+    from frtrace.ranks import check_selection
+
+    present = set(present)
+    if not present:  # no rank known (logs without dumps): nothing to hold the selection to
+        return
+    line = check_selection(ranks, present, where)
+    if line:
+        click.echo(f"warning: {line}", err=True)
+
+
+def check_table_width(ranks: int, limit: int = TABLE_MAX_RANKS) -> None:
+    """-j --format table: refuse more rank columns than a screen can show, saying how to get
+    them: a table that wide is unreadable, and takes a minute and hundreds of MB at 1,024."""
+    if ranks > limit:
+        raise FrtraceError(
+            f"-j --format table shows each rank as a column: {ranks:,} ranks do not fit (at most "
+            f"{limit}); narrow them with --selected-ranks (e.g. 0-{limit - 1}) or --pg-filters, "
+            "or print every rank with --format json"
+        )
 
 
 def select_entries(entries: Any, ranks: list[int] | None, names: set[str] | None) -> Any:

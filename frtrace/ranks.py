@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from frtrace.errors import FrtraceError
+
 
 def rank_ranges(ranks: Iterable[int], limit: int = 12) -> str:
     """[0, 1, 2, 3, 8] -> '0-3,8': long rank lists stay readable at 3 a.m."""
@@ -23,3 +25,23 @@ def rank_ranges(ranks: Iterable[int], limit: int = 12) -> str:
         shown = ",".join(parts[:limit])
         return f"{shown},... ({len(values)} ranks)"
     return ",".join(parts)
+
+
+def _named(ranks: Iterable[int]) -> str:
+    values = sorted(set(ranks))
+    return f"{'rank' if len(values) == 1 else 'ranks'} {rank_ranges(values)}"
+
+
+def check_selection(
+    selected: Iterable[int], present: Iterable[int], where: str = "among the dumps"
+) -> str:
+    """The line that names the selected ranks not `present` ('' when all are). FrtraceError
+    when no selected rank is there: a selection that matches nothing must not pass for an
+    empty answer, or for a report about other ranks."""
+    wanted, there = set(selected), set(present)
+    absent = sorted(wanted - there)
+    if not absent:
+        return ""
+    if len(absent) == len(wanted):
+        raise FrtraceError(f"no {_named(absent)} {where}: {_named(there)}")
+    return f"no {_named(absent)} {where} ({_named(there)}); showing the others selected"

@@ -810,7 +810,11 @@ Dump format version `{version}`. Stack traces are included in the pickles (JSON 
 Re-capture some folders only with `--only FOLDER...` (the others stay as committed).
 `tests/test_real_dumps.py` re-captures `tutorial` and `healthy_4rank` on every run;
 `tests/test_real_fixtures.py` checks frtrace's verdict on the later folders against the
-expected conclusions below, and re-captures them with `FRTRACE_RECAPTURE=1` (slow).
+expected conclusions below; with `FRTRACE_RECAPTURE=1` (slow) it also re-captures each of them
+but `cascade_4rank` and compares their entries with the committed ones. `logs/` holds real
+logs and py-spy stacks of `torchrun` jobs, described in [logs/README.md](logs/README.md)
+(`scripts/make_log_fixtures.py` writes them). Synthetic NCCL jobs of any size, with every
+fault, come from `frtrace.synth` instead ([docs/generator.md](../docs/generator.md)).
 
 What real gloo dumps look like (the loader must cope; synthetic fixtures may differ):
 
@@ -875,9 +879,13 @@ extra call with rank 1's third, so rank 0's fifth `all_reduce` has no partner an
 after the {timeout}-second process-group timeout (caught); both ranks then dump.
 
 **Expected conclusion:** group `0` (`default_pg`, ranks 0-1); rank 0 is one collective
-ahead (seq 1-5 vs 1-4); every op, shape and dtype agree, so the desync is a *missing*
-collective on rank 1, and collective 5 is the one rank 0 is stuck in. The JSON dumps
-must load to the same (rank, collective_seq_id, op) rows as the pickles.
+ahead (seq 1-5 vs 1-4) and every op, shape and dtype agree, so one rank issued a collective
+the other did not, and collective 5 is the one rank 0 is stuck in. The stacks tell which:
+rank 0's seq 3 comes from a call site rank 1 never reaches, so the root cause is
+`missing_ranks` at seq 3 with culprit rank 0 (an extra call that shifted its later
+collectives by one). The JSON dumps carry no stacks, and from them both ranks are named
+(undecidable, at seq 5). They must load to the same (rank, collective_seq_id, op) rows as
+the pickles.
 
 {tutorial_table}
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,21 +36,29 @@ def fixture_folders() -> list[Path]:
     return jobs
 
 
+# Each job is copied here first, so that the paths the reports print (and wrap) are the same
+# whichever clone or worktree runs this.
+_PLACE = Path(f"/tmp/frtrace-snapshot-{os.getpid():07d}")
+
+
 def snapshot(folder: Path, out: Path, frtrace: str) -> None:
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100"}
     name = folder.relative_to(_REPO / "fixtures").as_posix().replace("/", "__")
+    shutil.rmtree(_PLACE, ignore_errors=True)
+    folder = Path(shutil.copytree(folder, _PLACE / name))
     for view, args in _VIEWS.items():
         run = subprocess.run(
             [frtrace, str(folder), *args], capture_output=True, text=True, env=env, check=False
         )
-        stdout = run.stdout.replace(str(_REPO), "<repo>")
+        stdout = run.stdout.replace(str(_PLACE), "<fixtures>")  # wrapped alike, named alike
         (out / f"{name}.{view}").write_text(f"exit {run.returncode}\n{stdout}")
     page = out / f"{name}.html"
     subprocess.run(
         [frtrace, str(folder), "--html", str(page)], capture_output=True, env=env, check=False
     )
     if page.exists():
-        page.write_text(page.read_text().replace(str(_REPO), "<repo>"))
+        page.write_text(page.read_text().replace(str(_PLACE), "<fixtures>"))
+    shutil.rmtree(_PLACE, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -433,7 +433,7 @@ def run_case(
         host = [r for r in range(layout.world) if r // 8 == fault.rank // 8]
         job.omit_ranks |= set(host)
         expected = {**expected, "culprit_ranks": host, "culprits_within": host}
-    out = tmp / f"{abs(hash((sc.name, layout, timing, wrapped, fmt, at)))}"  # one per case
+    out = tmp / case_key(sc, layout, timing, wrapped, fmt, at)  # one per case
     paths = write_job(job, out, fmt=fmt, format_version=sc.format_version)
     if sc.refused:
         assert sc.format_version is not None
@@ -451,8 +451,10 @@ def run_case(
         return Outcome(False, f"refused: {exc}", 0, 0), time.perf_counter() - t0
     if reports is not None:  # --reports: every case's report, to compare two versions
         key = case_key(sc, layout, timing, wrapped, fmt, at)
-        (reports / f"{key}.txt").write_text(report.to_text(width=100, verbose=True))
-        (reports / f"{key}.json").write_text(report.to_json())
+        job_dir = str(out)  # a temporary folder: named alike in every run
+        text = report.to_text(width=100, verbose=True).replace(job_dir, "<job>")
+        (reports / f"{key}.txt").write_text(text)
+        (reports / f"{key}.json").write_text(report.to_json().replace(job_dir, "<job>"))
     if job.also_expected:
         return judge_several([expected, *job.also_expected], report), time.perf_counter() - t0
     members = job.groups[expected["pg_name"]][1] if expected else []

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from frtrace.analysis.engine import Analysis, analyze
+from frtrace.analysis.findings import Finding, Kind, Reason
 from frtrace.cli import cli
 from frtrace.report.json_report import load_schema, report_dict
 from frtrace.report.wording import chain_lines
@@ -265,3 +266,38 @@ def test_ranks_waiting_in_several_places_for_one_rank_without_a_dump_are_one_cau
     assert all(f.secondary and f.culprit_ranks == [5] for f in repeats)
     assert [f for f in analysis.findings[1:] if not f.secondary] == []
     assert all(n.kind != "independent_causes" for n in analysis.notes)
+
+
+def test_kinds_and_reasons_format_as_their_names() -> None:
+    kind, reason = Kind.MISSING_RANKS, Reason.NEVER_ISSUED
+    assert (str(kind), f"{kind}", f"{reason:>13}") == (
+        "missing_ranks",
+        "missing_ranks",
+        " never_issued",
+    )
+
+
+def test_kinds_and_reasons_serialize_as_their_names_in_json() -> None:
+    pair = {Kind.MISSING_RANKS: Reason.NEVER_ISSUED}
+    assert json.dumps(pair) == '{"missing_ranks": "never_issued"}'
+
+
+def _finding(kind: Any, reason: Any) -> Finding:
+    """A finding built as an API user may, with plain names (untyped here, for mypy)."""
+    return Finding(kind, "0", "default_pg", 3, None, "all_reduce", [1], [0], [0, 1], reason)
+
+
+def test_a_finding_given_kind_and_reason_as_text_holds_the_members() -> None:
+    f = _finding("size_mismatch", "numel")
+    assert (f.kind, f.reason) == (Kind.SIZE_MISMATCH, Reason.NUMEL)
+    assert (type(f.kind), type(f.reason)) == (Kind, Reason)
+
+
+def test_a_finding_of_an_unknown_kind_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown finding kind 'hang'"):
+        _finding("hang", "numel")
+
+
+def test_the_report_schema_lists_every_finding_kind_in_order() -> None:
+    kinds = load_schema()["$defs"]["finding"]["properties"]["kind"]["enum"]
+    assert kinds == [kind.value for kind in Kind]

@@ -75,3 +75,8 @@ def test_import_is_cheap_and_never_pulls_pandas_or_torch() -> None:
     assert "load" in dir(frtrace)
     with pytest.raises(AttributeError):
         _ = frtrace.nothing_here
+
+
+def test_loading_only_ranks_that_left_no_dump_names_the_ranks_there() -> None:
+    with pytest.raises(FrtraceError, match=r"^no rank 5 among the dumps: ranks 0-1$"):
+        frtrace.load(FIXTURES / "tutorial", ranks=[5])

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner, Result
 from conftest import FIXTURES, REPO, nccl_dump, write_pickle
 
-from frtrace.cli import cli, expand_multi_values
+from frtrace.cli import TABLE_MAX_RANKS, cli, expand_multi_values
 from frtrace.report.json_report import load_schema
 
 
@@ -488,3 +488,97 @@ def test_a_healthy_job_dumped_before_format_2_0_exits_2_naming_the_version(
     lines = result.stderr.splitlines()
     assert sum("format version 1.4 is not supported" in line for line in lines) == 8
     assert lines[-1] == f"frtrace: error: no usable dump in {tmp_path} (8 file(s) skipped)"
+
+
+def test_a_selected_rank_no_dump_has_exits_2_naming_the_ranks_there() -> None:
+    result = frtrace(str(FIXTURES / "extra_call_2rank"), "--selected-ranks", "99")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines()[-1] == (
+        "frtrace: error: no rank 99 among the dumps: ranks 0-1"
+    )
+
+
+def test_raw_mode_with_a_selected_rank_no_dump_has_names_the_ranks_there() -> None:
+    result = frtrace(str(FIXTURES / "extra_call_2rank"), "-j", "--selected-ranks", "7-9")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == (
+        "frtrace: error: no ranks 7-9 among the dumps: ranks 0-1"
+    )
+
+
+def test_a_rank_of_the_job_that_left_no_dump_can_still_be_selected() -> None:
+    # fsdp2_rank_dies_4rank: rank 3 died and left no dump; the findings about it remain.
+    result = frtrace(str(FIXTURES / "fsdp2_rank_dies_4rank"), "--selected-ranks", "3")
+    assert result.exit_code == 1
+    assert "warning" not in result.stderr
+
+
+def test_a_selection_beyond_the_job_names_the_job_s_ranks() -> None:
+    result = frtrace(str(FIXTURES / "fsdp2_rank_dies_4rank"), "--selected-ranks", "9")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == "frtrace: error: no rank 9 in the job: ranks 0-3"
+
+
+def test_a_partly_matching_selection_warns_of_the_absent_ranks_and_shows_the_rest() -> None:
+    result = frtrace(str(FIXTURES / "extra_call_2rank"), "-j", "--selected-ranks", "1", "99")
+    assert result.exit_code == 0
+    assert {e["rank"] for e in json.loads(result.stdout)} == {1}
+    assert (
+        "warning: no rank 99 among the dumps (ranks 0-1); showing the others selected"
+        in result.stderr
+    )
+
+
+def _wide_job(folder: Path, ranks: int) -> Path:
+    for rank in range(ranks):
+        write_pickle(folder / f"trace_{rank}", nccl_dump(rank, ranks))
+    return folder
+
+
+def test_raw_table_of_more_ranks_than_a_screen_shows_is_refused_saying_what_to_use(
+    tmp_path: Path,
+) -> None:
+    result = frtrace(str(_wide_job(tmp_path, TABLE_MAX_RANKS + 1)), "-j", "--format", "table")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines()[-1] == (
+        "frtrace: error: -j --format table shows each rank as a column: 17 ranks do not fit "
+        "(at most 16); narrow them with --selected-ranks (e.g. 0-15) or --pg-filters, or print "
+        "every rank with --format json"
+    )
+
+
+def test_raw_table_of_a_selection_within_the_bound_is_printed(tmp_path: Path) -> None:
+    folder = _wide_job(tmp_path, TABLE_MAX_RANKS + 1)
+    result = frtrace(str(folder), "-j", "--format", "table", "--selected-ranks", "0-15")
+    assert result.exit_code == 0
+    header = result.stdout.splitlines()[0]
+    assert "rank 15" in header and "rank 16" not in header
+
+
+def _python_m_synth(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "frtrace.synth", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        check=False,
+    )
+
+
+def test_python_m_frtrace_synth_writes_a_job_and_prints_its_ground_truth(tmp_path: Path) -> None:
+    fault = ["--fault", "missing_ranks", "--fault-rank", "1"]
+    result = _python_m_synth(str(tmp_path), "--tp", "2", "--entries", "20", *fault)
+    assert result.returncode == 0, result.stderr
+    truth = json.loads(result.stdout)
+    assert (truth["kind"], truth["culprit_ranks"]) == ("missing_ranks", [1])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nccl_trace_rank_0", "nccl_trace_rank_1"]
+
+
+def test_python_m_frtrace_synth_refuses_an_unknown_fault_with_exit_2() -> None:
+    result = _python_m_synth("out", "--fault", "hang")
+    assert result.returncode == 2
+    assert "python -m frtrace.synth: error: argument --fault: invalid choice: 'hang'" in (
+        result.stderr
+    )

@@ -237,9 +237,9 @@ def long_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_settled_entries_stay_on_the_workers(client: Any, long_job: Path) -> None:
     local = frtrace.load(str(long_job))
     dask = frtrace.load(str(long_job), engine="dask", client=client)
-    assert dask.settled is not None
-    assert dask.settled.left_out > len(local.table) // 2
-    assert len(dask.table) + dask.settled.left_out == len(local.table) == dask.entry_count
+    assert dask.facts is not None
+    assert dask.facts.left_out > len(local.table) // 2
+    assert len(dask.table) + dask.facts.left_out == len(local.table) == dask.entry_count
     a, b = frtrace.analyze(local), frtrace.analyze(dask)
     assert _report(b) == _report(a)
     assert b.to_text(width=100, verbose=True) == a.to_text(width=100, verbose=True)
@@ -268,7 +268,7 @@ def _progress_of(work: str, client: Any, job: Path, tmp_path: Path) -> Heard:
         return heard
     from frtrace.dumps.discover import discover
     from frtrace.engine import make_plan
-    from frtrace.engine.raw import write_raw
+    from frtrace.report.parquet import write_raw
 
     plan = make_plan(discover(str(job), None), None)
     out = str(tmp_path / "raw")
@@ -759,16 +759,16 @@ def test_a_late_worker_without_the_store_credentials_is_one_line_from_its_task(
 def test_rank_history_comes_from_its_worker(client: Any, long_job: Path) -> None:
     local = frtrace.load(str(long_job))
     dask = frtrace.load(str(long_job), engine="dask", client=client)
-    assert dask.settled is not None
+    assert dask.facts is not None
     for rank in (0, 5, 7):
         mine = local.table.take(local.table["rank"] == rank).to_pandas()
-        fetched = dask.settled.history(rank).to_pandas()
+        fetched = dask.facts.history(rank).to_pandas()
         assert list(fetched.columns) == list(mine.columns)
         for column in mine.columns:
             assert fetched[column].equals(mine[column]), column
     dask.close()
     with pytest.raises(FrtraceError, match="not on the cluster"):
-        dask.settled.history(0)
+        dask.facts.history(0)
     dask.close()  # twice is harmless
 
 
@@ -852,11 +852,11 @@ def test_rank_histories_survive_the_loss_of_each_worker(long_job: Path) -> None:
     local = frtrace.load(str(long_job))
     with _cluster() as own:
         remote = frtrace.load(str(long_job), engine="dask", client=own)
-        assert remote.settled is not None
+        assert remote.facts is not None
         for worker in sorted(own.scheduler_info()["workers"]):
             own.restart_workers([worker])
             for rank in (0, 5, 7):
-                fetched = remote.settled.history(rank)
+                fetched = remote.facts.history(rank)
                 assert len(fetched) == int((local.table["rank"] == rank).sum())
         remote.close()
 
@@ -902,7 +902,7 @@ def test_an_old_mismatch_settles_in_pieces_across_workers(client: Any, tmp_path:
     old["input_dtypes"] = old["output_dtypes"] = ["Half"]
     folder = _write(job, tmp_path / "dumps")
     dask = frtrace.load(str(folder), engine="dask", client=client)
-    assert dask.settled is not None and len(dask.table) < dask.entry_count // 4
+    assert dask.facts is not None and len(dask.table) < dask.entry_count // 4
     local, remote = _both(str(folder), client)
     assert remote == local
     found = [(f["kind"], f["collective_seq_id"]) for f in local["findings"]]

@@ -97,3 +97,52 @@ def test_the_default_location_is_searched_without_descending_into_other_folders(
     monkeypatch.setenv("TORCH_FR_DUMP_TEMP_FILE", str(tmp_path / "nccl_trace_rank_"))
     found = discover(None, None)
     assert [f.path for f in found.files] == [tmp_path / "nccl_trace_rank_0"]
+
+
+def _no_prefix_variable(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    for var in ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+
+
+def test_without_a_variable_the_dumps_of_current_torch_are_found_in_the_home_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_prefix_variable(monkeypatch, tmp_path)
+    write_pickle(tmp_path / ".cache" / "torch" / "comm_lib_trace_rank_0", nccl_dump(0, 1))
+    found = discover(None, None)
+    assert (found.trace_dir, found.prefix) == (
+        tmp_path / ".cache" / "torch",
+        "comm_lib_trace_rank_",
+    )
+    assert [f.rank for f in found.files] == [0]
+
+
+def test_xdg_cache_home_moves_the_default_place_as_it_does_for_torch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_prefix_variable(monkeypatch, tmp_path / "home")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    write_pickle(tmp_path / "xdg" / "torch" / "comm_lib_trace_rank_2", nccl_dump(2, 3))
+    assert [f.path for f in discover(None, None).files] == [
+        tmp_path / "xdg" / "torch" / "comm_lib_trace_rank_2"
+    ]
+
+
+def test_dumps_of_torch_2_8_in_the_home_cache_are_found_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_prefix_variable(monkeypatch, tmp_path)
+    write_pickle(tmp_path / ".cache" / "torch" / "nccl_trace_rank_1", nccl_dump(1, 2))
+    assert discover(None, None).prefix == "nccl_trace_rank_"
+
+
+def test_no_dump_at_any_default_place_is_an_error_naming_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_prefix_variable(monkeypatch, tmp_path)
+    monkeypatch.setattr("frtrace.dumps.discover.LEGACY_PREFIX_PATH", str(tmp_path / "old_"))
+    with pytest.raises(FrtraceError) as err:
+        discover(None, None)
+    assert f"{tmp_path}/.cache/torch/comm_lib_trace_rank_<rank>" in str(err.value)
+    assert f"{tmp_path}/old_<rank>" in str(err.value)

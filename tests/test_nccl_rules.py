@@ -274,8 +274,10 @@ def test_every_output_path_works_on_a_large_faulted_job(
     assert report["root_cause"]["culprit_ranks"] == job.expected["culprit_ranks"]  # type: ignore[index]
     code, raw = run(str(tmp_path), "-j", "--selected-ranks", "36-39")
     assert code == 0 and {e["rank"] for e in json.loads(raw)} <= {36, 37, 38, 39}
-    code, table = run(str(tmp_path), "-j", "--format", "table", "--pg-filters", "0")
-    assert code == 0 and table.strip()
+    code, table = run(
+        str(tmp_path), "-j", "--format", "table", "--pg-filters", "0", "--selected-ranks", "32-47"
+    )
+    assert code == 0 and table.strip()  # 16 rank columns: the most a table shows
 
 
 def test_text_report_of_a_1024_rank_dp_fault_has_no_internal_error(tmp_path: Path) -> None:

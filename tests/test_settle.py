@@ -17,8 +17,8 @@ import pytest
 from builders import FIXTURES
 
 import frtrace
-from frtrace.analysis.context import cut_blocks
 from frtrace.analysis.engine import Analysis, analyze
+from frtrace.analysis.facts import cut_points
 from frtrace.engine.settle import ANSWERS, Ask, Verdict, refine, settle
 from frtrace.synth import Fault, JobSpec, Layout, simulate, write_job
 from frtrace.tables.load import load_trace
@@ -123,9 +123,9 @@ def test_a_step_straggler_and_where_it_shows_are_found_from_settled_lags(
 def test_most_entries_of_a_long_healthy_job_stay_behind(tmp_path: Path) -> None:
     trace = _job(tmp_path, Layout(tp=2, dp=2, pp=4), None, "pickle")
     reduced = _assert_same_answer(trace)
-    assert reduced.settled is not None
-    assert len(reduced.table) + reduced.settled.left_out == len(trace.table)
-    assert reduced.settled.left_out > len(trace.table) * 3 // 4
+    assert reduced.facts is not None
+    assert len(reduced.table) + reduced.facts.left_out == len(trace.table)
+    assert reduced.facts.left_out > len(trace.table) * 3 // 4
     # Each rank's newest entry stays.
     kept = reduced.table
     for rank in trace.ranks:
@@ -139,8 +139,8 @@ def test_a_group_settles_among_the_members_that_dumped(tmp_path: Path) -> None:
     fault = Fault("missing_dump", rank=2, group="tp", step=2)
     trace = _job(tmp_path, Layout(tp=4, dp=1, pp=1), fault, "pickle")
     reduced = _assert_same_answer(trace)
-    assert reduced.settled is not None
-    assert reduced.settled.left_out > len(trace.table) // 2
+    assert reduced.facts is not None
+    assert reduced.facts.left_out > len(trace.table) // 2
     root = analyze(reduced).root_cause
     assert root is not None and (root.kind, root.culprit_ranks) == ("missing_dump", [2])
 
@@ -165,7 +165,7 @@ def test_a_block_a_wrapped_buffer_cut_does_not_hold_its_group_back(tmp_path: Pat
     job = simulate(JobSpec(Layout(tp=2, dp=4, pp=2), fault=fault, steps=8, buffer_size=110))
     write_job(job, tmp_path)
     trace = load_trace(tmp_path)
-    cut = cut_blocks(trace.table)
+    cut = cut_points(trace.table)
     assert cut, "no buffer begins inside a block: the situation is gone"
     reduced = _assert_same_answer(trace)
     for code in cut:
@@ -197,7 +197,7 @@ def test_an_old_completed_p2p_mismatch_keeps_its_channel(tmp_path: Path) -> None
     root = analyze(reduced).root_cause
     assert root is not None and root.kind == "p2p_mismatch"
     assert root.p2p_seq_id == changed["p2p_seq_id"]
-    assert reduced.settled is not None and reduced.settled.left_out > 0  # collectives still do
+    assert reduced.facts is not None and reduced.facts.left_out > 0  # collectives still do
 
 
 def _edit_middle(job: Any, rank: int, name: str, **fields: Any) -> dict[str, Any]:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import itertools
 import json
+import os
 import pickle
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from frtrace.synth import (
     spec_for_entries,
     write_job,
 )
+from frtrace.synth import cli as synth_cli
 from frtrace.synth.writer import ENTRY_KEYS
 
 Entry = dict[str, Any]
@@ -496,11 +499,7 @@ def test_edits_to_a_dump_are_what_gets_written(tmp_path: Path) -> None:
 def test_cli_writes_dumps_and_prints_the_expected_culprit(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    spec = importlib.util.spec_from_file_location("synth_cli", REPO / "scripts" / "synth.py")
-    assert spec is not None and spec.loader is not None
-    cli = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cli)
-    code = cli.main(
+    code = synth_cli.main(
         [
             str(tmp_path),
             "--tp",
@@ -525,6 +524,21 @@ def test_cli_writes_dumps_and_prints_the_expected_culprit(
     for e in json.loads((tmp_path / "nccl_trace_rank_0.json").read_text())["entries"]:
         by_state[e["state"]] += 1
     assert by_state["completed"] > 0 and by_state["started"] == 1
+
+
+def test_scripts_synth_py_runs_the_generator_from_a_clone(tmp_path: Path) -> None:
+    script = REPO / "scripts" / "synth.py"
+    result = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), "--tp", "2", "--entries", "10"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) is None  # a healthy job: no fault to expect
+    assert len(list(tmp_path.glob("nccl_trace_rank_*"))) == 2
 
 
 def test_parallel_writers_produce_the_same_files(tmp_path: Path) -> None:

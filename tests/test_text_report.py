@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 from conftest import FIXTURES
 
 from frtrace.analysis.engine import analyze
-from frtrace.analysis.findings import Finding, Hop, Place
+from frtrace.analysis.findings import Finding, Hop, Kind, Place, Reason
 from frtrace.cli import cli, expand_multi_values
 from frtrace.report.text import merged_chain, ranks_text, render_text, tidy, wrap
 from frtrace.report.wording import detail
@@ -142,7 +142,7 @@ def test_wrap_never_cuts_words_and_splits_only_overlong_lists_at_commas() -> Non
 def test_any_finding_kind_renders_generically() -> None:
     analysis = analyze(load_trace(FIXTURES / "cascade_4rank"))
     assert analysis.root_cause is not None
-    analysis.root_cause.kind = "stuck_collective"  # a kind this report has never heard of
+    analysis.root_cause.kind = Kind.STUCK_COLLECTIVE  # a kind this report has never heard of
     analysis.root_cause.chain = []
     text = render_text(analysis, width=80)
     assert "ROOT CAUSE: stuck_collective in pair23#3 (pg 2)" in text
@@ -168,7 +168,7 @@ def test_a_deadlock_where_one_node_waits_for_many_ranks_says_each_wait_once() ->
     hops = [Hop((0,), Place("9", "mesh_dp", 4), (2,))]
     hops += [Hop((2,), world, (r,)) for r in (0, 1, 3)]
     f = Finding(
-        "order_cycle",
+        Kind.ORDER_CYCLE,
         "0",
         "default_pg",
         7,
@@ -177,7 +177,7 @@ def test_a_deadlock_where_one_node_waits_for_many_ranks_says_each_wait_once() ->
         [2],
         [0, 1, 3],
         [0, 1, 2, 3],
-        "cycle",
+        Reason.CYCLE,
         chain=hops,
     )
     assert detail(f).startswith(

@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from frtrace.analysis.context import Context, judged
-from frtrace.analysis.findings import Finding
+from frtrace.analysis.findings import Finding, Kind, Reason
 from frtrace.analysis.ops import SIGNATURE, pg_seq_key
 from frtrace.tables.records import GATHER_NUMEL, SCATTER_NUMEL
 from frtrace.tables.table import Table, distinct, head_per, most_common, runs, split
 
 _KIND_BY_COLUMN = {
-    "op": "type_mismatch",
-    "input_sizes": "size_mismatch",
-    "output_sizes": "size_mismatch",
-    "input_dtypes": "dtype_mismatch",
-    "output_dtypes": "dtype_mismatch",
+    "op": Kind.TYPE_MISMATCH,
+    "input_sizes": Kind.SIZE_MISMATCH,
+    "output_sizes": Kind.SIZE_MISMATCH,
+    "input_dtypes": Kind.DTYPE_MISMATCH,
+    "output_dtypes": Kind.DTYPE_MISMATCH,
 }
 
 
@@ -160,46 +160,46 @@ def missing_finding(
     if began and len(began) == len(missing):
         # They stopped while issuing it: recorded (a block's first parts), never launched.
         return ctx.finding(
-            "missing_ranks",
+            Kind.MISSING_RANKS,
             pg,
             collective_seq_id=seq,
             op=op,
             culprit_ranks=missing,
             waiting_ranks=have,
-            reason="not_launched",
+            reason=Reason.NOT_LAUNCHED,
             facts={"parts": {str(r): n for r, n in sorted(began.items())}},
             **typed,
         )
     if len(have) > len(missing):
-        culprits, waiting, reason = missing, have, "never_issued"
+        culprits, waiting, reason = missing, have, Reason.NEVER_ISSUED
     elif len(have) < len(missing):
-        culprits, waiting, reason = have, [], "minority_issued"
+        culprits, waiting, reason = have, [], Reason.MINORITY_ISSUED
     else:
         extra = extra_call(ctx, pg, have + missing)
         stopped = len(have) == 1 and stopped_early(ctx, pg, seq, have[0], missing[0])
         rooted = left_in_rooted(ctx, pg, seq, missing)
         if rooted is not None:
-            culprits, waiting, reason = missing, have, "left_in_rooted"
+            culprits, waiting, reason = missing, have, Reason.LEFT_IN_ROOTED
         elif extra is not None:
             rank, extra_seq, _stack_id = extra
-            culprits, waiting, seq_out, reason = [rank], [], extra_seq, "extra_call"
+            culprits, waiting, seq_out, reason = [rank], [], extra_seq, Reason.EXTRA_CALL
             typed["hang_seq"] = seq
         elif stopped:
-            culprits, waiting, reason = missing, have, "stopped_early"
+            culprits, waiting, reason = missing, have, Reason.STOPPED_EARLY
         elif elsewhere:
-            culprits, waiting, reason = missing, have, "awaited_elsewhere"
+            culprits, waiting, reason = missing, have, Reason.AWAITED_ELSEWHERE
         else:
-            culprits, waiting, reason = sorted(have + missing), have, "even_split_missing"
+            culprits, waiting, reason = sorted(have + missing), have, Reason.EVEN_SPLIT_MISSING
             typed["undecidable"] = True
     facts: dict = {}
-    if reason == "awaited_elsewhere":
+    if reason == Reason.AWAITED_ELSEWHERE:
         facts["elsewhere"] = elsewhere
-    if reason == "left_in_rooted":
+    if reason == Reason.LEFT_IN_ROOTED:
         facts["rooted_op"] = rooted
-    if reason in ("extra_call", "stopped_early"):
+    if reason in (Reason.EXTRA_CALL, Reason.STOPPED_EARLY):
         facts["decided_by"] = ctx.decided_by(have + missing)
     return ctx.finding(
-        "missing_ranks",
+        Kind.MISSING_RANKS,
         pg,
         collective_seq_id=seq_out,
         op=op,
@@ -322,7 +322,7 @@ def mismatch_finding(ctx: Context, pg: int, seq: int, rows: Table) -> Finding:
     if len(ordered[0]) > len(ordered[1]):
         majority = ordered[0]
         culprits = sorted(r for r in signature if r not in majority)
-        reason = "minority_differs"
+        reason = Reason.MINORITY_DIFFERS
         i = SIGNATURE.index(column)
         facts.update(
             majority_size=len(majority),
@@ -333,10 +333,10 @@ def mismatch_finding(ctx: Context, pg: int, seq: int, rows: Table) -> Finding:
         changed = history_changed(ctx, pg, seq, rows)
         tied = sorted(signature)
         if changed and len(changed) < len(tied) and any(set(changed) == set(s) for s in ordered):
-            culprits, reason = sorted(changed), "history_changed"
+            culprits, reason = sorted(changed), Reason.HISTORY_CHANGED
             facts["decided_by"] = ctx.decided_by(tied)
         else:
-            culprits, reason, undecidable = tied, "even_split", True
+            culprits, reason, undecidable = tied, Reason.EVEN_SPLIT, True
     return ctx.finding(
         kind,
         pg,
@@ -414,13 +414,13 @@ def _numel_findings(ctx: Context, coll: Table) -> list[Finding]:
             continue  # all agree: trust them over our idea of the group size
         findings.append(
             ctx.finding(
-                "size_mismatch",
+                Kind.SIZE_MISMATCH,
                 pg,
                 collective_seq_id=seq,
                 op=_majority_label(ctx, rows, "op"),
                 culprit_ranks=culprits,
                 waiting_ranks=[int(r) for r in everyone["rank"]],
-                reason="numel",
+                reason=Reason.NUMEL,
                 facts={
                     "column": "numel",
                     "group_size": int(sizes[pg]),
@@ -463,7 +463,7 @@ def state_finding(
 ) -> Finding:
     """Everyone issued it; `stuck` never started it while `running` run it."""
     return ctx.finding(
-        "state_mismatch",
+        Kind.STATE_MISMATCH,
         pg,
         collective_seq_id=collective_seq_id,
         p2p_seq_id=p2p_seq_id,
@@ -471,6 +471,6 @@ def state_finding(
         culprit_ranks=stuck,
         waiting_ranks=running,
         expected_ranks=expected_ranks,
-        reason="not_started",
+        reason=Reason.NOT_STARTED,
         facts={"scheduled": stuck, "started": running},
     )

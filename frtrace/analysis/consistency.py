@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from frtrace.analysis import facts as job_facts
 from frtrace.errors import FrtraceError
-from frtrace.tables.table import group_max
 from frtrace.tables.trace import Trace
 
 MIN_GAP_NS = 30 * 60 * 1_000_000_000  # at least 30 minutes between two jobs' last records
@@ -46,19 +46,8 @@ class MixedJobsError(FrtraceError):
 def time_split(trace: Trace) -> TimeSplit | None:
     """The largest gap between ranks' last recorded times, when it is longer than any
     timeout the dumps carry allows (and at least `MIN_GAP_NS`)."""
-    e = trace.table
-    if not len(e):
-        return None
-    if trace.settled is not None:
-        last = trace.settled.last_created_ns
-        timeout_ms = trace.settled.max_timeout_ms
-    else:
-        created = e["time_created_ns"]
-        ok = created > 0
-        last = group_max(e["rank"][ok], created[ok]) if ok.any() else {}
-        timeout_ms = int(e["timeout_ms"].max())
-    if not last:
-        return None
+    facts = job_facts.of(trace)
+    last = facts.last_created_ns
     if len(last) < 2:
         return None
     by_rank = np.array(list(last.values()), dtype=np.int64)
@@ -66,7 +55,7 @@ def time_split(trace: Trace) -> TimeSplit | None:
     times = by_rank[order]
     gaps = np.diff(times)
     k = int(np.argmax(gaps))
-    timeout_ns = timeout_ms * 1_000_000
+    timeout_ns = facts.max_timeout_ms * 1_000_000
     if gaps[k] <= max(MIN_GAP_NS, 2 * timeout_ns):
         return None
     ranks = np.array(list(last), dtype=np.int64)[order]

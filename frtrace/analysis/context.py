@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import itertools
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from frtrace.analysis.findings import Finding, Place, WaitNode
+from frtrace.analysis import facts as job_facts
+from frtrace.analysis.facts import rank_slice
+from frtrace.analysis.findings import Finding, Kind, Place, Reason, WaitNode
 from frtrace.analysis.ops import (
     OpView,
     block_states,
     build_op_view,
-    closer_mask,
     raw_state_codes,
     unlaunched,
 )
-from frtrace.tables.table import Table, distinct, group_max, group_min, runs
+from frtrace.tables.facts import Facts, Lags
+from frtrace.tables.table import Table, distinct
 from frtrace.tables.trace import Trace
 
 
@@ -27,6 +30,7 @@ class Context:
     """The job as analyzers see it: op view, groups by code, and what each rank can still show."""
 
     trace: Trace
+    facts: Facts  # of every entry, the table's or not (frtrace.analysis.facts)
     view: OpView
     states: np.ndarray  # per entry, 0/1/2, coalesced parts carrying their closer's state
     pg_names: list[str]  # entries' pg_name codes -> name
@@ -61,11 +65,9 @@ class Context:
         return object.__sizeof__(self) + held
 
     def row(self, rank: int, pos: int) -> int:
-        """Index into the entries table of a rank's entry at `pos` in its dump (by position:
-        a settled job's table lacks its settled entries)."""
-        rows = _rank_slice(self.trace.table["rank"], rank)
-        if self.trace.settled is None:
-            return rows.start + int(pos)
+        """Index into the entries table of a rank's entry at `pos` in its dump: by position,
+        as the table may lack some of the rank's entries (settled ones)."""
+        rows = rank_slice(self.trace.table["rank"], rank)
         at = self.trace.table["pos"][rows]
         return rows.start + int(np.searchsorted(at, at.dtype.type(pos)))
 
@@ -107,12 +109,12 @@ class Context:
 
     def finding(
         self,
-        kind: str,
+        kind: Kind,
         pg: int,
         *,
         culprit_ranks: list[int],
         waiting_ranks: list[int],
-        reason: str,
+        reason: Reason,
         collective_seq_id: int | None = None,
         p2p_seq_id: int | None = None,
         op: str | None = None,
@@ -149,28 +151,24 @@ class Context:
 
     def rank_rows(self, rank: int) -> slice:
         """The rank's rows in the entries table (sorted by rank): a binary search."""
-        return _rank_slice(self.trace.table["rank"], rank)
+        return rank_slice(self.trace.table["rank"], rank)
 
     def history(self, rank: int) -> Table:
-        """Every entry of one rank, by position (from the workers for a settled job)."""
-        settled = self.trace.settled
-        if settled is None:
-            return self.trace.table.take(self.rank_rows(rank))
+        """Every entry of one rank, by position (fetched once from the workers where the
+        table lacks its settled entries)."""
         cache = self.__dict__.setdefault("_history", {})
         if rank not in cache:
-            cache[rank] = settled.history(int(rank))
+            cache[rank] = self.facts.history(int(rank))
         return cache[rank]
 
     def history_states(self, rank: int) -> np.ndarray:
         """The states of `history(rank)`, coalesced parts carrying their block's."""
-        if self.trace.settled is None:
-            return self.states[self.rank_rows(rank)]
         return block_states(self.history(rank), self.status)
 
     def rank_ops(self, rank: int) -> Table:
         """One rank's collective ops (a small table): history questions never scan the job."""
-        if self.trace.settled is None:
-            return self.view.coll.take(_rank_slice(self.view.coll["rank"], rank))
+        if not self.facts.left_out:  # the view holds them: a slice of it
+            return self.view.coll.take(rank_slice(self.view.coll["rank"], rank))
         cache = self.__dict__.setdefault("_rank_ops", {})
         if rank not in cache:
             # Built like the job's view, with its codes: ops compare across the two.
@@ -258,17 +256,6 @@ class Context:
         return (set(self.group_members(pg)) & self.dumped) - self.unknown.get(int(pg), set())
 
 
-def _rank_slice(ranks: np.ndarray, rank: int) -> slice:
-    """Rows of one rank in a table sorted by rank (entries and ops both are): a binary search.
-
-    The rank takes the column's dtype first: numpy would otherwise cast the whole column to
-    compare it with a Python int (milliseconds per call on a million rows)."""
-    key = ranks.dtype.type(rank)
-    return slice(
-        int(np.searchsorted(ranks, key, "left")), int(np.searchsorted(ranks, key, "right"))
-    )
-
-
 @dataclass
 class Scope:
     """What a partition of a job's ranks cannot see in its own entries: whether the job is
@@ -280,9 +267,16 @@ class Scope:
     states_tracked: bool | None = None
 
 
-def build_context(trace: Trace, mismatch_cap: int = 10, scope: Scope | None = None) -> Context:
+def build_context(
+    trace: Trace,
+    mismatch_cap: int = 10,
+    scope: Scope | None = None,
+    lags: Callable[[Context], Lags] | None = None,
+) -> Context:
     """Op view plus the judged window of each group (ring buffers lose old entries).
-    `scope`: the job-wide facts when `trace` holds only some of its ranks."""
+    `scope`: the job-wide facts when `trace` holds only some of its ranks. `lags`: how the
+    lag statistics of a job at hand are computed from its Context (timing.lag_stats, which
+    this module cannot import: it reads the Context); a partition's are never asked for."""
     e = trace.table
     groups = trace.group_table
     pg_names = [str(c) for c in e.labels["pg_name"]]
@@ -290,14 +284,10 @@ def build_context(trace: Trace, mismatch_cap: int = 10, scope: Scope | None = No
         str(n): [int(r) for r in rs]
         for n, rs in zip(groups["pg_name"], groups["ranks"], strict=True)
     }
+    # Asked for only once the view below is built, and the lags only when stragglers are.
+    facts = job_facts.of(trace, lambda: view.coll, None if lags is None else lambda: lags(ctx))
     # gloo counts a timed-out collective as completed in pg_status: only trust it elsewhere.
-    settled = trace.settled
-    if scope is not None:
-        gloo = scope.gloo
-    elif settled is not None:
-        gloo = "gloo" in settled.backends
-    else:
-        gloo = bool(e.is_label("backend", lambda b: str(b) == "gloo").any())
+    gloo = scope.gloo if scope is not None else "gloo" in facts.backends
     if gloo:
         status = {}
     else:
@@ -307,8 +297,8 @@ def build_context(trace: Trace, mismatch_cap: int = 10, scope: Scope | None = No
     states = block_states(e, status)
     not_launched = unlaunched(e, status)
     view = build_op_view(e, states, leave_out=not_launched)
-    if settled is not None and settled.left_out:
-        view.states_tracked = True  # settled entries are completed ones
+    if facts.left_out:
+        view.states_tracked = True  # entries left out of the table settled: completed ones
     if scope is not None and scope.states_tracked is not None:
         view.states_tracked = scope.states_tracked
     reliable = {
@@ -316,22 +306,14 @@ def build_context(trace: Trace, mismatch_cap: int = 10, scope: Scope | None = No
     }
     pg_desc = {str(n): str(d) for n, d in zip(groups["pg_name"], groups["pg_desc"], strict=True)}
     # A rank whose oldest kept entry is not its first ever recorded one has lost history.
-    if settled is not None:
-        first_record = settled.first_record
-    else:
-        first_record = group_min(e["rank"], e["record_id"])
-    wrapped = {int(r): bool(v > 0) for r, v in first_record.items()}
-    coll = view.coll
+    wrapped = {int(r): bool(v > 0) for r, v in facts.first_record.items()}
     judged_lo: dict[int, int] = {}
-    if settled is not None:
-        lowest = settled.lowest_seq
-    else:
-        lowest = _min_by_pair(coll["pg"], coll["rank"], coll["seq"])
+    lowest = facts.lowest_seq
     # per group: the highest of its wrapped members' lowest seqs
     for (pg, rank), lo in lowest.items():
         if wrapped.get(rank, False):
             judged_lo[pg] = max(judged_lo.get(pg, 0), lo)
-    for pg, lo in (settled.cut_lo if settled is not None else cut_blocks(e)).items():
+    for pg, lo in facts.cut_lo.items():
         judged_lo[pg] = max(judged_lo.get(pg, 0), lo)
     dumped = set(int(r) for r in trace.file_table["rank"])
     unknown: dict[int, set[int]] = {}
@@ -350,15 +332,8 @@ def build_context(trace: Trace, mismatch_cap: int = 10, scope: Scope | None = No
         }
         if lost:
             unknown[pg] = lost
-    if settled is not None:
-        dump_ns = dict(settled.latest_ns)
-        timing = bool((states == 1).any() or settled.timed)
-    else:
-        latest = np.maximum(
-            e["time_created_ns"], np.maximum(e["time_started_ns"], e["time_completed_ns"])
-        )
-        dump_ns = {int(r): int(v) for r, v in group_max(e["rank"], latest).items()}
-        timing = bool((states == 1).any() or np.isfinite(e["duration_ms"]).any())
+    dump_ns = dict(facts.latest_ns)
+    timing = bool((states == 1).any() or facts.timed)
     without_dump = set(trace.missing_dumps)
     open_groups = frozenset(
         code
@@ -367,7 +342,8 @@ def build_context(trace: Trace, mismatch_cap: int = 10, scope: Scope | None = No
         and not reliable.get(name, True)
         and not _is_default(name, pg_desc.get(name, ""))
     )
-    return Context(
+    ctx = Context(
+        facts=facts,
         without_dump=without_dump,
         open_groups=open_groups,
         unlaunched_rows=not_launched,
@@ -388,6 +364,7 @@ def build_context(trace: Trace, mismatch_cap: int = 10, scope: Scope | None = No
         mismatch_cap=mismatch_cap,
         status=status,
     )
+    return ctx
 
 
 def _is_default(name: str, desc: str) -> bool:
@@ -405,21 +382,6 @@ def _by_pair(e: Table, rows: np.ndarray) -> dict[tuple[int, int], tuple[int, int
         strict=True,
     ):
         out[pg, rank] = (seq, out.get((pg, rank), (seq, 0))[1] + 1)
-    return out
-
-
-def cut_blocks(e: Table) -> dict[int, int]:
-    """Group code -> the seq after a coalescing block a wrapped ring buffer cut.
-
-    A buffer that wrapped (its first entry is not record 0) and starts inside a coalescing
-    block lost some of the block's parts: that block is no evidence, so its group is judged
-    from the next collective on."""
-    in_block = e["coalesced"] | closer_mask(e)
-    cut = np.flatnonzero((e["pos"] == 0) & in_block & ~e["is_p2p"] & (e["record_id"] > 0))
-    out: dict[int, int] = {}
-    for i in cut.tolist():
-        pg = int(e["pg_name"][i])
-        out[pg] = max(out.get(pg, 0), int(e["collective_seq_id"][i]) + 1)
     return out
 
 
@@ -471,15 +433,3 @@ def judged(coll: Table, ctx: Context) -> np.ndarray:
     for pg, value in ctx.judged_lo.items():
         lo[pg] = value
     return coll["seq"] >= lo[coll["pg"]]
-
-
-def _min_by_pair(a: np.ndarray, b: np.ndarray, values: np.ndarray) -> dict[tuple[int, int], int]:
-    """The smallest value per distinct (a, b) pair."""
-    order, starts = runs(a, b)
-    if not len(order):
-        return {}
-    low = np.minimum.reduceat(values[order], starts)
-    first = order[starts]
-    return dict(
-        zip(zip(a[first].tolist(), b[first].tolist(), strict=True), low.tolist(), strict=True)
-    )

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from frtrace.analysis.collectives import analyze_collectives
 from frtrace.analysis.consistency import check_one_job
 from frtrace.analysis.context import Context, build_context
-from frtrace.analysis.findings import MISMATCH_KINDS, STUCK_AFTER_MS, Finding, Note
+from frtrace.analysis.findings import MISMATCH_KINDS, STUCK_AFTER_MS, Finding, Kind, Note, Reason
 from frtrace.analysis.logs import log_findings
 from frtrace.analysis.p2p import analyze_p2p
 from frtrace.analysis.progress import Progress, compare
-from frtrace.analysis.timing import StragglerReport, classify, stragglers
+from frtrace.analysis.timing import StragglerReport, classify, lag_stats, stragglers
 from frtrace.analysis.waits import Blocked, analyze_waits, mark_secondary
 from frtrace.evidence.records import Evidence
 from frtrace.tables.trace import Trace
@@ -143,7 +143,9 @@ def _selected(f: Finding, ranks: list[int] | None, pg_names: set[str] | None) ->
     return ranks is None or bool(involved & set(ranks))
 
 
-WAIT_KINDS = frozenset({"missing_ranks", "state_mismatch", "stuck_collective", "order_cycle"})
+WAIT_KINDS = frozenset(
+    {Kind.MISSING_RANKS, Kind.STATE_MISMATCH, Kind.STUCK_COLLECTIVE, Kind.ORDER_CYCLE}
+)
 
 
 def in_flight_snapshot(ctx: Context, blocked: dict[int, Blocked]) -> Note | None:
@@ -182,10 +184,10 @@ def mark_same_culprit(findings: list[Finding], stopped: frozenset[int], blocked:
     all its groups: those findings repeat the root cause and are listed as its consequences."""
     for f in findings:
         absent = f.not_issued_by
-        if f.kind != "missing_ranks" or f.secondary or not absent:
+        if f.kind != Kind.MISSING_RANKS or f.secondary or not absent:
             continue
         if set(absent) <= stopped and not any(r in blocked for r in absent):
-            f.mark_consequence(absent, "stopped_earlier")
+            f.mark_consequence(absent, Reason.STOPPED_EARLIER)
 
 
 def mismatch_before(
@@ -198,7 +200,7 @@ def mismatch_before(
     A missing rank whose last recorded collective is one where it is a mismatch's culprit
     went no further because of it; its later absence says nothing more. Returns the root
     cause, and the finding it replaced (now its consequence)."""
-    if root.kind != "missing_ranks" or root.secondary or not root.culprit_ranks:
+    if root.kind != Kind.MISSING_RANKS or root.secondary or not root.culprit_ranks:
         return root, None
     if any(r in blocked for r in root.culprit_ranks):
         return root, None
@@ -219,7 +221,7 @@ def mismatch_before(
             f.chain_end = "mismatch"
             f.ranks_waiting_on_this = root.ranks_waiting_on_this
             f.facts["stopped_after"] = True
-            root.mark_consequence(root.culprit_ranks, "after_mismatch")
+            root.mark_consequence(root.culprit_ranks, Reason.AFTER_MISMATCH)
             root.facts["mismatch"] = {"kind": f.kind, "pg_name": pg_name, "seq": seq}
             return f, root
     return root, None
@@ -234,7 +236,7 @@ def unreadable_behind(
 
     def unread(f: Finding) -> bool:
         return (
-            f.kind == "missing_dump"
+            f.kind == Kind.MISSING_DUMP
             and bool(f.culprit_ranks)
             and (set(f.culprit_ranks) <= unreadable)
         )
@@ -244,7 +246,7 @@ def unreadable_behind(
     kept = [r for r in roots if not unread(r)]
     demoted = [r for r in roots if unread(r)]
     for f in demoted:
-        f.mark_consequence(f.culprit_ranks, "unreadable_elsewhere")
+        f.mark_consequence(f.culprit_ranks, Reason.UNREADABLE_ELSEWHERE)
     return kept, demoted
 
 
@@ -258,18 +260,20 @@ def one_stall_without_p2p(
     stops the stage it feeds at the same point, invisibly. Ranks idle before the same
     collective (same group kind and seq) of parallel groups are then one stall whose first
     rank cannot be told: one cause naming them all, undecidable."""
-    if "gloo" not in ctx.trace.backends:
+    if "gloo" not in ctx.facts.backends:
         return roots, []
 
     no_file = set(ctx.trace.no_file)
 
     def gone(f: Finding) -> bool:
         return (
-            f.kind == "missing_dump" and bool(f.culprit_ranks) and set(f.culprit_ranks) <= no_file
+            f.kind == Kind.MISSING_DUMP
+            and bool(f.culprit_ranks)
+            and set(f.culprit_ranks) <= no_file
         )
 
     def stop(f: Finding) -> tuple[str, int | None] | None:
-        idle = f.kind == "missing_ranks" and not any(r in blocked for r in f.culprit_ranks)
+        idle = f.kind == Kind.MISSING_RANKS and not any(r in blocked for r in f.culprit_ranks)
         return (f.pg_desc, f.collective_seq_id) if (idle or gone(f)) and f.pg_desc else None
 
     places: dict[tuple[str, int | None], list[Finding]] = {}
@@ -287,7 +291,7 @@ def one_stall_without_p2p(
             # dumped were stopped by it (through the unrecorded pipeline sends).
             for f in alike:
                 if f not in dead:
-                    f.mark_consequence(f.not_issued_by or f.culprit_ranks, "same_stall")
+                    f.mark_consequence(f.not_issued_by or f.culprit_ranks, Reason.SAME_STALL)
                     merged.append(f)
             continue
         first, rest = alike[0], alike[1:]
@@ -297,10 +301,10 @@ def one_stall_without_p2p(
         first.facts.pop("decided_by", None)  # each group's history, not who stopped first
         first.culprit_ranks = stopped
         first.waiting_ranks = sorted({r for f in alike for r in f.waiting_ranks} - set(stopped))
-        first.reason, first.undecidable = "unrecorded_p2p", True
+        first.reason, first.undecidable = Reason.UNRECORDED_P2P, True
         first.ranks_waiting_on_this = sum(f.ranks_waiting_on_this for f in alike)
         for f in rest:
-            f.mark_consequence(f.not_issued_by or f.culprit_ranks, "same_stall")
+            f.mark_consequence(f.not_issued_by or f.culprit_ranks, Reason.SAME_STALL)
         merged += rest
     return [r for r in roots if r not in merged], merged
 
@@ -314,15 +318,15 @@ def one_cause_per_culprit(
     marked a consequence here, a stopped rank's by `mark_same_culprit`."""
     kept: list[Finding] = []
     repeats: list[Finding] = []
-    named: dict[str, set[int]] = {"missing_dump": set(), "missing_ranks": set()}
+    named: dict[Kind, set[int]] = {Kind.MISSING_DUMP: set(), Kind.MISSING_RANKS: set()}
     for root in roots:
         culprits = set(root.culprit_ranks)
         idle = (
             root.kind in named and not root.undecidable and not any(r in blocked for r in culprits)
         )
         if idle and culprits and culprits <= named[root.kind]:
-            if root.kind == "missing_dump":
-                root.mark_consequence(root.culprit_ranks, "no_dump_elsewhere")
+            if root.kind == Kind.MISSING_DUMP:
+                root.mark_consequence(root.culprit_ranks, Reason.NO_DUMP_ELSEWHERE)
             repeats.append(root)
             continue
         kept.append(root)
@@ -346,7 +350,7 @@ def analyze(
     """
     evidence = evidence if evidence is not None else trace.evidence
     check_one_job(trace)
-    ctx = build_context(trace, mismatch_cap)
+    ctx = build_context(trace, mismatch_cap, lags=lag_stats)
     coll = analyze_collectives(ctx)
     p2p = analyze_p2p(ctx)
     found = coll.findings + p2p.findings
@@ -391,7 +395,7 @@ def analyze(
     stopped = frozenset(
         r
         for f in roots
-        if f.kind == "missing_ranks" or f.facts.get("stopped_after")
+        if f.kind == Kind.MISSING_RANKS or f.facts.get("stopped_after")
         for r in f.culprit_ranks
     )
     mark_secondary(ctx, others, waits.blocked, stopped)

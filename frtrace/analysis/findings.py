@@ -7,56 +7,103 @@ and nothing here is read back from a report.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, NamedTuple
 
-KINDS = (
-    "missing_ranks",
-    "type_mismatch",
-    "size_mismatch",
-    "dtype_mismatch",
-    "state_mismatch",
-    "p2p_mismatch",
-    "missing_dump",
-    "order_cycle",
-    "stuck_collective",
-)
+
+class _Named(str, Enum):
+    """A str Enum that is its value wherever a report meets it: it compares and hashes as the
+    str, json.dumps writes the value, and str() and f-strings give it too (Enum's own give
+    "Kind.MISSING_RANKS" on Python 3.11). Python 3.10 has no StrEnum."""
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(self, spec)
+
+
+class Kind(_Named):
+    """What a finding is about."""
+
+    MISSING_RANKS = "missing_ranks"
+    TYPE_MISMATCH = "type_mismatch"
+    SIZE_MISMATCH = "size_mismatch"
+    DTYPE_MISMATCH = "dtype_mismatch"
+    STATE_MISMATCH = "state_mismatch"
+    P2P_MISMATCH = "p2p_mismatch"
+    MISSING_DUMP = "missing_dump"
+    ORDER_CYCLE = "order_cycle"
+    STUCK_COLLECTIVE = "stuck_collective"
+
 
 # Members disagree on what a collective is (op, sizes or dtypes).
-MISMATCH_KINDS = frozenset({"type_mismatch", "size_mismatch", "dtype_mismatch"})
+MISMATCH_KINDS = frozenset({Kind.TYPE_MISMATCH, Kind.SIZE_MISMATCH, Kind.DTYPE_MISMATCH})
 
-# Why the culprits are blamed (Finding.reason); `report.wording` has a sentence for each.
-REASONS = (
-    "never_issued",  # most members issued it, the culprits did not
-    "minority_issued",  # a few members issued it, most did not
-    "extra_call",  # a two-member tie broken by history: one rank inserted a call
-    "stopped_early",  # a two-member tie broken by history: the call usually comes next
-    "awaited_elsewhere",  # a two-member tie broken by other groups: ranks wait for it there too
-    "not_launched",  # the culprits recorded it (a block's first parts), never launched it
-    "even_split_missing",  # a tie no history breaks: both sides named
-    "minority_differs",  # members disagree on the op; the minority differs
-    "history_changed",  # a tie broken by history: these ranks changed at this call site
-    "even_split",  # a tie no history breaks
-    "numel",  # all_gather / reduce_scatter sizes do not fit the group size
-    "not_started",  # every member issued it, the culprits' GPU never started it
-    "sender_changed",  # a send and its recv differ; the sender changed
-    "receiver_changed",  # ... the receiver changed
-    "p2p_undecidable",  # ... no history tells which side
-    "no_dump",  # ranks others wait for left no dump
-    "partial_groups",  # a member left no dump: its groups are partly analyzed
-    "never_posted",  # a rank never posted the send/recv its peer waits in
-    "cycle",  # collectives issued in different orders: a deadlock
-    "stuck",  # every member inside the collective, none completes
-    "blocked_elsewhere",  # consequence: the absent ranks are blocked in another op
-    "stopped_earlier",  # consequence: the absent ranks stopped before the root cause
-    "no_dump_elsewhere",  # consequence: ranks wait here too for the root cause's dumpless rank
-    "after_mismatch",  # consequence: the absent ranks stopped after a collective they disagreed on
-    "left_in_rooted",  # ranks still inside a rooted collective the others completed and left
-    "unreadable_elsewhere",  # consequence: ranks wait for an unreadable rank, held up elsewhere
-    "unrecorded_p2p",  # ranks stopped at the same point of parallel groups; no p2p recorded
-    "same_stall",  # consequence: part of the root cause's stall (no p2p recorded between)
-    "never_joined",  # logs: the culprits never joined the collective the others waited in
-    "all_waiting",  # logs: every rank they name waited in it: one missing from them, or inside
-)
+
+class Reason(_Named):
+    """Why the culprits are blamed (Finding.reason); `report.wording` has a sentence for each."""
+
+    # most members issued it, the culprits did not
+    NEVER_ISSUED = "never_issued"
+    # a few members issued it, most did not
+    MINORITY_ISSUED = "minority_issued"
+    # a two-member tie broken by history: one rank inserted a call
+    EXTRA_CALL = "extra_call"
+    # a two-member tie broken by history: the call usually comes next
+    STOPPED_EARLY = "stopped_early"
+    # a two-member tie broken by other groups: ranks wait for it there too
+    AWAITED_ELSEWHERE = "awaited_elsewhere"
+    # the culprits recorded it (a block's first parts), never launched it
+    NOT_LAUNCHED = "not_launched"
+    # a tie no history breaks: both sides named
+    EVEN_SPLIT_MISSING = "even_split_missing"
+    # members disagree on the op; the minority differs
+    MINORITY_DIFFERS = "minority_differs"
+    # a tie broken by history: these ranks changed at this call site
+    HISTORY_CHANGED = "history_changed"
+    # a tie no history breaks
+    EVEN_SPLIT = "even_split"
+    # all_gather / reduce_scatter sizes do not fit the group size
+    NUMEL = "numel"
+    # every member issued it, the culprits' GPU never started it
+    NOT_STARTED = "not_started"
+    # a send and its recv differ; the sender changed
+    SENDER_CHANGED = "sender_changed"
+    # a send and its recv differ; the receiver changed
+    RECEIVER_CHANGED = "receiver_changed"
+    # a send and its recv differ; no history tells which side changed
+    P2P_UNDECIDABLE = "p2p_undecidable"
+    # ranks others wait for left no dump
+    NO_DUMP = "no_dump"
+    # a member left no dump: its groups are partly analyzed
+    PARTIAL_GROUPS = "partial_groups"
+    # a rank never posted the send/recv its peer waits in
+    NEVER_POSTED = "never_posted"
+    # collectives issued in different orders: a deadlock
+    CYCLE = "cycle"
+    # every member inside the collective, none completes
+    STUCK = "stuck"
+    # consequence: the absent ranks are blocked in another op
+    BLOCKED_ELSEWHERE = "blocked_elsewhere"
+    # consequence: the absent ranks stopped before the root cause
+    STOPPED_EARLIER = "stopped_earlier"
+    # consequence: ranks wait here too for the root cause's dumpless rank
+    NO_DUMP_ELSEWHERE = "no_dump_elsewhere"
+    # consequence: the absent ranks stopped after a collective they disagreed on
+    AFTER_MISMATCH = "after_mismatch"
+    # ranks still inside a rooted collective the others completed and left
+    LEFT_IN_ROOTED = "left_in_rooted"
+    # consequence: ranks wait for an unreadable rank, held up elsewhere
+    UNREADABLE_ELSEWHERE = "unreadable_elsewhere"
+    # ranks stopped at the same point of parallel groups; no p2p recorded
+    UNRECORDED_P2P = "unrecorded_p2p"
+    # consequence: part of the root cause's stall (no p2p recorded between)
+    SAME_STALL = "same_stall"
+    # logs: the culprits never joined the collective the others waited in
+    NEVER_JOINED = "never_joined"
+    # logs: every rank they name waited in it: one missing from them, or inside
+    ALL_WAITING = "all_waiting"
 
 
 # Work in flight this long is stuck even before its timeout (a dump taken on demand during a
@@ -118,7 +165,7 @@ class Finding:
     with are typed attributes.
     """
 
-    kind: str
+    kind: Kind
     pg_name: str
     pg_desc: str
     collective_seq_id: int | None
@@ -127,7 +174,7 @@ class Finding:
     culprit_ranks: list[int]
     waiting_ranks: list[int]
     expected_ranks: list[int]
-    reason: str
+    reason: Reason
     facts: dict[str, Any] = field(default_factory=dict)
     issued_by: list[int] = field(default_factory=list)
     not_issued_by: list[int] = field(default_factory=list)
@@ -142,10 +189,16 @@ class Finding:
     cycle: list[Place] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown finding kind {self.kind!r}")
-        if self.reason not in REASONS:
-            raise ValueError(f"unknown finding reason {self.reason!r}")
+        # A name given as a plain str (an API user's Finding) becomes its member; an unknown
+        # one is refused here, not when a report looks its sentence up.
+        try:
+            self.kind = Kind(self.kind)
+        except ValueError:
+            raise ValueError(f"unknown finding kind {self.kind!r}") from None
+        try:
+            self.reason = Reason(self.reason)
+        except ValueError:
+            raise ValueError(f"unknown finding reason {self.reason!r}") from None
 
     @property
     def place(self) -> Place:
@@ -153,7 +206,7 @@ class Finding:
         seq = self.p2p_seq_id if p2p else self.collective_seq_id
         return Place(self.pg_name, self.pg_desc, seq, p2p)
 
-    def mark_consequence(self, culprits: list[int], reason: str) -> None:
+    def mark_consequence(self, culprits: list[int], reason: Reason) -> None:
         """Recast as a consequence of another finding: `culprits` did not issue it, the
         ranks that did are the ones waiting, and the verdict is no longer a tie to break."""
         self.culprit_ranks = sorted(culprits)

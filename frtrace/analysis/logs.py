@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from frtrace.analysis.findings import Finding
+from frtrace.analysis.findings import Finding, Kind, Reason
 from frtrace.evidence.gather import in_collective
 from frtrace.evidence.records import PEER_LOST, TIMEOUT, Evidence, RankEvidence, Wait
 
@@ -173,7 +173,7 @@ def log_findings(ev: Evidence) -> list[Finding]:
     if not culprits:  # every rank waits in it: the hang is inside the collective
         return [
             Finding(
-                kind="stuck_collective",
+                kind=Kind.STUCK_COLLECTIVE,
                 pg_name=pg_name,
                 pg_desc=pg_desc,
                 collective_seq_id=seq,
@@ -182,7 +182,7 @@ def log_findings(ev: Evidence) -> list[Finding]:
                 culprit_ranks=waiting,
                 waiting_ranks=waiting,
                 expected_ranks=world,
-                reason="all_waiting",
+                reason=Reason.ALL_WAITING,
                 facts=facts,
                 undecidable=True,
             )
@@ -192,7 +192,7 @@ def log_findings(ev: Evidence) -> list[Finding]:
         facts["elsewhere"] = {str(r): _op(states[r]) for r in elsewhere}
     return [
         Finding(
-            kind="missing_ranks",
+            kind=Kind.MISSING_RANKS,
             pg_name=pg_name,
             pg_desc=pg_desc,
             collective_seq_id=seq,
@@ -201,7 +201,7 @@ def log_findings(ev: Evidence) -> list[Finding]:
             culprit_ranks=culprits,
             waiting_ranks=waiting,
             expected_ranks=world,
-            reason="never_joined",
+            reason=Reason.NEVER_JOINED,
             facts=facts,
             issued_by=waiting,
             not_issued_by=culprits,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from frtrace.analysis.context import Context
-from frtrace.analysis.findings import Finding
+from frtrace.analysis.findings import Finding, Kind, Reason
 from frtrace.analysis.ops import op_is
 from frtrace.tables.table import Table, cumcount, pack
 
@@ -142,13 +142,13 @@ def _pair_finding(ctx: Context, ops: Table, sends: Table, i: int, recvs: Table, 
     s_changed = _changed(ops, src, int(sends["pos"][i]), src, dst, SEND)
     r_changed = _changed(ops, dst, int(recvs["pos"][j]), src, dst, RECV)
     if s_changed and r_changed is False:
-        culprits, reason = [src], "sender_changed"
+        culprits, reason = [src], Reason.SENDER_CHANGED
     elif r_changed and s_changed is False:
-        culprits, reason = [dst], "receiver_changed"
+        culprits, reason = [dst], Reason.RECEIVER_CHANGED
     else:
-        culprits, reason = sorted({src, dst}), "p2p_undecidable"
+        culprits, reason = sorted({src, dst}), Reason.P2P_UNDECIDABLE
     return ctx.finding(
-        "p2p_mismatch",
+        Kind.P2P_MISMATCH,
         pg,
         p2p_seq_id=seq,
         op="send/recv",
@@ -156,7 +156,7 @@ def _pair_finding(ctx: Context, ops: Table, sends: Table, i: int, recvs: Table, 
         waiting_ranks=[src, dst],
         expected_ranks=sorted({src, dst}),
         reason=reason,
-        undecidable=reason == "p2p_undecidable",
+        undecidable=reason == Reason.P2P_UNDECIDABLE,
         facts={
             "src": src,
             "dst": dst,

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from frtrace.analysis.ops import raw_state_codes
-from frtrace.tables.table import group_max
+from frtrace.analysis import facts as job_facts
 from frtrace.tables.trace import Trace
 
 
@@ -44,17 +43,10 @@ class Progress:
         return not self.advanced and bool(self.stopped)
 
 
-def _last_record(trace: Trace) -> dict[int, int]:
-    """Each rank's newest record id (ranks without entries are absent)."""
-    if trace.settled is not None:
-        return trace.settled.last_record
-    e = trace.table
-    return group_max(e["rank"], e["record_id"])
-
-
 def compare(before: Trace, after: Trace) -> Progress:
     """Per rank, whether it advanced from `before` to `after` (vectorized over entries)."""
-    old_last, new_last = _last_record(before), _last_record(after)
+    old, new = job_facts.of(before), job_facts.of(after)
+    old_last, new_last = old.last_record, new.last_record  # ranks without entries: absent
     both = sorted(set(before.ranks) & set(after.ranks))
     advanced, stopped, restarted = [], [], []
     for rank in both:
@@ -73,24 +65,12 @@ def compare(before: Trace, after: Trace) -> Progress:
         restarted=restarted,
         only_before=sorted(set(before.ranks) - set(after.ranks)),
         only_after=sorted(set(after.ranks) - set(before.ranks)),
-        groups=_groups(before, after),
+        groups=_groups(old.last_completed, new.last_completed, after),
     )
 
 
-def last_completed(trace: Trace) -> dict[str, int]:
-    """Per group, the highest collective seq some rank completed (by its own state)."""
-    if trace.settled is not None:
-        return trace.settled.last_completed
-    e = trace.table
-    done = (raw_state_codes(e) == 2) & ~e["is_p2p"]
-    if not done.any():
-        return {}
-    top = group_max(e["pg_name"][done], e["collective_seq_id"][done])
-    return {str(e.label("pg_name", k)): int(v) for k, v in top.items()}
-
-
-def _groups(before: Trace, after: Trace) -> list[GroupProgress]:
-    old, new = last_completed(before), last_completed(after)
+def _groups(old: dict[str, int], new: dict[str, int], after: Trace) -> list[GroupProgress]:
+    """Each group's last completed collective before and after (Facts.last_completed)."""
     groups = after.group_table
     desc = dict(zip(groups["pg_name"], groups["pg_desc"], strict=True))
     return [

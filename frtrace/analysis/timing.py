@@ -32,6 +32,7 @@ from frtrace.analysis.context import Context
 from frtrace.analysis.findings import Finding
 from frtrace.analysis.ops import pg_seq_key
 from frtrace.analysis.p2p import channel_ops
+from frtrace.tables.facts import Lags
 from frtrace.tables.table import Table, distinct
 
 STALL_BY_KIND = {
@@ -92,6 +93,7 @@ more, by a median lag of half the floor or more (healthy synthetic jobs reach a 
 with a median of 0.1 ms; ranks that inherit a straggler's delay 0.82 with 1 ms; a rank 3 ms
 slower per call, 0.93 with 6 ms)."""
 
+TOP = 5  # the lags keep the groups and held-back collectives of this many costliest ranks
 PERIOD_ENTRIES = 4000  # a straggler's step is looked for in its newest this many calls
 PERIOD_MATCH = 0.9  # a step: the calls repeat with this period at least this often
 
@@ -135,20 +137,6 @@ class StragglerReport:
     top: list[Straggler]
     threshold_ms: float  # from enqueue times, a collective's lateness counts beyond this
     threshold_share: float = 0.05
-
-
-@dataclass
-class Lags:
-    """Lateness statistics per rank over every collective all members completed (and every
-    p2p pair both ends completed), before any threshold: what `stragglers` selects from (a
-    settled job carries them, computed where its entries are)."""
-
-    method: str  # "duration", "enqueue", or "none" (nothing completed)
-    collectives: int
-    per_rank: dict[str, np.ndarray]  # rank, median, p95, last, n, cost, span: a row per rank
-    groups: dict[int, list[int]]  # of the costliest ranks: their groups by cost (top 3)
-    # of the costliest ranks: pos, own (ms) and pg (code) of each collective it held back
-    details: dict[int, Table] = field(default_factory=dict)
 
 
 @dataclass
@@ -584,7 +572,7 @@ def join_lags(
     return Lags(method, collectives, per_rank, named, held)
 
 
-def lag_stats(ctx: Context, top: int = 5) -> Lags:
+def lag_stats(ctx: Context, top: int = TOP) -> Lags:
     """Per-rank lateness, and the groups and held-back collectives of the `top` costliest
     ranks (whatever the threshold, the stragglers it selects are among them): the
     distributed steps above run over the whole job, its pg codes as group indexes."""
@@ -601,15 +589,14 @@ def lag_stats(ctx: Context, top: int = 5) -> Lags:
     return join_lags(method, collectives_in(combined), parts, {c: c for c in codes.values()}, top)
 
 
-def stragglers(ctx: Context, threshold_share: float = 0.05, top: int = 5) -> StragglerReport:
+def stragglers(ctx: Context, threshold_share: float = 0.05) -> StragglerReport:
     """Ranks whose lateness cost at least `threshold_share` of the time their calls cover,
-    costliest first, with where it shows."""
-    settled = ctx.trace.settled
-    lags = settled.lags if settled is not None else lag_stats(ctx, top)
+    costliest first (at most TOP), with where it shows."""
+    lags = ctx.facts.lags
     per_rank = lags.per_rank
     share = _share(per_rank)
     out = []
-    for i in _costliest(per_rank, top).tolist():
+    for i in _costliest(per_rank, TOP).tolist():
         if share[i] < threshold_share:
             break
         rank_ = int(per_rank["rank"][i])

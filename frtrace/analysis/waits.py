@@ -18,7 +18,15 @@ import numpy as np
 
 from frtrace.analysis.collectives import CollectiveResult, missing_finding, state_finding
 from frtrace.analysis.context import Context
-from frtrace.analysis.findings import MISMATCH_KINDS, STUCK_AFTER_MS, Finding, Hop, WaitNode
+from frtrace.analysis.findings import (
+    MISMATCH_KINDS,
+    STUCK_AFTER_MS,
+    Finding,
+    Hop,
+    Kind,
+    Reason,
+    WaitNode,
+)
 from frtrace.analysis.ops import op_is, pg_seq_key
 from frtrace.analysis.p2p import P2PResult
 from frtrace.tables.table import Table, group_max
@@ -566,7 +574,7 @@ def _novel_step(ctx: Context, rank: int, at: Blocked) -> bool:
 
 def _existing(
     findings: list[Finding],
-    kinds: set[str] | frozenset[str],
+    kinds: set[Kind] | frozenset[Kind],
     pg_name: str,
     seq: int | None,
     p2p: bool = False,
@@ -608,19 +616,19 @@ def _root_finding(
     if root.kind == "idle":
         b = blocked[here[0]]
         return ctx.finding(
-            "missing_ranks",
+            Kind.MISSING_RANKS,
             pg,
             p2p_seq_id=_next_p2p_seq(ctx, root.ranks[0], pg),
             op="recv" if b.op == "send" else "send",
             culprit_ranks=root.ranks,
             waiting_ranks=here[:1],
             expected_ranks=sorted({src, dst}),
-            reason="never_posted",
+            reason=Reason.NEVER_POSTED,
             facts={**_node_facts(node), "waiting_op": b.op, "waiting_p2p_seq_id": b.p2p_seq_id},
         )
     # Every member is at the node: they disagree, or some never started it.
     if kind == "p":
-        found = _existing(p2p.findings, {"p2p_mismatch"}, ctx.name(pg), None, p2p=True)
+        found = _existing(p2p.findings, {Kind.P2P_MISMATCH}, ctx.name(pg), None, p2p=True)
     else:
         found = _existing(findings, MISMATCH_KINDS, ctx.name(pg), seq)
     if found is not None:
@@ -630,7 +638,7 @@ def _root_finding(
     if not (stuck and running):
         return stuck_finding(ctx, node, here, blocked)
     if kind == "c":
-        existing = _existing(findings, {"state_mismatch"}, ctx.name(pg), seq)
+        existing = _existing(findings, {Kind.STATE_MISMATCH}, ctx.name(pg), seq)
         if existing is not None:
             return existing
     return state_finding(
@@ -656,14 +664,14 @@ def nodump_finding(
     """Ranks `here` wait at `node` for `ranks`, which left no usable dump (`places`: how many
     places ranks wait for them in; `maybe`: no rank is known to wait, some may)."""
     return ctx.finding(
-        "missing_dump",
+        Kind.MISSING_DUMP,
         node.pg,
         **_seq_ids(node, blocked[here[0]]),
         op=blocked[here[0]].op,
         culprit_ranks=ranks,
         waiting_ranks=here,
         expected_ranks=_members(ctx, node),
-        reason="no_dump",
+        reason=Reason.NO_DUMP,
         facts={
             "no_dump": ranks,
             "unreadable": sorted(set(ranks) & set(ctx.trace.unreadable)),
@@ -696,14 +704,14 @@ def stuck_finding(
     ages = [a for r in here if (a := ctx.in_flight_ms(r, blocked[r].pos)) is not None]
     timeout = ctx.timeout_ms(here[0], blocked[here[0]].pos)
     return ctx.finding(
-        "stuck_collective",
+        Kind.STUCK_COLLECTIVE,
         pg,
         **_seq_ids(node, blocked[here[0]]),
         op=blocked[here[0]].op,
         culprit_ranks=here,
         waiting_ranks=[],
         expected_ranks=_members(ctx, node),
-        reason="stuck",
+        reason=Reason.STUCK,
         facts={
             "started": sorted(r for r in here if blocked[r].state == 1),
             "in_flight_ms": round(max(ages), 1) if ages else None,
@@ -744,14 +752,14 @@ def _cycle_finding(
     others = sorted(set().union(*(waiters[n] for n in root.nodes)) - set(root.ranks))
     first = root.ranks[0]
     return ctx.finding(
-        "order_cycle",
+        Kind.ORDER_CYCLE,
         pg,
         **_seq_ids(node, blocked.get(first)),
         op=blocked[first].op if first in blocked else None,
         culprit_ranks=root.ranks,
         waiting_ranks=others,
         expected_ranks=_members(ctx, node),
-        reason="cycle",
+        reason=Reason.CYCLE,
         cycle=[ctx.place(n) for n in root.nodes],
         chain=hops,
     )
@@ -810,7 +818,7 @@ def mark_secondary(
     cascades: one absent member waits for the stopped one elsewhere, the other is it)."""
     names = {n: i for i, n in enumerate(ctx.pg_names)}
     for f in findings:
-        if f.kind not in ("missing_ranks", "state_mismatch") or f.collective_seq_id is None:
+        if f.kind not in (Kind.MISSING_RANKS, Kind.STATE_MISMATCH) or f.collective_seq_id is None:
             continue
         seq = f.hang_seq if f.hang_seq is not None else f.collective_seq_id
         here = WaitNode("c", names.get(f.pg_name, -1), seq, -1, -1)
@@ -839,4 +847,4 @@ def mark_secondary(
             and all(n != here for n in away.values())
         ):
             f.blocked_in = {r: ctx.place(n) for r, n in away.items()}
-            f.mark_consequence(suspects, "blocked_elsewhere")
+            f.mark_consequence(suspects, Reason.BLOCKED_ELSEWHERE)

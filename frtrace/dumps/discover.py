@@ -25,8 +25,16 @@ from frtrace.dumps.read import file_kind
 from frtrace.dumps.text import LOG, STACKS, sniff
 from frtrace.errors import FrtraceError
 
-DEFAULT_PREFIX_PATH = "/tmp/nccl_trace_rank_"
+# Where torch writes a rank's dump, `<prefix><rank>`: torch/csrc/distributed/c10d/
+# FlightRecorder.cpp, `DebugInfoWriter::getWriter` (torch 2.6 and later). The prefix is the first
+# of these variables that is set (Utils.hpp, `getCvarString`; torch 2.7 and earlier read only the
+# second), else a default that moved between releases (each one's library read for it):
+# 2.11 and later `$XDG_CACHE_HOME/torch/comm_lib_trace_rank_`, else
+# `$HOME/.cache/torch/comm_lib_trace_rank_` (2.9 and 2.10: always the latter); 2.7 and 2.8
+# `$HOME/.cache/torch/nccl_trace_rank_`; 2.6 and earlier `/tmp/nccl_trace_rank_`, which is also
+# where frtrace.capture writes when no prefix is set. `$HOME` defaults to /tmp.
 PREFIX_ENV_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+LEGACY_PREFIX_PATH = "/tmp/nccl_trace_rank_"
 _SUFFIXES = (".gz", ".json", ".pkl", ".pickle")
 _TRAILING_INT = re.compile(r"([0-9]+)$")
 _SEPARATORS = "_-."
@@ -76,14 +84,45 @@ def rank_from_name(name: str) -> int | None:
     return int(digits) if len(digits) <= 18 else 1 << 62  # absurd ranks stay cheap to parse
 
 
+def default_prefixes() -> list[str]:
+    """Every prefix torch may have written dumps to when no variable names one, newest first."""
+    home = os.environ.get("HOME") or "/tmp"
+    cache = os.environ.get("XDG_CACHE_HOME") or f"{home}/.cache"
+    found = [f"{cache}/torch/comm_lib_trace_rank_", f"{home}/.cache/torch/comm_lib_trace_rank_"]
+    found += [f"{home}/.cache/torch/nccl_trace_rank_", LEGACY_PREFIX_PATH]
+    return list(dict.fromkeys(found))
+
+
+def _holds_dumps(prefix: str) -> bool:
+    """Whether `<prefix><rank>...` names any entry of the prefix's folder."""
+    folder, base = os.path.split(prefix)
+    try:
+        names = os.listdir(folder or ".")
+    except OSError:
+        return False
+    ranks = (strip_suffixes(n[len(base) :]) for n in names if n.startswith(base))
+    return any(r.isascii() and r.isdigit() for r in ranks)
+
+
 def default_location() -> tuple[Path, str]:
-    """Where PyTorch writes dumps when the user gives no folder: env prefix, else /tmp."""
+    """Where PyTorch writes dumps when the user gives no folder: the prefix a variable names,
+    else the first of torch's default places (they moved between releases) that holds a dump;
+    none holding one is an error that names them all."""
     for var in PREFIX_ENV_VARS:
         value = os.environ.get(var)
         if value:
             break
     else:
-        value = DEFAULT_PREFIX_PATH
+        places = default_prefixes()
+        found = next((p for p in places if _holds_dumps(p)), None)
+        if found is None:
+            raise FrtraceError(
+                "no dump files where torch writes them by default ("
+                + ", ".join(f"{p}<rank>" for p in places)
+                + "): give the folder that holds them, or set TORCH_FR_DUMP_TEMP_FILE as the "
+                "job had it"
+            )
+        value = found
     path = Path(value)
     if value.endswith(os.sep) or path.is_dir():
         return path, ""

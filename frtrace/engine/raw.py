@@ -19,10 +19,9 @@ from typing import Any, cast
 
 import numpy as np
 
-from frtrace.errors import FrtraceError
 from frtrace.tables.columns import Frame, RankColumns
 from frtrace.tables.load import trace_messages, unreadable_ranks
-from frtrace.tables.parse import NoUsableDumpError, ParseResult, Progress, tell
+from frtrace.tables.parse import NoUsableDumpError, ParseResult, Progress
 from frtrace.tables.records import NUMEL_RATIOS, numel_rules
 from frtrace.tables.repair import (
     World,
@@ -31,7 +30,7 @@ from frtrace.tables.repair import (
     status_names,
 )
 from frtrace.tables.table import Table, distinct, first_rows, runs
-from frtrace.tables.trace import Skipped, Trace, file_table, merge_columns
+from frtrace.tables.trace import Skipped, file_table, merge_columns
 
 _LABELLED = ("pg_name", "pg_desc", "backend", "op")
 _KEPT = ["rank", *_LABELLED, "input_numel", "output_numel"]
@@ -71,19 +70,7 @@ class Skeleton:
     backends: set[str]
 
 
-@dataclass
-class RawResult:
-    """What raw mode reports on stderr once the workers have written the files."""
-
-    entries: int
-    files: list[str]
-    skipped: list[Skipped]
-    warnings: list[str]
-    notes: list[str]
-    groups: Table
-
-
-def _fresh(part: RankColumns) -> RankColumns:
+def fresh(part: RankColumns) -> RankColumns:
     """A copy merge_columns may consume (it pops columns), leaving the stored result whole."""
     return dataclasses.replace(part, ints=dict(part.ints), cats=dict(part.cats))
 
@@ -126,8 +113,8 @@ def summarize(results: list[ParseResult]) -> list[FileSummary]:
             out.append(FileSummary(rank, path, fmt, compressed, reason, None, [], None))
             continue
         stacks = list(cols.stacks.uniques)
-        entries, _stacks = merge_columns([_fresh(cols)])
-        meta = _fresh(cols)
+        entries, _stacks = merge_columns([fresh(cols)])
+        meta = fresh(cols)
         meta.release_columns()
         rows = _membership_rows(entries)
         p2p = distinct(entries["pg_name"][entries["is_p2p"]]).tolist()
@@ -216,53 +203,12 @@ def gather_summaries(
     return [dataclasses.replace(s, path=given.get(s.path, s.path)) for p in parts for s in p]
 
 
-def _written(client: Any, writes: list[Any], progress: Progress | None) -> int:
-    """Entries the workers wrote, the progress line counting the partitions as they finish."""
-    from distributed import as_completed
-
-    total, step = 0, "writing Parquet on the workers"
-    tell(progress, step, 0, len(writes))
-    for done, write in enumerate(as_completed(writes, loop=client.loop), start=1):
-        total += int(write.result())
-        tell(progress, step, done, len(writes))
-    return total
-
-
 def share_lists(files: list[FileSummary], lists: dict[bytes, bytes]) -> None:
     """One object per distinct member list across partitions (`lists`: those seen so far)."""
     for s in files:
         for cfg in s.meta.pg_config.values() if s.meta is not None else ():
             if isinstance(cfg, dict) and isinstance(cfg.get("ranks"), bytes):
                 cfg["ranks"] = lists.setdefault(cfg["ranks"], cfg["ranks"])
-
-
-def write_partition(
-    results: list[ParseResult],
-    groups: Table,
-    stack_ids: dict[tuple[Frame, ...], int],
-    names: set[str] | None,
-    with_frames: bool,
-    where: str,
-    storage_options: dict[str, Any],
-) -> int:
-    """Stage 2: this partition's entries, as `frtrace -j` gives them, into one Parquet file."""
-    import pandas as pd
-
-    from frtrace.report.parquet import write_records
-    from frtrace.report.raw import entry_records
-
-    parts = [_fresh(cols) for _r, _p, cols, *_rest in results if cols is not None]
-    if parts:
-        table, stacks = job_table(parts, groups, stack_ids)
-        if names is not None:
-            table = table.take(table.is_label("pg_name", names.__contains__))
-        entries = table.to_pandas()
-    else:
-        entries, stacks = pd.DataFrame(), []
-    frames = {stack_ids[s]: s for s in stacks}
-    holder = cast(Trace, _Stacks(frames))
-    records = entry_records(holder, entries, with_frames) if len(entries) else iter(())
-    return write_records(records, where, with_frames, storage_options)
 
 
 def job_table(
@@ -276,13 +222,6 @@ def job_table(
     local = table["stack_id"]
     table["stack_id"] = np.where(local >= 0, to_global[np.maximum(local, 0)], -1)
     return table, stacks
-
-
-@dataclass
-class _Stacks:
-    """Stands in for a Trace in entry_records, which reads only `stacks[stack_id]`."""
-
-    stacks: dict[int, tuple[Frame, ...]]
 
 
 def assemble(trace_dir: str, summaries: list[FileSummary], skipped: list[Skipped]) -> Skeleton:
@@ -336,51 +275,3 @@ def assemble(trace_dir: str, summaries: list[FileSummary], skipped: list[Skipped
         p2p_groups,
         backends,
     )
-
-
-def write_raw(
-    client: Any,
-    items: list[tuple[str, int]],
-    remote: bool,
-    storage_options: dict[str, Any],
-    trace_dir: str,
-    skipped: list[Skipped],
-    pg_filters: list[str],
-    with_frames: bool,
-    out: str,
-    progress: Progress | None = None,
-) -> RawResult:
-    """Parse on the workers, infer memberships on the client, write Parquet on the workers."""
-    from frtrace.cli import matching_groups
-    from frtrace.dumps.store import protocol, resolved_options
-    from frtrace.engine.dask import homes, release, share, submit_partitions, task_error
-    from frtrace.report.parquet import prepare_folder
-
-    # The dumps' options fit the output only in the same kind of store (an endpoint, say).
-    same_store = protocol(out) == protocol(trace_dir)
-    out_options = resolved_options(out, storage_options if same_store else None)
-    prepare_folder(out, out_options)
-    parts, parsed, given = submit_partitions(client, items, remote, storage_options, progress)
-    shared: list[Any] = []
-    try:
-        summaries = gather_summaries(client, parsed, given, len(items), progress)
-        job = assemble(trace_dir, summaries, skipped)
-        groups, stack_ids, warnings, notes = job.groups, job.stack_ids, job.warnings, job.notes
-        names = matching_groups(groups, pg_filters)
-        base = out.rstrip("/")
-        paths = [f"{base}/part-{k:05d}.parquet" for k in range(len(parts))]
-        shared = [share(client, x) for x in (groups, stack_ids, names)]
-        writes = [
-            client.submit(
-                write_partition, p, *shared, with_frames, path, out_options, pure=False, **home
-            )
-            for p, path, home in zip(parsed, paths, homes(client, parsed), strict=True)
-        ]
-        total = _written(client, writes, progress)
-    except FrtraceError:
-        raise
-    except Exception as exc:  # a worker lost repeatedly, a store refusing a write
-        raise FrtraceError(f"the Dask raw-mode tasks failed: {task_error(exc)}") from exc
-    finally:
-        release(parsed + shared)
-    return RawResult(total, paths, skipped, warnings, notes, groups)

@@ -18,9 +18,11 @@ name and global rank: counts and order-free digests of (seq, signature), signatu
 from their label strings. So each partition of ranks computes its share where its entries are
 (`tally`, `digests`, `prune`, `lag_partials`, `rank_lags`: worker side, over a partition's
 Context), and the client combines the small answers (`plan`, `decide`, `refine`,
-`join_lags`). The Dask engine runs the partitions on its workers (frtrace.engine.spread);
-`settle` runs the same steps on a whole job in one process: the reference the tests compare
-with the analysis of the whole job, and so the check of every step.
+`join_lags`). The tally carries the partition's facts (frtrace.analysis.facts.Partial): the
+client assembles the job's from them, what its analysis reads of the entries that settled.
+The Dask engine runs the partitions on its workers (frtrace.engine.spread); `settle` runs
+the same steps on a whole job in one process: the reference the tests compare with the
+analysis of the whole job, and so the check of every step.
 """
 
 from __future__ import annotations
@@ -32,23 +34,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from frtrace.analysis import facts as job_facts
 from frtrace.analysis import timing
-from frtrace.analysis.context import Context, _min_by_pair, build_context, cut_blocks
+from frtrace.analysis.context import Context, build_context
+from frtrace.analysis.facts import Partial, min_by_pair
 from frtrace.analysis.ops import (
     SIGNATURE,
     block_ids,
     closer_mask,
     op_is,
-    raw_state_codes,
 )
 from frtrace.analysis.p2p import RECV, SEND, channel_ops
-from frtrace.analysis.timing import Lags
-from frtrace.tables.settled import Settled
-from frtrace.tables.table import Table, distinct, group_max, group_min, runs
+from frtrace.tables.table import Table, runs
 from frtrace.tables.trace import Trace
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
-TOP = 5  # stragglers' groups are named for this many slowest ranks
 SPLIT = 16  # a range that did not settle is asked again in this many pieces...
 FINEST = 16  # ...of at least this many seqs...
 REFINE = 2  # ...for at most this many more rounds,
@@ -62,24 +62,15 @@ Span = tuple[int, int]  # first and last seq of a range
 
 @dataclass
 class Tally:
-    """Round 1, per partition: bounds per (group, rank), channel-end counts, per-rank facts."""
+    """Round 1, per partition: its facts (the lowest seq per (group, rank) among them),
+    the highest completed seqs, channel-end counts."""
 
-    entries: int
-    backends: set[str]
-    lowest: dict[Pair, int]  # lowest collective seq
+    facts: Partial
     highest_done: dict[Pair, int]  # highest completed collective seq
     ends: dict[End, tuple[int, int]]  # completed, pending sends or recvs
     tracked: bool  # some state moves
     finished: int  # completed collectives...
     timed_finished: int  # ...of which with a duration
-    first_record: dict[int, int]
-    last_record: dict[int, int]
-    latest_ns: dict[int, int]
-    last_created_ns: dict[int, int]
-    cut_lo: dict[str, int]
-    timed: bool
-    max_timeout_ms: int
-    last_completed: dict[str, int]
 
 
 @dataclass
@@ -124,11 +115,10 @@ def _by_pair(ctx: Context, values: dict[tuple[int, int], int]) -> dict[Pair, int
 
 def tally(ctx: Context) -> Tally:
     """Round 1 over a partition's Context (built with the job's Scope)."""
-    e = ctx.trace.table
     coll = ctx.view.coll
     pg, rank, seq = coll["pg"], coll["rank"], coll["seq"]
     done = coll["state"] == 2
-    highest = _min_by_pair(pg[done], rank[done], -seq[done].astype(np.int64))
+    highest = min_by_pair(pg[done], rank[done], -seq[done].astype(np.int64))
     ends: dict[End, tuple[int, int]] = {}
     ops = channel_ops(ctx)
     if len(ops):
@@ -145,27 +135,13 @@ def tally(ctx: Context) -> Tally:
             strict=True,
         )
         ends = {k: (int(a), int(b - a)) for k, a, b in zip(keys, c, n, strict=True)}
-    created = e["time_created_ns"]
-    ok = created > 0
-    raw_done = (raw_state_codes(e) == 2) & ~e["is_p2p"]
-    last_done = group_max(e["pg_name"][raw_done], e["collective_seq_id"][raw_done])
     return Tally(
-        entries=len(e),
-        backends={str(e.labels["backend"][b]) for b in distinct(e["backend"]).tolist()},
-        lowest=_by_pair(ctx, _min_by_pair(pg, rank, seq)),
+        facts=job_facts.partial(ctx.facts, ctx.pg_names),
         highest_done={k: -v for k, v in _by_pair(ctx, highest).items()},
         ends=ends,
         tracked=bool((ctx.states > 0).any()),
         finished=int(done.sum()),
         timed_finished=int(np.isfinite(coll["duration_ms"][done]).sum()),
-        first_record=group_min(e["rank"], e["record_id"]),
-        last_record=group_max(e["rank"], e["record_id"]),
-        latest_ns=dict(ctx.dump_ns),
-        last_created_ns=group_max(e["rank"][ok], created[ok]) if ok.any() else {},
-        cut_lo={ctx.pg_names[g]: v for g, v in cut_blocks(e).items()},
-        timed=bool(np.isfinite(e["duration_ms"]).any()),
-        max_timeout_ms=int(e["timeout_ms"].max()) if len(e) else 0,
-        last_completed={ctx.pg_names[g]: int(v) for g, v in last_done.items()},
     )
 
 
@@ -337,45 +313,24 @@ def rank_lags(
     ctx: Context, method: str, group_index: dict[str, int], combined: list[Table]
 ) -> timing.RankLags:
     """Worker: the partition's ranks' lags once every bucket is combined."""
-    return timing.rank_lags(timing.lag_values(ctx, method, group_index), method, combined, TOP)
+    values = timing.lag_values(ctx, method, group_index)
+    return timing.rank_lags(values, method, combined, timing.TOP)
 
 
 # ---------------------------------------------------------------- client side
 
 
 def merge_tallies(tallies: list[Tally]) -> Tally:
-    """The job's tally from its partitions' (ranks apart, in rank order), merged in place
-    into a copy of the first: one pass over each partition's aggregates."""
-    out = dataclasses.replace(tallies[0])
-    for name in (
-        "lowest", "highest_done", "ends", "first_record", "last_record", "latest_ns",
-        "last_created_ns", "cut_lo", "last_completed",
-    ):  # fmt: skip
-        setattr(out, name, dict(getattr(out, name)))
-    out.backends = set(out.backends)
-    for t in tallies[1:]:
-        out.entries += t.entries
-        out.backends |= t.backends
-        out.lowest.update(t.lowest)
+    """The job's tally from its partitions' (ranks apart, in rank order): one pass over
+    each partition's aggregates."""
+    out = Tally(job_facts.combine([t.facts for t in tallies]), {}, {}, False, 0, 0)
+    for t in tallies:
         out.highest_done.update(t.highest_done)
         out.ends.update(t.ends)
         out.tracked = out.tracked or t.tracked
         out.finished += t.finished
         out.timed_finished += t.timed_finished
-        out.first_record.update(t.first_record)
-        out.last_record.update(t.last_record)
-        out.latest_ns.update(t.latest_ns)
-        out.last_created_ns.update(t.last_created_ns)
-        _max_into(out.cut_lo, t.cut_lo)
-        out.timed = out.timed or t.timed
-        out.max_timeout_ms = max(out.max_timeout_ms, t.max_timeout_ms)
-        _max_into(out.last_completed, t.last_completed)
     return out
-
-
-def _max_into(into: dict[str, int], more: dict[str, int]) -> None:
-    for k, v in more.items():
-        into[k] = max(into[k], v) if k in into else v
 
 
 def plan(job: Tally, members: dict[str, list[int]], dumped: set[int]) -> Ask:
@@ -384,8 +339,9 @@ def plan(job: Tally, members: dict[str, list[int]], dumped: set[int]) -> Ask:
     method = timing.lag_method(job.finished, job.timed_finished)
     if not job.tracked:
         return Ask(False, {}, {}, {}, method)
+    lowest = job.facts.lowest_seq
     holders: dict[str, set[int]] = {}
-    for g, r in job.lowest:
+    for g, r in lowest:
         holders.setdefault(g, set()).add(r)
     candidates: dict[str, list[Span]] = {}
     voters: dict[str, int] = {}
@@ -395,7 +351,7 @@ def plan(job: Tally, members: dict[str, list[int]], dumped: set[int]) -> Ask:
         if any((g, m) not in job.highest_done for m in have):
             continue
         # A block a wrapped buffer cut holds fewer parts on some members: judged from after it.
-        lo = max(max(job.lowest[(g, m)] for m in have), job.cut_lo.get(g, 0))
+        lo = max(max(lowest[(g, m)] for m in have), job.facts.cut_lo.get(g, 0))
         hi = min(job.highest_done[(g, m)] for m in have) - 1
         if hi >= lo:
             candidates[g], voters[g] = [(lo, hi)], len(have)
@@ -480,28 +436,6 @@ def settle_rounds(ask: Ask, answer: Callable[[Ask], list[Digests]]) -> Verdict:
     return verdict
 
 
-def settled_facts(
-    job: Tally, verdict_left: int, lags: Lags, code: dict[str, int], history: Callable[[int], Table]
-) -> Settled:
-    """The Settled facts of a job from its tally (group names turned into the client's codes)."""
-    return Settled(
-        entries=job.entries,
-        left_out=verdict_left,
-        backends=sorted(job.backends),
-        first_record=job.first_record,
-        last_record=job.last_record,
-        latest_ns=job.latest_ns,
-        last_created_ns=job.last_created_ns,
-        lowest_seq={(code[g], r): v for (g, r), v in job.lowest.items()},
-        cut_lo={code[g]: v for g, v in job.cut_lo.items()},
-        timed=job.timed,
-        max_timeout_ms=job.max_timeout_ms,
-        last_completed=job.last_completed,
-        lags=lags,
-        history=history,
-    )
-
-
 def members_of(groups: Table) -> dict[str, list[int]]:
     return {
         str(n): [int(r) for r in rs]
@@ -518,18 +452,17 @@ def group_sizes(groups: Table) -> tuple[dict[str, int], np.ndarray]:
 def settle(trace: Trace) -> Trace:
     """The job without its settled entries, carrying what the analysis needs of them: the
     distributed plan's steps run on the whole job as one partition."""
-    ctx = build_context(trace)
+    ctx = build_context(trace, lags=timing.lag_stats)
     members, dumped = members_of(trace.group_table), ctx.dumped
     job = tally(ctx)
     ask = plan(job, members, dumped)
     verdict = settle_rounds(ask, lambda question: [digests(ctx, question)])
     left_out = prune(ctx, verdict)
     code = {name: i for i, name in enumerate(ctx.pg_names)}
-    lags = timing.lag_stats(ctx, TOP)
     e = trace.table
 
     def history(rank: int) -> Table:  # here the whole job is at hand: a slice of it
         return e.take(ctx.rank_rows(rank))
 
-    facts = settled_facts(job, int(left_out.sum()), lags, code, history)
-    return dataclasses.replace(trace, table=e.take(~left_out), settled=facts)
+    facts = job_facts.assembled(job.facts, int(left_out.sum()), code, ctx.facts.lags, history)
+    return dataclasses.replace(trace, table=e.take(~left_out), facts=facts)

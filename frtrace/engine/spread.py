@@ -11,8 +11,8 @@
    arrival lags by a shuffle between workers (per collective: earliest and
    latest arrival, bucketed by key, each bucket combined on one worker, then per rank).
 5. Workers send what did not settle; the client remaps its codes into the job's labels and
-   analyzes that with the Settled facts. A rank's whole history, when the analysis asks for
-   it, is fetched from its partition.
+   analyzes that with the job's facts, assembled from the partitions' (frtrace.analysis.facts).
+   A rank's whole history, when the analysis asks for it, is fetched from its partition.
 
 What the client holds grows with files, groups and unsettled entries, not with all entries.
 The workers keep their partitions (and a cluster started for the run stays up) until the
@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from frtrace.analysis import facts as job_facts
 from frtrace.analysis import timing
 from frtrace.analysis.context import Context, Scope, build_context, status_by_name
 from frtrace.engine import settle as st
@@ -42,7 +43,7 @@ from frtrace.engine.dask import (
     task_error,
 )
 from frtrace.engine.plan import Item
-from frtrace.engine.raw import Skeleton, _fresh, assemble, gather_summaries, job_table
+from frtrace.engine.raw import Skeleton, assemble, fresh, gather_summaries, job_table
 from frtrace.errors import FrtraceError
 from frtrace.tables.columns import Frame
 from frtrace.tables.parse import ParseResult, Progress, Skipped, tell
@@ -58,7 +59,7 @@ def open_part(
     scope: Scope,
 ) -> Context | None:
     """Worker: the partition's entries as one table in job-wide terms, and its Context."""
-    parts = [_fresh(cols) for _r, _p, cols, *_rest in results if cols is not None]
+    parts = [fresh(cols) for _r, _p, cols, *_rest in results if cols is not None]
     if not parts:
         return None
     table, _stacks = job_table(parts, groups, stack_ids)
@@ -264,9 +265,11 @@ def _settled_trace(
     del kept
     code = {str(n): i for i, n in enumerate(codes.labels.get("pg_name", []))}
     by_index = {index[n]: c for n, c in code.items() if n in index}
-    lags = timing.join_lags(ask.method, collectives, per_part, by_index, st.TOP)
-    facts = st.settled_facts(whole, left_out, lags, code, lambda r: remote.history(codes, r))
-    facts.close = remote.close
+    lags = timing.join_lags(ask.method, collectives, per_part, by_index, timing.TOP)
+    facts = job_facts.assembled(
+        whole.facts, left_out, code, lags, lambda r: remote.history(codes, r)
+    )
+    facts.release = remote.close
     weakref.finalize(facts, remote.close)  # the Trace and its copies share these facts
     stacks = sorted((i, s) for s, i in job.stack_ids.items() if i >= 0)
     return Trace(
@@ -282,7 +285,7 @@ def _settled_trace(
         warnings=job.warnings,
         membership_conflicts=job.conflicts,
         world=job.world,
-        settled=facts,
+        facts=facts,
     )
 
 

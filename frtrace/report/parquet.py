@@ -5,17 +5,27 @@ Parquet is what a notebook, DuckDB or Spark reads back. The rows and values are 
 `frtrace -j` (report/raw.py): one row per entry, ordered by rank then record, unset values as
 nulls, sizes as lists of shapes, dtypes as lists of names (and `frames` with
 --print-stack-trace). Every file has the same schema (SCHEMA), so a folder of them reads as one
-table. The Dask engine's workers write one file per partition of ranks (engine/raw.py).
+table. The Dask engine's workers write one file per partition of ranks (`write_raw`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from frtrace.dumps.store import filesystem, is_url, local_path, protocol, resolved_options
+from frtrace.engine.dask import homes, release, share, submit_partitions, task_error
+from frtrace.engine.raw import assemble, fresh, gather_summaries, job_table
 from frtrace.errors import FrtraceError
+from frtrace.report.raw import ENTRY_FIELDS, entry_records
+from frtrace.tables.columns import Frame
+from frtrace.tables.parse import ParseResult, Progress, Skipped, tell
+from frtrace.tables.select import matching_groups
+from frtrace.tables.table import Table
+from frtrace.tables.trace import Trace
 
 ROWS_PER_WRITE = 65_536  # records built at a time: bounds the Python objects alive
 _INTS = (
@@ -40,8 +50,6 @@ def _pyarrow() -> tuple[Any, Any]:
 
 def schema(with_frames: bool = False) -> Any:
     """The Arrow schema of the entries, in the field order of `frtrace -j`."""
-    from frtrace.report.raw import ENTRY_FIELDS
-
     pa, _pq = _pyarrow()
     types: dict[str, Any] = {name: pa.int64() for name in _INTS}
     types.update({name: pa.string() for name in _STRINGS})
@@ -88,7 +96,6 @@ def write_records(
 
 
 def _open(where: str, storage_options: dict[str, Any] | None) -> Any:
-    from frtrace.dumps.store import filesystem, is_url
 
     if not is_url(where):
         return open(where, "wb")  # closed by the caller's `with`
@@ -99,7 +106,6 @@ def _open(where: str, storage_options: dict[str, Any] | None) -> Any:
 def prepare_folder(where: str, storage_options: dict[str, Any] | None = None) -> None:
     """Create the output folder (a path or a URL); refuse one that holds Parquet files already,
     so that no stale part of an earlier run is read back with this one."""
-    from frtrace.dumps.store import filesystem, is_url, local_path
 
     local = local_path(where) if is_url(where) else Path(where)
     if local is not None:
@@ -119,3 +125,109 @@ def prepare_folder(where: str, storage_options: dict[str, Any] | None = None) ->
             raise FrtraceError(f"cannot use {where}: {type(exc).__name__}: {exc}") from exc
     if stale:
         raise FrtraceError(f"--raw-output {where}: holds .parquet files already; give a new one")
+
+
+# ------------------------------------------------- written by a Dask cluster's workers
+# `-j --engine dask --raw-output DIR`: each worker writes its partition's entries; the client
+# only infers the memberships every partition needs (frtrace.engine.raw.assemble).
+
+
+@dataclass
+class RawResult:
+    """What raw mode reports on stderr once the workers have written the files."""
+
+    entries: int
+    files: list[str]
+    skipped: list[Skipped]
+    warnings: list[str]
+    notes: list[str]
+    groups: Table
+
+
+@dataclass
+class _StackHolder:
+    """Stands in for a Trace in entry_records, which reads only `stacks[stack_id]`."""
+
+    stacks: dict[int, tuple[Frame, ...]]
+
+
+def write_raw(
+    client: Any,
+    items: list[tuple[str, int]],
+    remote: bool,
+    storage_options: dict[str, Any],
+    trace_dir: str,
+    skipped: list[Skipped],
+    pg_filters: list[str],
+    with_frames: bool,
+    out: str,
+    progress: Progress | None = None,
+) -> RawResult:
+    """Parse on the workers, infer memberships on the client, write Parquet on the workers."""
+
+    # The dumps' options fit the output only in the same kind of store (an endpoint, say).
+    same_store = protocol(out) == protocol(trace_dir)
+    out_options = resolved_options(out, storage_options if same_store else None)
+    prepare_folder(out, out_options)
+    parts, parsed, given = submit_partitions(client, items, remote, storage_options, progress)
+    shared: list[Any] = []
+    try:
+        summaries = gather_summaries(client, parsed, given, len(items), progress)
+        job = assemble(trace_dir, summaries, skipped)
+        groups, stack_ids, warnings, notes = job.groups, job.stack_ids, job.warnings, job.notes
+        names = matching_groups(groups, pg_filters)
+        base = out.rstrip("/")
+        paths = [f"{base}/part-{k:05d}.parquet" for k in range(len(parts))]
+        shared = [share(client, x) for x in (groups, stack_ids, names)]
+        writes = [
+            client.submit(
+                write_partition, p, *shared, with_frames, path, out_options, pure=False, **home
+            )
+            for p, path, home in zip(parsed, paths, homes(client, parsed), strict=True)
+        ]
+        total = _written(client, writes, progress)
+    except FrtraceError:
+        raise
+    except Exception as exc:  # a worker lost repeatedly, a store refusing a write
+        raise FrtraceError(f"the Dask raw-mode tasks failed: {task_error(exc)}") from exc
+    finally:
+        release(parsed + shared)
+    return RawResult(total, paths, skipped, warnings, notes, groups)
+
+
+def _written(client: Any, writes: list[Any], progress: Progress | None) -> int:
+    """Entries the workers wrote, the progress line counting the partitions as they finish."""
+    from distributed import as_completed
+
+    total, step = 0, "writing Parquet on the workers"
+    tell(progress, step, 0, len(writes))
+    for done, write in enumerate(as_completed(writes, loop=client.loop), start=1):
+        total += int(write.result())
+        tell(progress, step, done, len(writes))
+    return total
+
+
+def write_partition(
+    results: list[ParseResult],
+    groups: Table,
+    stack_ids: dict[tuple[Frame, ...], int],
+    names: set[str] | None,
+    with_frames: bool,
+    where: str,
+    storage_options: dict[str, Any],
+) -> int:
+    """Stage 2: this partition's entries, as `frtrace -j` gives them, into one Parquet file."""
+    import pandas as pd
+
+    parts = [fresh(cols) for _r, _p, cols, *_rest in results if cols is not None]
+    if parts:
+        table, stacks = job_table(parts, groups, stack_ids)
+        if names is not None:
+            table = table.take(table.is_label("pg_name", names.__contains__))
+        entries = table.to_pandas()
+    else:
+        entries, stacks = pd.DataFrame(), []
+    frames = {stack_ids[s]: s for s in stacks}
+    holder = cast(Trace, _StackHolder(frames))
+    records = entry_records(holder, entries, with_frames) if len(entries) else iter(())
+    return write_records(records, where, with_frames, storage_options)

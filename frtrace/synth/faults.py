@@ -9,13 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from frtrace.analysis.findings import KINDS as FINDING_KINDS
+from frtrace.analysis.findings import MISMATCH_KINDS, Kind
 from frtrace.synth.layout import KIND_INDEX, KINDS, GroupTable, Layout
 from frtrace.synth.program import BF16, FP32, Item, OpT, Registry, is_marker
 
 # The generator injects exactly the kinds of problem the analyzer reports.
-FAULT_KINDS: tuple[str, ...] = FINDING_KINDS
-_MISMATCH_KINDS = ("type_mismatch", "size_mismatch", "dtype_mismatch")
+FAULT_KINDS: tuple[str, ...] = tuple(kind.value for kind in Kind)
 
 
 @dataclass(frozen=True)
@@ -186,7 +185,7 @@ def plan_fault(
             raise ValueError("drop_part needs a type_mismatch on an op inside a coalesced block")
         del ops[j]
         program[pos] = replace(item, tids=tuple(reg.add(o) for o in ops), poison=True)
-    elif fault.kind in _MISMATCH_KINDS:
+    elif fault.kind in MISMATCH_KINDS:
         if item.p2p:
             raise ValueError(
                 f"{fault.kind} needs a collective; the {fault.group!r} op at index "

@@ -618,8 +618,10 @@ static int value_canon(Cons *k, int32_t node, int depth, size_t max_list, int32_
 /* ---- the entry schema ------------------------------------------------------------------ */
 /* Order matters: the integer fields first (as INT_FIELDS, then the seq_id of formats before
  * 2.0, read only to refuse them), then duration and frames, then the call-site composite in
- * columns.COMPOSITE's order. */
-enum { NINT = 8, F_DURATION = 8, F_FRAMES = 9, F_COMP = 10, NCOMP = 13, NFIELDS = 23 };
+ * columns.COMPOSITE's order. columns.FAST_FIELDS declares the same list: the module exports
+ * this copy (FIELDS, FRAME_FIELDS, N_INTS) and columns.py uses the module only if they agree. */
+enum { NINT = 8, NCOMP = 13 };
+enum { F_DURATION = NINT, F_FRAMES, F_COMP, NFIELDS = F_COMP + NCOMP };
 /* After the entry fields: a frame's keys (looked up through the same per-node cache). */
 enum { K_NAME = NFIELDS, K_FILENAME, K_LINE, NKEYS };
 static const char *const FIELD_NAMES[NKEYS] = {
@@ -1243,8 +1245,40 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_fastdump",
-    "Flight Recorder pickles parsed straight into columns (see frtrace/tables/fast.py).", -1,
+    "Flight Recorder pickles parsed straight into columns (see frtrace/tables/columns.py).", -1,
     methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__fastdump(void) { return PyModule_Create(&module); }
+/* FIELD_NAMES[from .. to) as a tuple of str. */
+static PyObject *names_tuple(int from, int to) {
+    PyObject *t = PyTuple_New(to - from);
+    if (!t) return NULL;
+    for (int i = from; i < to; i++) {
+        PyObject *name = PyUnicode_FromString(FIELD_NAMES[i]);
+        if (!name) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i - from, name);
+    }
+    return t;
+}
+
+/* Adds `value` as attribute `name` and drops the caller's reference, failed or not. */
+static int add_steal(PyObject *m, const char *name, PyObject *value) {
+    int rc = value ? PyModule_AddObjectRef(m, name, value) : -1;
+    Py_XDECREF(value);
+    return rc;
+}
+
+PyMODINIT_FUNC PyInit__fastdump(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (add_steal(m, "FIELDS", names_tuple(0, NFIELDS)) < 0 ||
+        add_steal(m, "FRAME_FIELDS", names_tuple(NFIELDS, NKEYS)) < 0 ||
+        add_steal(m, "N_INTS", PyLong_FromLong(NINT)) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -366,10 +366,10 @@ def _entry_of(values: list[Any], bad: Callable[[Any], bool]) -> int:
     return _first(values, bad)[0]
 
 
-_FRAME_KEYS = ("name", "filename", "line")
-
-
-_NAME, _FILENAME, _LINE = map(operator.itemgetter, ("name", "filename", "line"))
+# A stack frame's keys, in the order columns stores them (torch/csrc/distributed/c10d/
+# FlightRecorderDetail.hpp, FlightRecorder::getCollectiveTrace: name_key, filename_key, line_key).
+FRAME_KEYS = ("name", "filename", "line")
+_NAME, _FILENAME, _LINE = map(operator.itemgetter, FRAME_KEYS)
 
 
 def _frames_ok(frames: list[Any]) -> bool:

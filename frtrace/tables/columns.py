@@ -21,6 +21,7 @@ from frtrace.dumps.limits import Budgets, budgets
 from frtrace.dumps.read import validate
 from frtrace.errors import DumpError
 from frtrace.tables.check import (
+    FRAME_KEYS,
     INT32,
     INT64,
     SEQ_ID_ONLY,
@@ -52,8 +53,9 @@ INT_FIELDS = {
 }
 # A wrong type in these skips the file; in the other integer fields it becomes unset.
 REQUIRED_INTS = {"record_id", "collective_seq_id", "p2p_seq_id"}
-# Stored as int32 in the merged table (trace.NARROW_INTS): checked to fit at the edge.
-INT32_FIELDS = {"pg_id", "collective_seq_id", "p2p_seq_id", "op_id"}
+# Counters that fit 32 bits in any real job, stored as int32 in the merged table (halving them
+# matters at millions of rows): checked to fit at the edge.
+INT32_FIELDS = ("pg_id", "collective_seq_id", "p2p_seq_id", "op_id")
 # Integers that follow from the call site, read from the composite. column name: default
 CALL_SITE_INTS = {"pg_id": -1, "timeout_ms": 0}
 STR_FIELDS = {
@@ -501,13 +503,27 @@ def _assemble(
 
 # The integer fields in the order _fastdump returns them: INT_FIELDS' keys, then the `seq_id`
 # of formats before 2.0 (read only to refuse such a file, as columnize does).
-_FAST_INTS = (*(key for key, _ in INT_FIELDS.values()), "seq_id")
+FAST_INTS = (*(key for key, _ in INT_FIELDS.values()), "seq_id")
+# Every entry field the C module reads, in the order of its table (_fastdump.c FIELD_NAMES):
+# the integers, the duration and stack, then the call-site composite; and a frame's keys.
+FAST_FIELDS = (*FAST_INTS, "duration_ms", "frames", *COMPOSITE)
+FAST_LAYOUT = (FAST_FIELDS, FRAME_KEYS, len(FAST_INTS))
 _ABSENT = 2  # _fastdump's per-entry state of an integer field: 0 an int, 1 None, 2 absent
 
 
+def built_layout() -> tuple[Any, ...] | None:
+    """(FIELDS, FRAME_FIELDS, N_INTS) as the built C module declares them, to hold against
+    FAST_LAYOUT; None when it was not built. A build older than these attributes gives Nones."""
+    if _fastdump is None:
+        return None
+    return tuple(getattr(_fastdump, name, None) for name in ("FIELDS", "FRAME_FIELDS", "N_INTS"))
+
+
 def fast_path_available() -> bool:
-    """Whether the C extension was built (else every file takes the Python path)."""
-    return _fastdump is not None
+    """Whether the C extension was built and reads the fields declared here, in this order
+    (else every file takes the Python path): a build left from an older _fastdump.c, not
+    rebuilt after a pull, would fill the wrong columns."""
+    return built_layout() == FAST_LAYOUT
 
 
 def columnize_fast(
@@ -520,7 +536,7 @@ def columnize_fast(
     C module is missing or declines (anything unusual: an opcode, a type, a budget), or when a
     check would fail: the caller then runs the Python path, which gives its exact error.
     """
-    if _fastdump is None:
+    if _fastdump is None or not fast_path_available():
         return None
     limits = limits or budgets()
     try:
@@ -541,8 +557,8 @@ def _fast_columns(parsed: tuple[Any, ...], rank: int, limits: Budgets) -> RankCo
     check = Checker(limits)
     clip = _Clip(limits.max_string_chars)
     missing: list[str] = []
-    values = np.frombuffer(ints_raw, dtype=np.int64).reshape(len(_FAST_INTS), n)
-    states = np.frombuffer(states_raw, dtype=np.uint8).reshape(len(_FAST_INTS), n)
+    values = np.frombuffer(ints_raw, dtype=np.int64).reshape(len(FAST_INTS), n)
+    states = np.frombuffer(states_raw, dtype=np.uint8).reshape(len(FAST_INTS), n)
     col_seq = list(INT_FIELDS).index("collective_seq_id")
     if ((states[col_seq] == _ABSENT) & (states[-1] != _ABSENT)).any():
         raise DumpError(SEQ_ID_ONLY)  # as columnize (check.seq_id_only)

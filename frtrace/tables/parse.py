@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from frtrace.dumps.limits import budgets
 from frtrace.dumps.read import decode_inflated, inflate, is_pickle, read_bytes
 from frtrace.errors import DumpError, FrtraceError
+from frtrace.ranks import check_selection
 from frtrace.tables.columns import RankColumns, columnize, columnize_fast
 from frtrace.tables.workers import iter_isolated, kill_workers
 
@@ -200,6 +201,8 @@ def wanted_items(
     is left, a folder's files or a store's objects alike."""
     if ranks is not None:
         wanted = set(ranks)
+        if items:  # "no dump files found" would be false: name the ranks that are there
+            check_selection(wanted, [rank for _path, rank in items])
         items = [item for item in items if item[1] in wanted]
     if not items:
         where = trace_dir + (f" with prefix '{prefix}'" if prefix else "")

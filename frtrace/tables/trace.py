@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from frtrace.errors import FrtraceError
-from frtrace.tables.columns import CATEGORY_COLUMNS, Frame, Interned, RankColumns
+from frtrace.tables.columns import CATEGORY_COLUMNS, INT32_FIELDS, Frame, Interned, RankColumns
+from frtrace.tables.facts import Facts
 from frtrace.tables.parse import Skipped as Skipped  # beside the parsing, which has no pandas
 from frtrace.tables.repair import DEFAULT_DESC, DEFAULT_PG, NO_WORLD, World
-from frtrace.tables.settled import Settled
 from frtrace.tables.table import Table, distinct
 
 if TYPE_CHECKING:
@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from frtrace.evidence.records import Evidence
 
 P2P_OPS = frozenset({"send", "recv"})
-# Counters that fit 32 bits in any real job; halving them matters at millions of rows.
-NARROW_INTS = ("pg_id", "collective_seq_id", "p2p_seq_id", "op_id")
 _P2P_NAME = re.compile(r"^(send|recv)\s+([0-9]{1,9})\s*(->|<-)\s*([0-9]{1,9})$")
 _MAX_NUMEL = (1 << 62) - 1  # element counts are clamped here, so int64 sums cannot overflow
 
@@ -54,8 +52,9 @@ class Trace:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     membership_conflicts: dict[str, list[list[int]]] = field(default_factory=dict)
-    # Set when settled entries stayed on the workers: `table` holds only the rest.
-    settled: Settled | None = None
+    # Set when settled entries stayed on the workers (`table` holds only the rest): the facts
+    # of every entry, as the Dask load assembled them (frtrace.analysis.facts).
+    facts: Facts | None = None
     world: World = NO_WORLD
     # The job's logs and py-spy stacks found beside the dumps (frtrace.engine.evidence).
     evidence: Evidence | None = None
@@ -63,13 +62,13 @@ class Trace:
     @property
     def entry_count(self) -> int:
         """Entries in the job's dumps (settled ones left on the workers included)."""
-        return self.settled.entries if self.settled is not None else len(self.table)
+        return self.facts.entries if self.facts is not None else len(self.table)
 
     def close(self) -> None:
         """Release the entries kept on a Dask cluster (and a cluster started for this job);
         its rank histories are gone after. Nothing to do for a job loaded in one process."""
-        if self.settled is not None and self.settled.close is not None:
-            self.settled.close()
+        if self.facts is not None:
+            self.facts.close()
 
     @cached_property
     def entries(self) -> pd.DataFrame:
@@ -96,8 +95,8 @@ class Trace:
     @property
     def backends(self) -> list[str]:
         """The backends the entries name (nccl, gloo), sorted."""
-        if self.settled is not None:
-            return list(self.settled.backends)
+        if self.facts is not None:
+            return list(self.facts.backends)
         e = self.table
         return sorted(str(e.label("backend", b)) for b in distinct(e["backend"]))
 
@@ -260,7 +259,7 @@ def compact(parts: list[RankColumns], symbols: Symbols) -> Chunk:
     ints = {}
     for name in list(parts[0].ints) if parts else ():
         column = np.concatenate([p.ints.pop(name) for p in parts])
-        ints[name] = column.astype(np.int32) if name in NARROW_INTS else column
+        ints[name] = column.astype(np.int32) if name in INT32_FIELDS else column
     cats = {
         name: symbols.codes(name, [p.cats.pop(name) for p in parts]) for name in CATEGORY_COLUMNS
     }
@@ -355,7 +354,7 @@ def merge_chunks(chunks: list[Chunk], symbols: Symbols) -> tuple[Table, list[tup
         "output_numel", "state", "time_created_ns", "time_started_ns", "time_completed_ns",
         "duration_ms", "retired", "timeout_ms", "thread_id", "thread_name", "stack_id",
     ]  # fmt: skip
-    for name in NARROW_INTS:
+    for name in INT32_FIELDS:
         cols[name] = np.asarray(cols[name]).astype(np.int32, copy=False)
     for name, values in labels.items():  # a dozen code columns: 1-2 bytes a row, not 4
         cols[name] = cols[name].astype(code_dtype(len(values)), copy=False)
