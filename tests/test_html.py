@@ -23,6 +23,7 @@ from conftest import FIXTURES, REPO, nccl_dump, nccl_entry, write_pickle
 from frtrace.analysis.engine import analyze
 from frtrace.cli import cli
 from frtrace.report.html import STATUS, status_table
+from frtrace.report.view import build_view
 from frtrace.synth import Fault, Layout, simulate, spec_for_entries, write_job
 from frtrace.tables.load import load_trace
 
@@ -118,7 +119,7 @@ def test_dump_strings_cannot_break_out_of_the_data(hostile_dir: Path, tmp_path: 
 
 def test_status_table_says_where_each_rank_stopped() -> None:
     analysis = analyze(load_trace(FIXTURES / "cascade_4rank"))
-    table = status_table(analysis)
+    table = status_table(build_view(analysis))
     status = {(int(r), str(g)): STATUS[s] for r, g, s in table[["rank", "group", "status"]].values}
     assert status[(3, "2")] == "never issued"  # rank 3 stopped before pair23#3
     assert status[(2, "2")] == "issued"  # rank 2 waits there (gloo: never 'started')

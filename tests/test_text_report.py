@@ -13,7 +13,9 @@ from conftest import FIXTURES
 from frtrace.analysis.engine import analyze
 from frtrace.analysis.findings import Finding, Hop, Kind, Place, Reason
 from frtrace.cli import cli, expand_multi_values
-from frtrace.report.text import merged_chain, ranks_text, render_text, tidy, wrap
+from frtrace.report.fmt import ranks_text
+from frtrace.report.text import render_text, tidy, wrap
+from frtrace.report.view import build_view, merged_chain
 from frtrace.report.wording import detail
 from frtrace.synth import Fault, Layout, simulate, spec_for_entries, write_job
 from frtrace.tables.load import load_trace
@@ -103,7 +105,7 @@ def test_cascade_names_the_root_first_and_roles_of_the_others() -> None:
 
 def test_render_text_takes_a_width_and_exit_status() -> None:
     analysis = analyze(load_trace(FIXTURES / "tutorial"))
-    text = render_text(analysis, width=50, exit_status=7)
+    text = render_text(build_view(analysis), width=50, exit_status=7)
     assert max(len(line) for line in text.splitlines()[:-1]) <= 50
     assert text.splitlines()[-1].endswith("; exit 7")
 
@@ -144,7 +146,7 @@ def test_any_finding_kind_renders_generically() -> None:
     assert analysis.root_cause is not None
     analysis.root_cause.kind = Kind.STUCK_COLLECTIVE  # a kind this report has never heard of
     analysis.root_cause.chain = []
-    text = render_text(analysis, width=80)
+    text = render_text(build_view(analysis), width=80)
     assert "ROOT CAUSE: stuck_collective in pair23#3 (pg 2)" in text
     assert text.splitlines()[-1].startswith("HUNG: root cause stuck_collective, culprit rank 3")
 

@@ -716,39 +716,6 @@ def mixed_jobs(conflicts: dict[str, list[list[int]]], split: object) -> str:
     )
 
 
-def finding_dict(f: Finding) -> dict[str, object]:
-    """A finding in the JSON report's shape (`frtrace.report/1`)."""
-    evidence: dict[str, object] = dict(f.facts)
-    evidence.update(reason=f.reason, undecidable=f.undecidable, secondary=f.secondary)
-    if f.issued_by or f.not_issued_by:
-        evidence.update(issued_by=f.issued_by, not_issued_by=f.not_issued_by)
-    if f.hang_seq is not None:
-        evidence["hang_seq"] = f.hang_seq
-    if f.last_seq is not None:
-        evidence["seq_range"] = [f.collective_seq_id, f.last_seq]
-    if f.blocked_in:
-        evidence["blocked_in"] = {str(r): where(p) for r, p in sorted(f.blocked_in.items())}
-    if f.chain:
-        evidence["chain"] = chain_lines(f)
-        evidence["ranks_waiting_on_this"] = f.ranks_waiting_on_this
-    if f.cycle:
-        evidence["cycle"] = [where(p) for p in f.cycle]
-    return {
-        "kind": f.kind,
-        "pg_name": f.pg_name,
-        "pg_desc": f.pg_desc,
-        "collective_seq_id": f.collective_seq_id,
-        "p2p_seq_id": f.p2p_seq_id,
-        "op": f.op,
-        "culprit_ranks": [int(r) for r in f.culprit_ranks],
-        "waiting_ranks": [int(r) for r in f.waiting_ranks],
-        "expected_ranks": [int(r) for r in f.expected_ranks],
-        "secondary": f.secondary,
-        "detail": detail(f),
-        "evidence": evidence,
-    }
-
-
 def _bytes(size: int) -> str:
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if size >= scale:
