@@ -202,3 +202,12 @@ def test_a_strided_rank_list_in_prose_keeps_its_count() -> None:
     assert tidy(f"ranks {ranks} wait in default_pg#7 (pg 0)") == (
         "ranks 0,3,...,3999,5000 (1335 ranks) wait in default_pg#7 (pg 0)"
     )
+
+
+@pytest.mark.parametrize("columns", range(40, 101, 3))
+def test_the_header_never_breaks_a_line_inside_a_phrase(columns: int) -> None:
+    out = frtrace(str(FIXTURES / "tutorial"), columns=columns).stdout
+    header = out.split("\n\n")[0].splitlines()
+    for phrase in ("2 dump(s)", "(prefix 'trace_')", "ranks 0-1", "9 entries", "format 2.10"):
+        assert any(phrase in line for line in header), (phrase, header)
+    assert "pickle 2" in header[-1]

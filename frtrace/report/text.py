@@ -23,6 +23,7 @@ from frtrace.report.view import CAUSE, ROOT, ReportView
 STACK_HEAD = 6  # frames shown per stack with -v unless --print-stack-trace
 STACK_BRIEF = 3  # frames of the culprit's stack by default (past torch.distributed's own)
 MIN_WIDTH = 40
+GLUE = "\ue001"  # joins the words of a phrase that a line must not break (a private-use char)
 
 
 @dataclass(frozen=True)
@@ -174,30 +175,42 @@ def tidy(text: str) -> str:
     return _LIST.sub(short, text)
 
 
+def _glue(text: str) -> str:
+    """A phrase no line may break inside (`ranks 0-1`, `format 2.10`, `(prefix 'trace_')`)."""
+    return text.replace(" ", GLUE)
+
+
+def _unglue(lines: list[str]) -> list[str]:
+    return [line.replace(GLUE, " ") for line in lines]
+
+
 def _header(view: ReportView, width: int) -> list[str]:
+    """What was read, in phrases a line never breaks inside: `ranks 0-1, 9 entries` never
+    reads `ranks 0-1, 9` on one line and `entries` on the next."""
     analysis = view.analysis
     trace = analysis.ctx.trace
-    backends = ", ".join(trace.backends)
-    formats = ", ".join(f"{k} {v}" for k, v in trace.formats)
     ev = analysis.evidence
     read = (
         f"{len(trace.file_table)} dump(s)"
         if ev is None or not ev.files
         else inputs_summary(analysis)
     )
-    text = (
-        f"frtrace: {read} from {trace.trace_dir}"
-        + (f" (prefix '{trace.prefix}')" if trace.prefix and len(trace.file_table) else "")
-        + f": {ranks_seen(analysis)}"
-    )
+    read = re.sub(r"(?<=\d) ", GLUE, read)  # `9 dumps`, `2 logs (nodeA, nodeB)`
+    text = f"frtrace: {read} from {trace.trace_dir}"
+    if trace.prefix and len(trace.file_table):
+        text += " " + _glue(f"(prefix '{trace.prefix}')")
+    phrases = [text + ": " + _glue(ranks_seen(analysis))]
     if len(trace.file_table) or ev is None:
-        text += (
-            f", {trace.entry_count:,} entries, format "
-            f"{', '.join(trace.versions) or '-'}, {backends or '-'}, {formats}"
-        )
-    lines = wrap(text, width, "", "  ")
+        phrases += [
+            _glue(f"{trace.entry_count:,} entries"),
+            _glue(f"format {', '.join(trace.versions) or '-'}"),
+            *(_glue(b) for b in trace.backends or ["-"]),
+            *([_glue(f"{k} {v}") for k, v in trace.formats] or [""]),
+        ]
+    lines = _unglue(wrap(", ".join(phrases), width, "", "  "))
     if trace.missing_dumps:
-        lines += wrap(f"no dump from {ranks_subject(trace.missing_dumps)}", width, "  ")
+        missing = f"no dump from {_glue(ranks_subject(trace.missing_dumps))}"
+        lines += _unglue(wrap(missing, width, "  "))
     if trace.skipped:
         lines += wrap(f"skipped {len(trace.skipped)} file(s) (listed on stderr)", width, "  ")
     return lines
