@@ -16,7 +16,7 @@ from frtrace.cli import cli, expand_multi_values
 from frtrace.report.fmt import ranks_text
 from frtrace.report.text import render_text, tidy, wrap
 from frtrace.report.view import build_view, merged_chain
-from frtrace.report.wording import detail
+from frtrace.report.wording import chain_lines, detail, stall_lines
 from frtrace.synth import Fault, Layout, simulate, spec_for_entries, write_job
 from frtrace.tables.load import load_trace
 
@@ -211,3 +211,88 @@ def test_the_header_never_breaks_a_line_inside_a_phrase(columns: int) -> None:
     for phrase in ("2 dump(s)", "(prefix 'trace_')", "ranks 0-1", "9 entries", "format 2.10"):
         assert any(phrase in line for line in header), (phrase, header)
     assert "pickle 2" in header[-1]
+
+
+def test_a_merged_hop_of_several_ranks_takes_the_plural() -> None:
+    hops = [f"rank {r} waits in default_pg#7 (pg 0) for rank 9" for r in (1, 3)]
+    assert merged_chain(hops) == ["ranks 1,3 wait in default_pg#7 (pg 0) for rank 9 [2 hops alike]"]
+
+
+def _finding(reason: Reason, culprits: list[int], **facts: Any) -> Finding:
+    """A finding of two waiting ranks (0 and 2) at mesh_tp#7, or at p2p#4 for a send/recv."""
+    p2p = reason == Reason.NEVER_POSTED
+    return Finding(
+        Kind.STATE_MISMATCH if reason == Reason.NOT_STARTED else Kind.MISSING_RANKS,
+        "3",
+        "mesh_tp",
+        None if p2p else 7,
+        4 if p2p else None,
+        "recv" if p2p else "all_reduce",
+        culprits,
+        [0, 2],
+        [0, 1, 2, 3],
+        reason,
+        facts=facts,
+        issued_by=[0, 2],
+        not_issued_by=culprits,
+    )
+
+
+@pytest.mark.parametrize(
+    ("reason", "facts", "said"),
+    [
+        (
+            Reason.STOPPED_EARLY,
+            {},
+            "their own histories show this call always followed their last one: they stopped "
+            "before it",
+        ),
+        (
+            Reason.AWAITED_ELSEWHERE,
+            {"elsewhere": 2},
+            "ranks also wait for them in 2 other places, which an extra call here would not "
+            "explain: they stopped",
+        ),
+        (
+            Reason.NEVER_POSTED,
+            {"waiting_op": "send"},
+            "ranks 1,3 never posted the matching recv and are not waiting in any collective: "
+            "look at what they do outside collectives",
+        ),
+        (
+            Reason.NOT_STARTED,
+            {},
+            "ranks 1,3 never started it while ranks 0,2 run it: their GPUs are stuck",
+        ),
+        (
+            Reason.NO_DUMP,
+            {"unreadable": [1, 3]},
+            "look at how they ended and at their logs (killed while writing their dumps?)",
+        ),
+        (
+            Reason.NEVER_ISSUED,
+            {"idle": True, "states_tracked": True},
+            "ranks 1,3 are not waiting in any collective (their last operations completed): "
+            "look at what they do outside collectives",
+        ),
+    ],
+)
+def test_two_culprits_are_spoken_of_in_the_plural(
+    reason: Reason, facts: dict[str, Any], said: str
+) -> None:
+    assert said in detail(_finding(reason, [1, 3], **facts))
+
+
+def test_two_culprits_stuck_on_the_cpu_are_spoken_of_in_the_plural() -> None:
+    f = _finding(Reason.NEVER_ISSUED, [1, 3], stall="cpu_side", idle_ms=5000.0, last_op="send")
+    stuck, look_at = stall_lines(f) or ("", "")
+    assert stuck.startswith("stuck on the CPU side: they never enqueued the collective")
+    assert "before their dumps" in stuck
+    assert look_at.startswith("py-spy dump --pid <pid> on those ranks' hosts; their logs")
+
+
+def test_an_extra_call_leaves_two_ranks_nothing_to_pair_with() -> None:
+    f = _finding(Reason.EXTRA_CALL, [1])
+    f.chain = [Hop((1,), Place("3", "mesh_tp", 9), (0, 2))]
+    f.chain_end = "idle"
+    assert chain_lines(f)[-1].startswith("ranks 0,2 have nothing left to pair with it")
