@@ -33,11 +33,12 @@ def _job(root: Path, layout: Layout, fault: Fault) -> tuple[Path, dict[str, Any]
 
 @pytest.fixture(scope="session")
 def big_jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dict[str, Any]]]:
-    """Two faulted 1024-rank jobs (folder, ground truth), written once per session."""
+    """Three faulted 1024-rank jobs (folder, ground truth), written once per session."""
     root = tmp_path_factory.mktemp("big")
     return {
         "tp": _job(root, Layout(tp=8, dp=64, pp=2), Fault("missing_ranks", 513, "tp")),
         "dp": _job(root, Layout(tp=8, dp=128, pp=1), Fault("missing_ranks", 777, "dp")),
+        "cycle": _job(root / "cycle", Layout(tp=8, dp=64, pp=2), Fault("order_cycle", 513)),
     }
 
 
@@ -296,3 +297,21 @@ def test_an_extra_call_leaves_two_ranks_nothing_to_pair_with() -> None:
     f.chain = [Hop((1,), Place("3", "mesh_tp", 9), (0, 2))]
     f.chain_end = "idle"
     assert chain_lines(f)[-1].startswith("ranks 0,2 have nothing left to pair with it")
+
+
+def _prose(report: str) -> str:
+    """The report's words with its line breaks and indents undone, to find a sentence."""
+    return " ".join(report.split())
+
+
+@pytest.mark.parametrize("columns", [60, 80, 100])
+def test_a_1024_rank_deadlock_says_whole_what_its_culprit_did(
+    big_jobs: dict[str, tuple[Path, dict[str, Any]]], columns: int
+) -> None:
+    prose = _prose(frtrace(str(big_jobs["cycle"][0]), columns=columns).stdout)
+    assert (
+        "Rank 513 issued default_pg#6 (pg 0) before the collective its peers are in: it calls "
+        "collectives in a different order" in prose
+    )
+    assert "rank 513 waits in default_pg#6 (pg 0);" in prose  # its own wait is kept
+    assert re.search(r"\d+ other waits \(-v\); each waits for the other", prose)

@@ -18,7 +18,7 @@ from frtrace.analysis.findings import Finding
 from frtrace.report.evidence import culprit_rows, inputs_summary, ranks_seen
 from frtrace.report.fmt import ELLIPSIS, Style, ranks_subject, ranks_text
 from frtrace.report.summary import loaded_summary
-from frtrace.report.view import CAUSE, ROOT, ReportView
+from frtrace.report.view import CAUSE, ROOT, ReportView, Shown
 
 STACK_HEAD = 6  # frames shown per stack with -v unless --print-stack-trace
 STACK_BRIEF = 3  # frames of the culprit's stack by default (past torch.distributed's own)
@@ -216,6 +216,21 @@ def _header(view: ReportView, width: int) -> list[str]:
     return lines
 
 
+def _detail_lines(root: Shown, width: int, limit: int) -> list[str]:
+    """The root cause's prose in at most `limit` lines. Where it holds a list of waits, that
+    list is cut, never the sentence that says what the culprit did (even past `limit`)."""
+    lines = wrap(tidy(root.detail), width, "  ")
+    if len(lines) <= limit:
+        return lines
+    if root.detail_cut(1) == root.detail:  # no list to cut: the prose is cut, marked
+        return _clip(lines, limit, "... (-v)", width)
+    for items in range(len(root.finding.chain), 0, -1):
+        lines = wrap(tidy(root.detail_cut(items)), width, "  ")
+        if len(lines) <= limit:
+            break
+    return lines
+
+
 def _root_block(
     view: ReportView,
     style: Style,
@@ -274,7 +289,7 @@ def _root_block(
     if verbose:
         lines += ["", *wrap(root.detail, width, "  ")]
     else:
-        lines += _clip(wrap(tidy(root.detail), width, "  "), limits.detail, "... (-v)", width)
+        lines += _detail_lines(root, width, limits.detail)
     if root.chain:
         lines += ["  chain (who waits for whom):"]
         shown = root.chain if verbose else [tidy(h) for h in root.merged_chain]

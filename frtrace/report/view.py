@@ -24,6 +24,7 @@ from frtrace.report.wording import (
     chain_lines,
     decided_line,
     detail,
+    detail_cut,
     note_text,
     progress_lines,
     stall_lines,
@@ -61,6 +62,11 @@ class Shown:
     def detail(self) -> str:
         """What went wrong and why these ranks are blamed, in full."""
         return detail(self.finding)
+
+    def detail_cut(self, items: int) -> str:
+        """The detail with its lists of waits cut to `items`, never the sentence that says
+        what the culprit did (the text report's short form)."""
+        return detail_cut(self.finding, items)
 
     @cached_property
     def chain(self) -> list[str]:

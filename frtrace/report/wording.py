@@ -314,15 +314,33 @@ def _never_posted(f: Finding) -> str:
     )
 
 
-def _cycle(f: Finding) -> str:
+def _cycle(f: Finding, items: int | None = None) -> str:
+    """The deadlock's waits, then what the culprit did; `items` cuts the waits (the culprit's
+    own first), never that sentence."""
     ranks = f.culprit_ranks
     # One hop per edge: a node that waits for ranks in several others would repeat itself.
-    parts = "; ".join(dict.fromkeys(waits_in(h.ranks, h.place) for h in f.chain))
+    waits = list(
+        dict.fromkeys(
+            (waits_in(h.ranks, h.place), bool(set(h.ranks) & set(ranks))) for h in f.chain
+        )
+    )
+    parts = "; ".join(text for text, _mine in _cut(waits, items))
     return (
         f"deadlock: {parts}; each waits for the other. {who(ranks).capitalize()} issued "
         f"{where(f.place)} before the collective {verb(ranks, 'its', 'their')} peers are in: "
         f"{verb(ranks, 'it calls', 'they call')} collectives in a different order"
     )
+
+
+def _cut(waits: list[tuple[str, bool]], items: int | None) -> list[tuple[str, bool]]:
+    """At most `items` waits, in their order, the culprits' first; one more says how many
+    are left out."""
+    if items is None or len(waits) <= items:
+        return waits
+    order = sorted(range(len(waits)), key=lambda i: (not waits[i][1], i))
+    kept = sorted(order[: max(1, items)])
+    left = len(waits) - len(kept)
+    return [*(waits[i] for i in kept), (f"{left} other wait{'s' if left > 1 else ''} (-v)", False)]
 
 
 def _stuck(f: Finding) -> str:
@@ -483,6 +501,14 @@ def decided_line(f: Finding) -> str:
 def detail(f: Finding) -> str:
     """One paragraph saying what went wrong and why these ranks are blamed."""
     return _DETAIL[f.reason](f)
+
+
+def detail_cut(f: Finding, items: int) -> str:
+    """The paragraph with its list of waits cut to `items`, for a report that must stay
+    short: what the culprit did is said whole, whatever the job size."""
+    if f.reason == "cycle":
+        return _cycle(f, items)
+    return detail(f)
 
 
 def _hop(h: Hop) -> str:
