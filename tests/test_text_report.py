@@ -14,7 +14,7 @@ from frtrace.analysis.engine import analyze
 from frtrace.analysis.findings import Finding, Hop, Kind, Place, Reason
 from frtrace.cli import cli, expand_multi_values
 from frtrace.report.fmt import ranks_text
-from frtrace.report.text import render_text, tidy, wrap
+from frtrace.report.text import MAX_LINES, render_text, tidy, wrap
 from frtrace.report.view import build_view, merged_chain
 from frtrace.report.wording import chain_lines, detail, stall_lines
 from frtrace.synth import Fault, Layout, simulate, spec_for_entries, write_job
@@ -315,3 +315,13 @@ def test_a_1024_rank_deadlock_says_whole_what_its_culprit_did(
     )
     assert "rank 513 waits in default_pg#6 (pg 0);" in prose  # its own wait is kept
     assert re.search(r"\d+ other waits \(-v\); each waits for the other", prose)
+
+
+@pytest.mark.parametrize("case", ["tp", "cycle"])
+def test_1024_rank_report_keeps_to_40_lines_on_an_80_column_terminal(
+    big_jobs: dict[str, tuple[Path, dict[str, Any]]], case: str
+) -> None:
+    lines = frtrace(str(big_jobs[case][0]), columns=80).stdout.splitlines()
+    assert len(lines) <= MAX_LINES == 40
+    assert lines[-1].startswith("HUNG: root cause")
+    assert any(line.startswith("  rank 513 (culprit)") for line in lines)  # its stack stays

@@ -1,5 +1,5 @@
-"""The default report, for a terminal at 3 a.m.: the root cause first, about 30 lines whatever
-the job size, fitted to the terminal's width, and one verdict line at the end.
+"""The default report, for a terminal at 3 a.m.: the root cause first, at most 40 lines
+whatever the job size, fitted to the terminal's width, and one verdict line at the end.
 
 `-v` (verbose) shows everything: every finding with its whole detail, every group, every hop.
 It renders the report view (frtrace.report.view); every sentence in it comes from there.
@@ -22,6 +22,7 @@ from frtrace.report.view import CAUSE, ROOT, ReportView, Shown
 
 STACK_HEAD = 6  # frames shown per stack with -v unless --print-stack-trace
 STACK_BRIEF = 3  # frames of the culprit's stack by default (past torch.distributed's own)
+MAX_LINES = 40  # the default report's height, whatever the job size (the verdict included)
 MIN_WIDTH = 40
 GLUE = "\ue001"  # joins the words of a phrase that a line must not break (a private-use char)
 
@@ -36,6 +37,20 @@ class Limits:
     waits: int = 3  # rows of "where ranks wait"
     culprit_frames: int = STACK_BRIEF  # frames of the culprit's stack
     waiter_frames: int = 2  # frames of a waiting rank's stack
+
+
+# When the report would pass MAX_LINES, it folds in this order, least needed first: the
+# waiting rank's frames (its line still says where it waits), the rows of other findings and
+# of waits (a line counts the rest), the chain (its first hops stay), then the culprit's frames.
+FOLDS = (
+    Limits(),
+    Limits(waiter_frames=0),
+    Limits(waiter_frames=0, findings=2, waits=2),
+    Limits(waiter_frames=0, findings=1, waits=1),
+    Limits(waiter_frames=0, findings=1, waits=1, chain=4),
+    Limits(waiter_frames=0, findings=1, waits=1, chain=3, culprit_frames=2),
+    Limits(waiter_frames=0, findings=1, waits=1, chain=3, culprit_frames=1),
+)
 
 
 # --- fitting lines to the width ----------------------------------------------------------
@@ -437,10 +452,15 @@ def render_text(
     width: int | None = None,
     exit_status: int | None = None,
 ) -> str:
-    """The text report; `width` defaults to the terminal's (80 when piped)."""
+    """The text report; `width` defaults to the terminal's (80 when piped). By default it
+    keeps to MAX_LINES, folding what is least needed first (FOLDS); `-v` shows everything."""
     style = style or Style(False)
     width = max(MIN_WIDTH, width or terminal_width())
-    lines = _report(view, style, width, verbose, full_stacks, Limits(), exit_status)
+    lines: list[str] = []
+    for limits in FOLDS:
+        lines = _report(view, style, width, verbose, full_stacks, limits, exit_status)
+        if verbose or len(lines) <= MAX_LINES:
+            break
     return "\n".join(lines) + "\n"
 
 
