@@ -32,7 +32,7 @@ from frtrace.report.evidence import (
 from frtrace.report.fmt import ranks_text
 from frtrace.report.json_report import report_dict
 from frtrace.report.skipped import SKIPPED_SHOWN
-from frtrace.report.view import ReportView, Shown
+from frtrace.report.view import CULPRIT, WAITING, ReportView, Shown
 
 # Where a rank stopped in a group, as drawn on the map (codes are indices).
 STATUS = ("completed", "started", "issued", "never issued", "no dump", "not a member")
@@ -42,6 +42,10 @@ TIMELINE_OPS = 24  # recent ops per rank
 LIVE_RANKS = 64  # ranks whose py-spy stacks the page carries
 MAP_ROWS = 48  # group kinds drawn as rows of the map; more are folded into one
 FINDINGS_SHOWN = 300
+# A rank's part in the root cause, for the map (codes are indices): the culprits are painted
+# red whatever their status, the one alarming colour; every other rank, waiting ones included,
+# keeps the calmer colour of its status.
+ROLES = ("", CULPRIT, WAITING)
 
 
 def status_table(view: ReportView) -> pd.DataFrame:
@@ -92,7 +96,8 @@ def status_table(view: ReportView) -> pd.DataFrame:
 
 
 def _map_data(view: ReportView, table: pd.DataFrame) -> dict[str, Any]:
-    """The status table pivoted for drawing: one row per group kind (desc), one cell per rank."""
+    """The status table pivoted for drawing: one row per group kind (desc), one cell per rank,
+    with each rank's part in the root cause."""
     ctx = view.analysis.ctx
     ranks = sorted(set(ctx.trace.ranks) | set(ctx.trace.missing_dumps))
     index = {r: i for i, r in enumerate(ranks)}
@@ -143,6 +148,7 @@ def _map_data(view: ReportView, table: pd.DataFrame) -> dict[str, Any]:
         )
     return {
         "ranks": ranks,
+        "roles": [ROLES.index(view.role_of(r)) for r in ranks],
         "groups": [[n, ctx.pg_desc.get(n, "")] for n in groups],
         "statuses": list(STATUS),
         "rows": rows,

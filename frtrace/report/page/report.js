@@ -1,6 +1,10 @@
 "use strict";
 const D = JSON.parse(document.getElementById("frtrace-data").textContent);
-const COLORS = ["#a5d6a7", "#ffb74d", "#ef6c00", "#d32f2f", "#6d4c41", "#eceff1"];
+// Map colours per status: waiting (started, issued) and stopping short (never issued) in calm
+// colours, for red is the root cause's culprits' alone (CULPRIT), whatever their status.
+const COLORS = ["#a5d6a7", "#fff176", "#ffcc80", "#b39ddb", "#6d4c41", "#eceff1"];
+const CULPRIT = "#d32f2f";
+const TIMELINE = { completed: "#66bb6a", started: "#fbc02d", issued: "#90a4ae" };
 const SVGNS = "http://www.w3.org/2000/svg";
 const SKIPPED_SHOWN = {{SKIPPED_SHOWN}};  // files named per reason, as on stderr
 
@@ -128,8 +132,13 @@ let layout = null;
 function renderMap() {
   const M = D.map, n = M.ranks.length;
   const legend = document.getElementById("legend");
+  const culprits = [];
+  M.roles.forEach((role, i) => { if (role === 1) culprits.push(i); });
+  const culprit = i => M.roles[i] === 1;
   const counts = M.statuses.map(() => 0);
-  for (const row of M.rows) for (const s of row.status) counts[s]++;
+  for (const row of M.rows) row.status.forEach((s, i) => {
+    if (s === 5 || !culprit(i)) counts[s]++;  // a culprit's cell is counted as a culprit
+  });
   M.statuses.forEach((name, i) => {
     if (i === 5 && !counts[5]) return;
     legend.appendChild(el("span", {}, el("i", { style: "background:" + COLORS[i] }),
@@ -138,10 +147,9 @@ function renderMap() {
   if (!M.states_tracked) legend.appendChild(el("span", { class: "muted" },
     "(this backend does not record started/completed: 'completed' means not waiting there)"));
   const canvas = document.getElementById("map");
-  const root = D.report.root_cause, at = new Map(M.ranks.map((r, i) => [r, i]));
-  const culprits = root ? root.culprit_ranks.filter(r => at.has(r)).map(r => at.get(r)) : [];
-  if (culprits.length) legend.appendChild(el("span", {}, el("i", { style:
-    "background:#fff;border:2px solid #000" }), "root cause culprit"));
+  if (culprits.length) legend.appendChild(el("span", { id: "legend-culprit" }, el("i", { style:
+    "background:" + CULPRIT + ";border:2px solid #000" }), "root cause culprit (" +
+    culprits.length + " rank" + (culprits.length > 1 ? "s" : "") + ")"));
   const labelW = 150, maxW = Math.max(480, Math.min(1200,
     document.getElementById("map-wrap").clientWidth || 1200) - labelW - 8);
   // Small jobs get big cells; large ones wrap at a power of two so a rank's column is stable.
@@ -177,16 +185,17 @@ function renderMap() {
     }
     const inner = cell >= 6 ? 1 : 0;
     for (let i = 0; i < n; i++) {
-      ctx.fillStyle = COLORS[row.status[i]];
+      const blamed = culprit(i) && row.status[i] !== 5;
+      ctx.fillStyle = blamed ? CULPRIT : COLORS[row.status[i]];
       const x = labelW + (i % perLine) * cell, y = top + Math.floor(i / perLine) * cell;
       ctx.fillRect(x, y, cell - inner, cell - inner);
       if (cell >= 20 && row.status[i] !== 5) {
-        ctx.fillStyle = "#1d2330"; ctx.font = "10px system-ui, sans-serif";
+        ctx.fillStyle = blamed ? "#fff" : "#1d2330"; ctx.font = "10px system-ui, sans-serif";
         ctx.fillText(String(M.ranks[i]).slice(-3), x + 2, y + cell / 2);
         ctx.font = "12px system-ui, sans-serif";
       }
     }
-    // The root cause's culprits are outlined wherever they appear.
+    // The root cause's culprits are red and outlined wherever they appear.
     ctx.strokeStyle = "#000"; ctx.lineWidth = 2;
     for (const i of culprits) {
       if (row.status[i] === 5) continue;
@@ -225,10 +234,11 @@ function describe(row, i) {
   const M = D.map, rank = M.ranks[i], s = row.status[i];
   if (s === 5) return "rank " + rank + "\nnot a member of any " + row.kind + " group";
   const g = M.groups[row.group[i]] || ["?", ""];
-  const lines = ["rank " + rank + " in " + place(g[1], g[0], null, false),
-    "status: " + M.statuses[s],
+  const lines = ["rank " + rank + " in " + place(g[1], g[0], null, false)];
+  if (M.roles[i] === 1) lines.push("root cause culprit");
+  lines.push("status: " + M.statuses[s],
     "last issued: " + (row.issued[i] < 0 ? "-" : "#" + row.issued[i]) +
-      (M.states_tracked ? ", last completed: " + (row.done[i] < 0 ? "-" : "#" + row.done[i]) : "")];
+      (M.states_tracked ? ", last completed: " + (row.done[i] < 0 ? "-" : "#" + row.done[i]) : ""));
   const w = waitsOf(rank);
   if (w) lines.push("waits in " + w);
   return lines.join("\n");
@@ -324,7 +334,8 @@ function showTimeline(rank) {
       " " + o.op).slice(0, 44)));
     if (!timed || o.created === null) return;
     const end = o.completed !== null ? o.completed : hi;
-    const color = done ? "#66bb6a" : (o.state === "started" ? "#ef6c00" : "#d32f2f");
+    const color = done ? TIMELINE.completed : (o.state === "started" ? TIMELINE.started :
+      TIMELINE.issued);
     svg.appendChild(sv("rect", { x: x(o.created), y: y + 3, height: 12, rx: 2,
       width: Math.max(2, x(end) - x(o.created)), fill: color, opacity: o.completed === null ?
       0.55 : 0.9 }));
@@ -341,7 +352,7 @@ function showTimeline(rank) {
   box.appendChild(row);
   box.appendChild(el("p", { class: "hint" }, "Bars: created to completed (faded: not " +
     "completed, drawn to the last time shown); tick: started. Colors: green completed, " +
-    "orange started, red issued only."));
+    "amber started, grey issued only."));
 }
 
 function renderTiming() {
