@@ -4,9 +4,9 @@ import frtrace
 trace = frtrace.load("/tmp/dumps")            # a folder, or a list of dump files
 analysis = frtrace.analyze(trace)
 analysis.root_cause                           # a Finding, or None when healthy
-print(analysis.to_text())                     # the report the command prints
-report = json.loads(analysis.to_json())       # the JSON report (frtrace.report/1)
-Path("hang.html").write_text(analysis.to_html())
+print(frtrace.to_text(analysis))              # the report the command prints
+report = json.loads(frtrace.to_json(analysis))  # the JSON report (frtrace.report/1)
+Path("hang.html").write_text(frtrace.to_html(analysis))
 trace = frtrace.load("s3://bucket/job-123/", engine="dask", scheduler="tcp://host:8786")
 """
 
@@ -112,3 +112,32 @@ def analyze(
     if world_size is not None:
         trace = trace.with_world(world_size)
     return _analyze(trace, mismatch_cap=mismatch_cap, straggler_threshold=straggler_threshold)
+
+
+# --- reports: each renders the one view of the analysis (frtrace.report.view). Imported on
+# first use: loading and analyzing never need them.
+
+
+def to_text(analysis: Analysis, *, width: int | None = None, verbose: bool = False) -> str:
+    """The text report the command prints (`width`: the terminal's, else 80; `verbose`: as
+    `-v`, every finding and group)."""
+    from frtrace.report.text import render_text
+    from frtrace.report.view import build_view
+
+    return render_text(build_view(analysis), width=width, verbose=verbose)
+
+
+def to_json(analysis: Analysis) -> str:
+    """The JSON report (schema frtrace.report/1) as text; `json.loads` it for a dict."""
+    from frtrace.report.json_report import render_json
+    from frtrace.report.view import build_view
+
+    return render_json(build_view(analysis))
+
+
+def to_html(analysis: Analysis) -> str:
+    """The self-contained HTML page that `--html FILE` writes."""
+    from frtrace.report.html import render_html
+    from frtrace.report.view import build_view
+
+    return render_html(build_view(analysis))

@@ -467,6 +467,7 @@ def _answer(
     from frtrace.api import analyze
     from frtrace.report.json_report import render_json
     from frtrace.report.text import render_text
+    from frtrace.report.view import build_view
 
     try:
         progress.stage(f"analyzing {trace.entry_count:,} entries")
@@ -496,8 +497,9 @@ def _answer(
         click.echo(f"note: analyzed in {time.monotonic() - loaded:.2f}s", err=True)
     if ranks is not None or names is not None:
         analysis = analysis.narrowed(ranks, names)
+    view = build_view(analysis)  # the one view every report renders
     as_json = (options["fmt"] or "table") == "json"
-    report = render_json(analysis) if as_json or options["output"] is not None else ""
+    report = render_json(view) if as_json or options["output"] is not None else ""
     if options["output"] is not None:
         try:
             options["output"].write_text(report)
@@ -511,10 +513,10 @@ def _answer(
     if "stragglers" in options["fail_on"] and analysis.stragglers and analysis.stragglers.top:
         code = EXIT_FINDINGS
     if options["html_path"] is not None:
-        _write_html(analysis, options["html_path"], code)
+        _write_html(view, options["html_path"], code)
     if not as_json:
         text = render_text(
-            analysis,
+            view,
             style,
             full_stacks=options["stacks"],
             verbose=options["verbose"],
@@ -570,13 +572,13 @@ def _raw_parquet(
     return EXIT_OK
 
 
-def _write_html(analysis: Any, path: Path, code: int) -> None:
+def _write_html(view: Any, path: Path, code: int) -> None:
     """--html FILE: the page goes to the file, a line on stderr says where."""
     from frtrace.report.fmt import safe
     from frtrace.report.html import write_html
 
     try:
-        write_html(analysis, path, exit_status=code)
+        write_html(view, path, exit_status=code)
     except OSError as exc:
         raise FrtraceError(f"cannot write {path}: {exc.strerror}") from exc
     click.echo(f"frtrace: wrote {safe(str(path))}", err=True)

@@ -48,6 +48,7 @@ if str(_REPO) not in sys.path:
 
 import frtrace  # noqa: E402
 from frtrace.analysis.engine import analyze  # noqa: E402
+from frtrace.api import to_json, to_text  # noqa: E402
 from frtrace.dumps.discover import rank_from_name  # noqa: E402
 from frtrace.errors import FrtraceError  # noqa: E402
 from frtrace.synth import Fault, JobSpec, Layout, simulate, spec_for_entries, write_job  # noqa: E402
@@ -452,9 +453,9 @@ def run_case(
     if reports is not None:  # --reports: every case's report, to compare two versions
         key = case_key(sc, layout, timing, wrapped, fmt, at)
         job_dir = str(out)  # a temporary folder: named alike in every run
-        text = report.to_text(width=100, verbose=True).replace(job_dir, "<job>")
+        text = to_text(report, width=100, verbose=True).replace(job_dir, "<job>")
         (reports / f"{key}.txt").write_text(text)
-        (reports / f"{key}.json").write_text(report.to_json().replace(job_dir, "<job>"))
+        (reports / f"{key}.json").write_text(to_json(report).replace(job_dir, "<job>"))
     if job.also_expected:
         return judge_several([expected, *job.also_expected], report), time.perf_counter() - t0
     members = job.groups[expected["pg_name"]][1] if expected else []
@@ -464,7 +465,7 @@ def run_case(
         )
     with contextlib.closing(frtrace.load(str(out), engine="dask", client=client)) as on_cluster:
         remote = analyze(on_cluster)
-        same = remote.to_json() == report.to_json()
+        same = to_json(remote) == to_json(report)
     outcome = judge_late(judge(expected, members, remote), sc, layout, remote)
     if not same:
         outcome.ok = False

@@ -15,8 +15,9 @@ from click.testing import CliRunner
 
 from frtrace.analysis.engine import Analysis, analyze
 from frtrace.analysis.findings import Finding, Kind, Reason
+from frtrace.api import to_json
 from frtrace.cli import cli
-from frtrace.report.json_report import load_schema, report_dict
+from frtrace.report.json_report import load_schema
 from frtrace.report.wording import chain_lines
 from frtrace.synth import Fault, JobSpec, Layout, SyntheticJob, simulate, write_job
 from frtrace.tables.load import load_trace
@@ -179,7 +180,7 @@ def test_mismatch_cap_bounds_findings_per_group(tmp_path: Path) -> None:
 
 def test_json_report_of_a_fault_validates_and_ok_is_false(tmp_path: Path) -> None:
     _job, analysis = run_job(tmp_path, LAYOUTS["tp4-dp1-pp2"], Fault("type_mismatch", 6, "tp", 2))
-    report = report_dict(analysis)
+    report = json.loads(to_json(analysis))
     jsonschema.validate(report, load_schema())
     assert report["ok"] is False and report["root_cause"] == report["findings"][0]
 
@@ -218,8 +219,8 @@ def test_selected_ranks_narrow_the_report_to_findings_involving_them(tmp_path: P
 def test_parallel_and_serial_parsing_give_identical_reports(tmp_path: Path) -> None:
     fault = Fault("missing_ranks", rank=9, group="tp", step=2)
     write_job(simulate(JobSpec(LAYOUTS["tp2-dp2-pp4"], steps=4, fault=fault)), tmp_path)
-    serial = report_dict(analyze(load_trace(tmp_path, jobs=1)))
-    parallel = report_dict(analyze(load_trace(tmp_path, jobs=2)))
+    serial = json.loads(to_json(analyze(load_trace(tmp_path, jobs=1))))
+    parallel = json.loads(to_json(analyze(load_trace(tmp_path, jobs=2))))
     assert serial == parallel
 
 

@@ -39,21 +39,21 @@ def test_cascade_root_cause_is_rank_3_in_pair23_from_a_list_of_files() -> None:
 
 def test_reports_are_the_commands_reports() -> None:
     analysis = frtrace.analyze(frtrace.load(FIXTURES / "cascade_4rank"))
-    report = json.loads(analysis.to_json())
+    report = json.loads(frtrace.to_json(analysis))
     jsonschema.validate(report, load_schema())
     assert report["root_cause"]["culprit_ranks"] == [3]
-    text = analysis.to_text(width=80)
+    text = frtrace.to_text(analysis, width=80)
     assert text.splitlines()[-1] == (
         "HUNG: root cause missing_ranks, culprit rank 3, pair23#3 (pg 2); exit 1"
     )
-    page = analysis.to_html()
+    page = frtrace.to_html(analysis)
     assert page.startswith("<!DOCTYPE html>") and 'id="frtrace-data"' in page
 
 
 def test_healthy_job_has_no_root_cause() -> None:
     analysis = frtrace.analyze(frtrace.load(FIXTURES / "healthy_4rank"))
     assert analysis.ok and analysis.root_cause is None and analysis.findings == []
-    assert json.loads(analysis.to_json())["ok"] is True
+    assert json.loads(frtrace.to_json(analysis))["ok"] is True
 
 
 def test_load_says_what_is_wrong(tmp_path: Path) -> None:

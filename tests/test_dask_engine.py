@@ -82,7 +82,7 @@ def client() -> Iterator[Any]:
 
 
 def _report(analysis: Any) -> dict[str, Any]:
-    report = json.loads(analysis.to_json())
+    report = json.loads(frtrace.to_json(analysis))
     for name in TIMING_FIELDS:
         report.pop(name, None)
     return report
@@ -242,8 +242,10 @@ def test_settled_entries_stay_on_the_workers(client: Any, long_job: Path) -> Non
     assert len(dask.table) + dask.facts.left_out == len(local.table) == dask.entry_count
     a, b = frtrace.analyze(local), frtrace.analyze(dask)
     assert _report(b) == _report(a)
-    assert b.to_text(width=100, verbose=True) == a.to_text(width=100, verbose=True)
-    assert b.to_html() == a.to_html()
+    assert frtrace.to_text(b, width=100, verbose=True) == frtrace.to_text(
+        a, width=100, verbose=True
+    )
+    assert frtrace.to_html(b) == frtrace.to_html(a)
     assert a.root_cause is not None and a.root_cause.culprit_ranks == [5]
 
 

@@ -22,7 +22,8 @@ from conftest import FIXTURES, REPO, nccl_dump, nccl_entry, write_pickle
 
 from frtrace.analysis.engine import analyze
 from frtrace.cli import cli
-from frtrace.report.html import STATUS, status_table
+from frtrace.report.html import ROLES, STATUS, status_table
+from frtrace.report.view import CULPRIT, build_view
 from frtrace.synth import Fault, Layout, simulate, spec_for_entries, write_job
 from frtrace.tables.load import load_trace
 
@@ -116,9 +117,16 @@ def test_dump_strings_cannot_break_out_of_the_data(hostile_dir: Path, tmp_path: 
     assert _data(page)["report"]["root_cause"]["pg_desc"] == EVIL  # intact once parsed
 
 
+def test_the_page_names_the_root_causes_culprit_for_the_map(tmp_path: Path) -> None:
+    data = _data(_page(FIXTURES / "tutorial", tmp_path / "t.html").read_text())
+    roles = dict(zip(data["map"]["ranks"], data["map"]["roles"], strict=True))
+    assert ROLES[roles[0]] == CULPRIT  # rank 0's extra all_reduce broke the job
+    assert ROLES[roles[1]] != CULPRIT
+
+
 def test_status_table_says_where_each_rank_stopped() -> None:
     analysis = analyze(load_trace(FIXTURES / "cascade_4rank"))
-    table = status_table(analysis)
+    table = status_table(build_view(analysis))
     status = {(int(r), str(g)): STATUS[s] for r, g, s in table[["rank", "group", "status"]].values}
     assert status[(3, "2")] == "never issued"  # rank 3 stopped before pair23#3
     assert status[(2, "2")] == "issued"  # rank 2 waits there (gloo: never 'started')
@@ -195,6 +203,54 @@ def _hover_rank(driver: Any, row: int, index: int) -> str:
     tip = driver.find_element(By.ID, "tip")
     assert tip.is_displayed()
     return str(tip.text)
+
+
+def _cell_colours(driver: Any, row: int, indices: list[int]) -> list[tuple[int, int, int]]:
+    """The colours the map paints some ranks' cells (away from their labels and outlines),
+    read back at once (a second readback makes Chromium warn in the console)."""
+    m = driver.execute_script("return window.frtraceMap")
+    points = [
+        (
+            m["labelW"] + (i % m["perLine"]) * m["cell"] + m["cell"] * 0.7,
+            row * (m["bandH"] + m["gap"]) + (i // m["perLine"]) * m["cell"] + m["cell"] * 0.7,
+        )
+        for i in indices
+    ]
+    rgbs = driver.execute_script(
+        "const c = document.getElementById('map'), r = window.devicePixelRatio || 1;"
+        "const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+        "return arguments[0].map(([x, y]) => {"
+        "  const at = (Math.round(y * r) * c.width + Math.round(x * r)) * 4;"
+        "  return [d[at], d[at + 1], d[at + 2]]; });",
+        points,
+    )
+    return [(int(r), int(g), int(b)) for r, g, b in rgbs]
+
+
+def _alarming(rgb: tuple[int, int, int]) -> bool:
+    """Red: the colour that says 'this one is to blame'."""
+    r, g, b = rgb
+    return r > 170 and g < 90 and b < 90
+
+
+def test_the_map_paints_the_culprit_red_and_the_waiting_rank_calmer(
+    browser: Any, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    page = _page(FIXTURES / "tutorial", tmp_path / "tutorial.html")
+    assert _open(browser, page, "tutorial.png") == []
+    rows = browser.execute_script("return D.map.rows.map(r => r.kind)")
+    row = rows.index("default_pg")
+    culprit, other = _cell_colours(browser, row, [0, 1])
+    assert _alarming(culprit)  # rank 0, whose extra all_reduce broke the job
+    assert not _alarming(other)  # rank 1, that rank 0 waits for
+    legend = browser.find_element(By.ID, "legend-culprit")
+    assert legend.text == "root cause culprit (1 rank)"
+    swatch = legend.find_element(By.TAG_NAME, "i").value_of_css_property("background-color")
+    assert swatch == "rgba(211, 47, 47, 1)"
+    assert "root cause culprit" in _hover_rank(browser, row, 0)
+    assert "root cause culprit" not in _hover_rank(browser, row, 1)
 
 
 def test_cascade_page_shows_root_cause_chain_map_and_hover(browser: Any, tmp_path: Path) -> None:

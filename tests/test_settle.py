@@ -30,9 +30,9 @@ FIXTURE_DIRS = sorted(p for p in FIXTURES.iterdir() if p.is_dir())
 
 def _outputs(analysis: Analysis) -> tuple[dict[str, Any], str, str]:
     return (
-        json.loads(analysis.to_json()),
-        analysis.to_text(width=100, verbose=True),
-        analysis.to_html(),
+        json.loads(frtrace.to_json(analysis)),
+        frtrace.to_text(analysis, width=100, verbose=True),
+        frtrace.to_html(analysis),
     )
 
 

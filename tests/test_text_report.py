@@ -13,8 +13,10 @@ from conftest import FIXTURES
 from frtrace.analysis.engine import analyze
 from frtrace.analysis.findings import Finding, Hop, Kind, Place, Reason
 from frtrace.cli import cli, expand_multi_values
-from frtrace.report.text import merged_chain, ranks_text, render_text, tidy, wrap
-from frtrace.report.wording import detail
+from frtrace.report.fmt import ranks_text
+from frtrace.report.text import MAX_LINES, render_text, tidy, wrap
+from frtrace.report.view import build_view, merged_chain
+from frtrace.report.wording import chain_lines, detail, stall_lines
 from frtrace.synth import Fault, Layout, simulate, spec_for_entries, write_job
 from frtrace.tables.load import load_trace
 
@@ -31,11 +33,12 @@ def _job(root: Path, layout: Layout, fault: Fault) -> tuple[Path, dict[str, Any]
 
 @pytest.fixture(scope="session")
 def big_jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dict[str, Any]]]:
-    """Two faulted 1024-rank jobs (folder, ground truth), written once per session."""
+    """Three faulted 1024-rank jobs (folder, ground truth), written once per session."""
     root = tmp_path_factory.mktemp("big")
     return {
         "tp": _job(root, Layout(tp=8, dp=64, pp=2), Fault("missing_ranks", 513, "tp")),
         "dp": _job(root, Layout(tp=8, dp=128, pp=1), Fault("missing_ranks", 777, "dp")),
+        "cycle": _job(root / "cycle", Layout(tp=8, dp=64, pp=2), Fault("order_cycle", 513)),
     }
 
 
@@ -103,7 +106,7 @@ def test_cascade_names_the_root_first_and_roles_of_the_others() -> None:
 
 def test_render_text_takes_a_width_and_exit_status() -> None:
     analysis = analyze(load_trace(FIXTURES / "tutorial"))
-    text = render_text(analysis, width=50, exit_status=7)
+    text = render_text(build_view(analysis), width=50, exit_status=7)
     assert max(len(line) for line in text.splitlines()[:-1]) <= 50
     assert text.splitlines()[-1].endswith("; exit 7")
 
@@ -144,7 +147,7 @@ def test_any_finding_kind_renders_generically() -> None:
     assert analysis.root_cause is not None
     analysis.root_cause.kind = Kind.STUCK_COLLECTIVE  # a kind this report has never heard of
     analysis.root_cause.chain = []
-    text = render_text(analysis, width=80)
+    text = render_text(build_view(analysis), width=80)
     assert "ROOT CAUSE: stuck_collective in pair23#3 (pg 2)" in text
     assert text.splitlines()[-1].startswith("HUNG: root cause stuck_collective, culprit rank 3")
 
@@ -200,3 +203,125 @@ def test_a_strided_rank_list_in_prose_keeps_its_count() -> None:
     assert tidy(f"ranks {ranks} wait in default_pg#7 (pg 0)") == (
         "ranks 0,3,...,3999,5000 (1335 ranks) wait in default_pg#7 (pg 0)"
     )
+
+
+@pytest.mark.parametrize("columns", range(40, 101, 3))
+def test_the_header_never_breaks_a_line_inside_a_phrase(columns: int) -> None:
+    out = frtrace(str(FIXTURES / "tutorial"), columns=columns).stdout
+    header = out.split("\n\n")[0].splitlines()
+    for phrase in ("2 dump(s)", "(prefix 'trace_')", "ranks 0-1", "9 entries", "format 2.10"):
+        assert any(phrase in line for line in header), (phrase, header)
+    assert "pickle 2" in header[-1]
+
+
+def test_a_merged_hop_of_several_ranks_takes_the_plural() -> None:
+    hops = [f"rank {r} waits in default_pg#7 (pg 0) for rank 9" for r in (1, 3)]
+    assert merged_chain(hops) == ["ranks 1,3 wait in default_pg#7 (pg 0) for rank 9 [2 hops alike]"]
+
+
+def _finding(reason: Reason, culprits: list[int], **facts: Any) -> Finding:
+    """A finding of two waiting ranks (0 and 2) at mesh_tp#7, or at p2p#4 for a send/recv."""
+    p2p = reason == Reason.NEVER_POSTED
+    return Finding(
+        Kind.STATE_MISMATCH if reason == Reason.NOT_STARTED else Kind.MISSING_RANKS,
+        "3",
+        "mesh_tp",
+        None if p2p else 7,
+        4 if p2p else None,
+        "recv" if p2p else "all_reduce",
+        culprits,
+        [0, 2],
+        [0, 1, 2, 3],
+        reason,
+        facts=facts,
+        issued_by=[0, 2],
+        not_issued_by=culprits,
+    )
+
+
+@pytest.mark.parametrize(
+    ("reason", "facts", "said"),
+    [
+        (
+            Reason.STOPPED_EARLY,
+            {},
+            "their own histories show this call always followed their last one: they stopped "
+            "before it",
+        ),
+        (
+            Reason.AWAITED_ELSEWHERE,
+            {"elsewhere": 2},
+            "ranks also wait for them in 2 other places, which an extra call here would not "
+            "explain: they stopped",
+        ),
+        (
+            Reason.NEVER_POSTED,
+            {"waiting_op": "send"},
+            "ranks 1,3 never posted the matching recv and are not waiting in any collective: "
+            "look at what they do outside collectives",
+        ),
+        (
+            Reason.NOT_STARTED,
+            {},
+            "ranks 1,3 never started it while ranks 0,2 run it: their GPUs are stuck",
+        ),
+        (
+            Reason.NO_DUMP,
+            {"unreadable": [1, 3]},
+            "look at how they ended and at their logs (killed while writing their dumps?)",
+        ),
+        (
+            Reason.NEVER_ISSUED,
+            {"idle": True, "states_tracked": True},
+            "ranks 1,3 are not waiting in any collective (their last operations completed): "
+            "look at what they do outside collectives",
+        ),
+    ],
+)
+def test_two_culprits_are_spoken_of_in_the_plural(
+    reason: Reason, facts: dict[str, Any], said: str
+) -> None:
+    assert said in detail(_finding(reason, [1, 3], **facts))
+
+
+def test_two_culprits_stuck_on_the_cpu_are_spoken_of_in_the_plural() -> None:
+    f = _finding(Reason.NEVER_ISSUED, [1, 3], stall="cpu_side", idle_ms=5000.0, last_op="send")
+    stuck, look_at = stall_lines(f) or ("", "")
+    assert stuck.startswith("stuck on the CPU side: they never enqueued the collective")
+    assert "before their dumps" in stuck
+    assert look_at.startswith("py-spy dump --pid <pid> on those ranks' hosts; their logs")
+
+
+def test_an_extra_call_leaves_two_ranks_nothing_to_pair_with() -> None:
+    f = _finding(Reason.EXTRA_CALL, [1])
+    f.chain = [Hop((1,), Place("3", "mesh_tp", 9), (0, 2))]
+    f.chain_end = "idle"
+    assert chain_lines(f)[-1].startswith("ranks 0,2 have nothing left to pair with it")
+
+
+def _prose(report: str) -> str:
+    """The report's words with its line breaks and indents undone, to find a sentence."""
+    return " ".join(report.split())
+
+
+@pytest.mark.parametrize("columns", [60, 80, 100])
+def test_a_1024_rank_deadlock_says_whole_what_its_culprit_did(
+    big_jobs: dict[str, tuple[Path, dict[str, Any]]], columns: int
+) -> None:
+    prose = _prose(frtrace(str(big_jobs["cycle"][0]), columns=columns).stdout)
+    assert (
+        "Rank 513 issued default_pg#6 (pg 0) before the collective its peers are in: it calls "
+        "collectives in a different order" in prose
+    )
+    assert "rank 513 waits in default_pg#6 (pg 0);" in prose  # its own wait is kept
+    assert re.search(r"\d+ other waits \(-v\); each waits for the other", prose)
+
+
+@pytest.mark.parametrize("case", ["tp", "cycle"])
+def test_1024_rank_report_keeps_to_40_lines_on_an_80_column_terminal(
+    big_jobs: dict[str, tuple[Path, dict[str, Any]]], case: str
+) -> None:
+    lines = frtrace(str(big_jobs[case][0]), columns=80).stdout.splitlines()
+    assert len(lines) <= MAX_LINES == 40
+    assert lines[-1].startswith("HUNG: root cause")
+    assert any(line.startswith("  rank 513 (culprit)") for line in lines)  # its stack stays

@@ -10,6 +10,7 @@ from builders import write_dumps
 from click.testing import CliRunner
 
 from frtrace.analysis.engine import analyze
+from frtrace.api import to_html
 from frtrace.cli import cli
 from frtrace.synth import Fault, JobSpec, Layout, simulate, write_job
 from frtrace.tables.load import load_trace
@@ -122,7 +123,7 @@ def test_the_html_page_carries_the_stall_class_and_the_stragglers(tmp_path: Path
     fault = Fault("state_mismatch", rank=22, group="tp", step=2)
     job = simulate(JobSpec(LAYOUT, steps=4, fault=fault, straggler=(9, 40_000_000)))
     write_job(job, tmp_path)
-    page = analyze(load_trace(tmp_path, jobs=1)).to_html()
+    page = to_html(analyze(load_trace(tmp_path, jobs=1)))
     found = re.search(r'<script type="application/json" id="frtrace-data">(.*?)</script>', page)
     assert found is not None
     data = json.loads(found.group(1))

@@ -84,26 +84,6 @@ class Analysis:
             self.evidence,
         )
 
-    # --- reports (frtrace.api); imported lazily so the analysis never needs them ---
-
-    def to_json(self) -> str:
-        """The JSON report (schema frtrace.report/1) as text; `json.loads` it for a dict."""
-        from frtrace.report.json_report import render_json
-
-        return render_json(self)
-
-    def to_text(self, *, width: int | None = None, verbose: bool = False) -> str:
-        """The text report the command prints (`width`: the terminal's, else 80)."""
-        from frtrace.report.text import render_text
-
-        return render_text(self, width=width, verbose=verbose)
-
-    def to_html(self) -> str:
-        """The self-contained HTML page that `--html FILE` writes."""
-        from frtrace.report.html import render_html
-
-        return render_html(self)
-
 
 @dataclass(frozen=True)
 class Unseen:

@@ -14,6 +14,7 @@ from typing import Any
 from frtrace.analysis.engine import Analysis
 from frtrace.evidence.gather import in_collective
 from frtrace.evidence.records import Evidence, RankEvidence
+from frtrace.report.fmt import ranks_text
 
 STACK_FRAMES = 3  # live frames shown per culprit in the text report
 
@@ -52,7 +53,7 @@ def rank_count(analysis: Analysis) -> int:
     return max(len(known_ranks(analysis)), workers)
 
 
-def ranks_seen(analysis: Analysis, ranks_text: Any) -> str:
+def ranks_seen(analysis: Analysis) -> str:
     """The ranks for a header: their list, else how many workers the logs show."""
     known = known_ranks(analysis)
     if known or analysis.evidence is None or not analysis.evidence.workers:

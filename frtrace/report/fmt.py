@@ -1,4 +1,4 @@
-"""Small formatting helpers shared by the text reports."""
+"""Small formatting helpers shared by the reports: rank lists, terminal styling, escaping."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from typing import TextIO
 
 from frtrace.ranks import rank_ranges as rank_ranges  # used by every report
+
+ELLIPSIS = "..."
 
 
 def use_color(stream: TextIO | None = None) -> bool:
@@ -50,6 +52,72 @@ def who(ranks: Iterable[int]) -> str:
     """'rank 3' or 'ranks 0-2,7': the subject of a sentence about ranks."""
     values = sorted(set(int(r) for r in ranks))
     return f"rank {values[0]}" if len(values) == 1 else f"ranks {rank_ranges(values)}"
+
+
+def _runs(values: list[int]) -> list[str]:
+    """Sorted ranks as parts: `0-7` for runs, `1,9,...,1017` for strides of four or more."""
+    parts: list[str] = []
+    i, n = 0, len(values)
+    while i < n:
+        j = i
+        if i + 1 < n:
+            step = values[i + 1] - values[i]
+            j = i + 1
+            while j + 1 < n and values[j + 1] - values[j] == step:
+                j += 1
+            if step == 1:
+                parts.append(f"{values[i]}-{values[j]}")
+                i = j + 1
+                continue
+            if j - i + 1 >= 4:
+                parts.append(f"{values[i]},{values[i] + step},...,{values[j]}")
+                i = j + 1
+                continue
+        parts.append(str(values[i]))
+        i += 1
+    return parts
+
+
+def ranks_text(ranks: Iterable[int], max_chars: int = 60, count: bool = True) -> str:
+    """Rank sets of any size in a few characters: runs, strides, or a range with exceptions.
+
+    `[0..1023] minus every 8th` reads `0-1023 except 1,9,...,1017 (896 ranks)`; what is still
+    too long is cut after whole parts and says how many ranks it stands for.
+    """
+    values = sorted({int(r) for r in ranks})
+    if not values:
+        return "-"
+    plain = ",".join(_runs(values))
+    best = plain
+    lo, hi = values[0], values[-1]
+    span = hi - lo + 1
+    if len(values) > span // 2 and len(values) < span:
+        have = set(values)
+        holes = ",".join(_runs([r for r in range(lo, hi + 1) if r not in have]))
+        other = f"{lo}-{hi} except {holes}"
+        if len(other) < len(best):
+            best = other
+    suffix = f" ({len(values)} ranks)" if len(values) >= 8 and count else ""
+    if len(best) + len(suffix) > max_chars:
+        parts = best.split(",")
+        kept: list[str] = parts[:1]  # at least the first part, however narrow the room
+        for part in parts[1:]:
+            if len(",".join([*kept, part, ELLIPSIS])) + len(suffix) > max_chars:
+                break
+            kept.append(part)
+        while len(kept) > 1 and kept[-1] == ELLIPSIS:
+            kept.pop()
+        best = ",".join([*kept, ELLIPSIS])
+        suffix = suffix or f" ({len(values)} ranks)"
+    if re.fullmatch(r"\d+-\d+", best):
+        return best
+    return best + suffix
+
+
+def ranks_subject(ranks: Iterable[int]) -> str:
+    """'rank 3' or 'ranks 8,16,...,504 (63 ranks)': `who` for rank sets of any size."""
+    values = sorted(set(ranks))
+    return f"rank {values[0]}" if len(values) == 1 else f"ranks {ranks_text(values)}"
 
 
 def verb(ranks: Iterable[int], one: str, many: str) -> str:

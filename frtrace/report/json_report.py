@@ -1,4 +1,7 @@
-"""The JSON report: stable, versioned (`frtrace.report/1`), documented in schema.json."""
+"""The JSON report: stable, versioned (`frtrace.report/1`), documented in schema.json.
+
+It renders the report view (frtrace.report.view), as the text and HTML reports do.
+"""
 
 from __future__ import annotations
 
@@ -8,30 +11,31 @@ from importlib import resources
 from typing import Any
 
 from frtrace.analysis.engine import Analysis
-from frtrace.report.evidence import culprit_evidence, hosts_of
-from frtrace.report.wording import finding_dict, note_text, unseen_lines
+from frtrace.report.evidence import culprit_evidence
+from frtrace.report.view import ReportView, Shown
+from frtrace.report.wording import where
 
 SCHEMA_ID = "frtrace.report/1"
 CULPRITS_SHOWN = 16  # culprits whose evidence the report details
 
 
-def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
-    """The report as plain data; `stack_frames` > 0 adds culprit/waiter frames to evidence."""
+def report_dict(view: ReportView) -> dict[str, Any]:
+    """The report as plain data."""
+    analysis = view.analysis
     trace = analysis.ctx.trace
-    findings = [finding_dict(f) for f in analysis.findings]
-    root = finding_dict(analysis.root_cause) if analysis.root_cause is not None else None
-    if root is not None and analysis.root_cause is not None:
-        culprits = analysis.root_cause.culprit_ranks
-        root["hosts"] = hosts_of(analysis, culprits)
-        shown = [culprit_evidence(analysis, r) for r in culprits[:CULPRITS_SHOWN]]
+    findings = [finding_dict(s) for s in view.findings]
+    root = finding_dict(view.root) if view.root is not None else None
+    if root is not None:
+        root["hosts"] = view.hosts
+        shown = [culprit_evidence(analysis, r) for r in view.culprits[:CULPRITS_SHOWN]]
         root["culprit_evidence"] = [e for e in shown if e is not None]
-        if analysis.findings and analysis.findings[0] is analysis.root_cause:
+        if view.findings and view.findings[0] is view.root:
             findings[0] = root  # the root cause is the first finding, in full
     return {
         "schema": SCHEMA_ID,
-        "ok": analysis.ok,
-        "verdict": "unknown" if analysis.undetermined else ("ok" if analysis.ok else "findings"),
-        "unseen": _unseen(analysis),
+        "ok": view.verdict.ok,
+        "verdict": view.verdict.name,
+        "unseen": _unseen(view),
         "root_cause": root,
         "findings": findings,
         "inputs": {
@@ -54,7 +58,7 @@ def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
             }
             for g in trace.group_table.rows()
         ],
-        "notes": [note_text(n) for n in analysis.notes],
+        "notes": view.notes,
         "stragglers": _stragglers(analysis),
         "progress": _progress(analysis),
         "selection": None
@@ -67,8 +71,42 @@ def report_dict(analysis: Analysis, stack_frames: int = 0) -> dict[str, Any]:
     }
 
 
-def _unseen(analysis: Analysis) -> dict[str, Any] | None:
-    missing = analysis.unseen
+def finding_dict(shown: Shown) -> dict[str, object]:
+    """A finding in the JSON report's shape (`frtrace.report/1`)."""
+    f = shown.finding
+    evidence: dict[str, object] = dict(f.facts)
+    evidence.update(reason=f.reason, undecidable=f.undecidable, secondary=f.secondary)
+    if f.issued_by or f.not_issued_by:
+        evidence.update(issued_by=f.issued_by, not_issued_by=f.not_issued_by)
+    if f.hang_seq is not None:
+        evidence["hang_seq"] = f.hang_seq
+    if f.last_seq is not None:
+        evidence["seq_range"] = [f.collective_seq_id, f.last_seq]
+    if f.blocked_in:
+        evidence["blocked_in"] = {str(r): where(p) for r, p in sorted(f.blocked_in.items())}
+    if f.chain:
+        evidence["chain"] = shown.chain
+        evidence["ranks_waiting_on_this"] = f.ranks_waiting_on_this
+    if f.cycle:
+        evidence["cycle"] = [where(p) for p in f.cycle]
+    return {
+        "kind": f.kind,
+        "pg_name": f.pg_name,
+        "pg_desc": f.pg_desc,
+        "collective_seq_id": f.collective_seq_id,
+        "p2p_seq_id": f.p2p_seq_id,
+        "op": f.op,
+        "culprit_ranks": [int(r) for r in f.culprit_ranks],
+        "waiting_ranks": [int(r) for r in f.waiting_ranks],
+        "expected_ranks": [int(r) for r in f.expected_ranks],
+        "secondary": f.secondary,
+        "detail": shown.detail,
+        "evidence": evidence,
+    }
+
+
+def _unseen(view: ReportView) -> dict[str, Any] | None:
+    missing = view.unseen
     if missing is None:
         return None
     return {
@@ -76,7 +114,7 @@ def _unseen(analysis: Analysis) -> dict[str, Any] | None:
         "world_stated": missing.world_stated,
         "no_file": missing.no_file,
         "unreadable": missing.unreadable,
-        "why": unseen_lines(missing),
+        "why": view.unseen_lines,
     }
 
 
@@ -154,8 +192,9 @@ def _progress(analysis: Analysis) -> dict[str, Any] | None:
     }
 
 
-def render_json(analysis: Analysis) -> str:
-    return json.dumps(report_dict(analysis), indent=2) + "\n"
+def render_json(view: ReportView) -> str:
+    """The JSON report as text; `json.loads` it for a dict."""
+    return json.dumps(report_dict(view), indent=2) + "\n"
 
 
 def load_schema() -> dict[str, Any]:

@@ -1,7 +1,8 @@
-"""The default report, for a terminal at 3 a.m.: the root cause first, about 30 lines whatever
-the job size, fitted to the terminal's width, and one verdict line at the end.
+"""The default report, for a terminal at 3 a.m.: the root cause first, at most 40 lines
+whatever the job size, fitted to the terminal's width, and one verdict line at the end.
 
 `-v` (verbose) shows everything: every finding with its whole detail, every group, every hop.
+It renders the report view (frtrace.report.view); every sentence in it comes from there.
 """
 
 from __future__ import annotations
@@ -11,124 +12,45 @@ import re
 import shutil
 import textwrap
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from typing import Any
+from dataclasses import dataclass
 
-import numpy as np
-
-from frtrace.analysis.engine import Analysis
-from frtrace.analysis.findings import Finding, Place
-from frtrace.report.evidence import (
-    culprit_rows,
-    hosts_of,
-    inputs_summary,
-    rank_count,
-    ranks_seen,
-)
-from frtrace.report.fmt import Style
+from frtrace.analysis.findings import Finding
+from frtrace.report.evidence import culprit_rows, inputs_summary, ranks_seen
+from frtrace.report.fmt import ELLIPSIS, Style, ranks_subject, ranks_text
 from frtrace.report.summary import loaded_summary
-from frtrace.report.wording import (
-    chain_lines,
-    decided_line,
-    detail,
-    note_text,
-    progress_lines,
-    stall_lines,
-    straggler_lines,
-    unseen_lines,
-    where,
-)
+from frtrace.report.view import CAUSE, ROOT, ReportView, Shown
 
 STACK_HEAD = 6  # frames shown per stack with -v unless --print-stack-trace
 STACK_BRIEF = 3  # frames of the culprit's stack by default (past torch.distributed's own)
-WAITER_FRAMES = 2  # frames of a waiting rank's stack by default
-DETAIL_LINES = 3  # lines of the root cause's prose by default
-CHAIN_LINES = 5  # lines of the chain by default (after merging hops alike)
-FINDING_ROWS = 3  # rows of other findings by default (after folding findings alike)
-WAIT_ROWS = 3  # rows of "where ranks wait" by default
+MAX_LINES = 40  # the default report's height, whatever the job size (the verdict included)
 MIN_WIDTH = 40
-ELLIPSIS = "..."
+GLUE = "\ue001"  # joins the words of a phrase that a line must not break (a private-use char)
 
 
-# --- the two accessors the analysis wording goes through ---------------------------------
+@dataclass(frozen=True)
+class Limits:
+    """How much of each part the default report shows."""
+
+    detail: int = 3  # lines of the root cause's prose
+    chain: int = 5  # lines of the chain (after merging hops alike)
+    findings: int = 3  # rows of other findings (after folding findings alike)
+    waits: int = 3  # rows of "where ranks wait"
+    culprit_frames: int = STACK_BRIEF  # frames of the culprit's stack
+    waiter_frames: int = 2  # frames of a waiting rank's stack
 
 
-def _detail(f: Finding) -> str:
-    """A finding's prose (one place, so the wording can move without touching the layout)."""
-    return detail(f)
-
-
-def _chain(f: Finding) -> list[str]:
-    """A finding's wait-for chain as hops, farthest waiter first (one place, as `_detail`)."""
-    return chain_lines(f)
-
-
-# --- ranks -------------------------------------------------------------------------------
-
-
-def _runs(values: list[int]) -> list[str]:
-    """Sorted ranks as parts: `0-7` for runs, `1,9,...,1017` for strides of four or more."""
-    parts: list[str] = []
-    i, n = 0, len(values)
-    while i < n:
-        j = i
-        if i + 1 < n:
-            step = values[i + 1] - values[i]
-            j = i + 1
-            while j + 1 < n and values[j + 1] - values[j] == step:
-                j += 1
-            if step == 1:
-                parts.append(f"{values[i]}-{values[j]}")
-                i = j + 1
-                continue
-            if j - i + 1 >= 4:
-                parts.append(f"{values[i]},{values[i] + step},...,{values[j]}")
-                i = j + 1
-                continue
-        parts.append(str(values[i]))
-        i += 1
-    return parts
-
-
-def ranks_text(ranks: Iterable[int], max_chars: int = 60, count: bool = True) -> str:
-    """Rank sets of any size in a few characters: runs, strides, or a range with exceptions.
-
-    `[0..1023] minus every 8th` reads `0-1023 except 1,9,...,1017 (896 ranks)`; what is still
-    too long is cut after whole parts and says how many ranks it stands for.
-    """
-    values = sorted({int(r) for r in ranks})
-    if not values:
-        return "-"
-    plain = ",".join(_runs(values))
-    best = plain
-    lo, hi = values[0], values[-1]
-    span = hi - lo + 1
-    if len(values) > span // 2 and len(values) < span:
-        have = set(values)
-        holes = ",".join(_runs([r for r in range(lo, hi + 1) if r not in have]))
-        other = f"{lo}-{hi} except {holes}"
-        if len(other) < len(best):
-            best = other
-    suffix = f" ({len(values)} ranks)" if len(values) >= 8 and count else ""
-    if len(best) + len(suffix) > max_chars:
-        parts = best.split(",")
-        kept: list[str] = parts[:1]  # at least the first part, however narrow the room
-        for part in parts[1:]:
-            if len(",".join([*kept, part, ELLIPSIS])) + len(suffix) > max_chars:
-                break
-            kept.append(part)
-        while len(kept) > 1 and kept[-1] == ELLIPSIS:
-            kept.pop()
-        best = ",".join([*kept, ELLIPSIS])
-        suffix = suffix or f" ({len(values)} ranks)"
-    if re.fullmatch(r"\d+-\d+", best):
-        return best
-    return best + suffix
-
-
-def _who(ranks: Sequence[int]) -> str:
-    values = sorted(set(ranks))
-    return f"rank {values[0]}" if len(values) == 1 else f"ranks {ranks_text(values)}"
+# When the report would pass MAX_LINES, it folds in this order, least needed first: the
+# waiting rank's frames (its line still says where it waits), the rows of other findings and
+# of waits (a line counts the rest), the chain (its first hops stay), then the culprit's frames.
+FOLDS = (
+    Limits(),
+    Limits(waiter_frames=0),
+    Limits(waiter_frames=0, findings=2, waits=2),
+    Limits(waiter_frames=0, findings=1, waits=1),
+    Limits(waiter_frames=0, findings=1, waits=1, chain=4),
+    Limits(waiter_frames=0, findings=1, waits=1, chain=3, culprit_frames=2),
+    Limits(waiter_frames=0, findings=1, waits=1, chain=3, culprit_frames=1),
+)
 
 
 # --- fitting lines to the width ----------------------------------------------------------
@@ -181,126 +103,7 @@ def terminal_width() -> int:
     return max(MIN_WIDTH, shutil.get_terminal_size((80, 24)).columns)
 
 
-# --- chain -------------------------------------------------------------------------------
-
-_RANKS = r"ranks? (?:\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*(?:,\.\.\.)?(?: \(\d+ ranks\))?)"
-_HOP_TOKENS = re.compile(rf"(?P<ranks>{_RANKS})|(?P<verb>\b(?:waits|wait)\b)|#(?P<seq>\d+)")
-
-
-def _template(hop: str) -> str:
-    return _HOP_TOKENS.sub(
-        lambda m: "R" if m.group("ranks") else ("W" if m.group("verb") else "#S"), hop
-    )
-
-
-def _rank_set(text: str) -> list[int] | None:
-    """The ranks of `rank 3` / `ranks 0-2,7`; None when the list was elided."""
-    body = text.split(" ", 1)[1]
-    if "..." in body:
-        return None
-    out: list[int] = []
-    for part in body.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
-
-
-def _merge_hops(hops: list[str]) -> str:
-    """Hops differing only in ranks and sequence numbers as one line that counts them."""
-    if len(hops) == 1:
-        return hops[0]
-    found = [list(_HOP_TOKENS.finditer(h)) for h in hops]
-    first = found[0]
-    pieces: list[str] = []
-    pos = 0
-    plural = False
-    for k, m in enumerate(first):
-        pieces.append(hops[0][pos : m.start()])
-        pos = m.end()
-        if m.group("ranks"):
-            sets = [_rank_set(f[k].group("ranks")) for f in found]
-            if any(s is None for s in sets):
-                pieces.append(m.group("ranks") + " (and others)")
-                plural = True
-            else:
-                union = sorted({r for s in sets for r in s or []})
-                pieces.append(_who(union))
-                plural = plural or len(union) > 1
-        elif m.group("verb"):
-            pieces.append("wait" if plural else "waits")
-        else:
-            seqs = sorted({int(f[k].group("seq")) for f in found})
-            pieces.append(f"#{seqs[0]}" if len(seqs) == 1 else f"#{seqs[0]}-{seqs[-1]}")
-    pieces.append(hops[0][pos:])
-    return "".join(pieces) + f" [{len(hops)} hops alike]"
-
-
-def merged_chain(hops: list[str]) -> list[str]:
-    """Consecutive hops alike (same words, other ranks or seq) folded into one line each."""
-    out: list[str] = []
-    run: list[str] = []
-    for hop in hops:
-        if run and _template(hop) != _template(run[-1]):
-            out.append(_merge_hops(run))
-            run = []
-        run.append(hop)
-    if run:
-        out.append(_merge_hops(run))
-    return out
-
-
 # --- stacks ------------------------------------------------------------------------------
-
-
-def _entry_for(analysis: Analysis, rank: int, f: Finding) -> dict[str, Any] | None:
-    """The rank's entry at the finding's collective, else its last entry (labels decoded)."""
-    found = _entry_at(analysis, rank, f)
-    return None if found is None else found[0]
-
-
-def _entry_at(analysis: Analysis, rank: int, f: Finding) -> tuple[dict[str, Any], bool] | None:
-    """(the rank's entry at the finding, True), else (its last entry, False)."""
-    mine = analysis.ctx.history(rank)
-    if not len(mine):
-        return None
-    in_group = mine["pg_name"] == mine.code("pg_name", f.pg_name)
-    if f.collective_seq_id is not None:
-        at = np.flatnonzero(
-            in_group & (mine["collective_seq_id"] == f.collective_seq_id) & ~mine["is_p2p"]
-        )
-        if len(at):
-            return mine.record(int(at[0])), True
-    if f.p2p_seq_id is not None:
-        at = np.flatnonzero(in_group & (mine["p2p_seq_id"] == f.p2p_seq_id) & mine["is_p2p"])
-        if len(at):
-            return mine.record(int(at[0])), True
-        # p2p seqs count per rank: a peer waiting in the group is at its own blocking entry.
-        b = analysis.blocked.get(rank)
-        if b is not None:
-            at = np.flatnonzero(in_group & mine["is_p2p"] & (mine["pos"] == b.pos))
-            if len(at):
-                return mine.record(int(at[0])), True
-    return mine.record(len(mine) - 1), False
-
-
-def stack_of(analysis: Analysis, rank: int, f: Finding) -> dict[str, Any] | None:
-    """Where a rank is, for the finding: its entry there (else its last) and that stack."""
-    found = _entry_at(analysis, rank, f)
-    if found is None:
-        return None
-    entry, at_finding = found
-    p2p = bool(entry["is_p2p"])
-    seq = f"p2p#{entry['p2p_seq_id']}" if p2p else f"#{entry['collective_seq_id']}"
-    sid = int(entry["stack_id"])
-    frames = list(analysis.ctx.trace.stacks[sid]) if sid >= 0 else []
-    return {
-        "at_finding": bool(at_finding),
-        "op": str(entry["op"]),
-        "place": where(Place(str(entry["pg_name"]), str(entry["pg_desc"]))),
-        "seq": seq,
-        "state": str(entry["state"]),
-        "frames": [(str(n), str(fn), int(ln)) for n, fn, ln in frames],
-    }
 
 
 def _short_path(path: str, room: int) -> str:
@@ -317,9 +120,9 @@ def _internal(filename: str) -> bool:
 
 
 def _stack_lines(
-    analysis: Analysis, rank: int, f: Finding, role: str, frames: int | None, width: int
+    view: ReportView, rank: int, f: Finding, role: str, frames: int | None, width: int
 ) -> list[str]:
-    info = stack_of(analysis, rank, f)
+    info = view.stack_of(rank, f)
     if info is None:
         return wrap(f"rank {rank} ({role}): no dump", width, "  ")
     where_ = "at" if info["at_finding"] else "last op"
@@ -387,56 +190,77 @@ def tidy(text: str) -> str:
     return _LIST.sub(short, text)
 
 
-def _seq(f: Finding) -> int | None:
-    return f.collective_seq_id if f.collective_seq_id is not None else f.p2p_seq_id
+def _glue(text: str) -> str:
+    """A phrase no line may break inside (`ranks 0-1`, `format 2.10`, `(prefix 'trace_')`)."""
+    return text.replace(" ", GLUE)
 
 
-def _place(f: Finding) -> str:
-    return where(f.place)
+def _unglue(lines: list[str]) -> list[str]:
+    return [line.replace(GLUE, " ") for line in lines]
 
 
-def _role(analysis: Analysis, f: Finding) -> str:
-    if f is analysis.root_cause:
-        return "ROOT CAUSE"
-    return "consequence" if f.secondary else "cause"
-
-
-def _header(analysis: Analysis, width: int) -> list[str]:
+def _header(view: ReportView, width: int) -> list[str]:
+    """What was read, in phrases a line never breaks inside: `ranks 0-1, 9 entries` never
+    reads `ranks 0-1, 9` on one line and `entries` on the next."""
+    analysis = view.analysis
     trace = analysis.ctx.trace
-    backends = ", ".join(trace.backends)
-    formats = ", ".join(f"{k} {v}" for k, v in trace.formats)
     ev = analysis.evidence
     read = (
         f"{len(trace.file_table)} dump(s)"
         if ev is None or not ev.files
         else inputs_summary(analysis)
     )
-    text = (
-        f"frtrace: {read} from {trace.trace_dir}"
-        + (f" (prefix '{trace.prefix}')" if trace.prefix and len(trace.file_table) else "")
-        + f": {ranks_seen(analysis, ranks_text)}"
-    )
+    read = re.sub(r"(?<=\d) ", GLUE, read)  # `9 dumps`, `2 logs (nodeA, nodeB)`
+    text = f"frtrace: {read} from {trace.trace_dir}"
+    if trace.prefix and len(trace.file_table):
+        text += " " + _glue(f"(prefix '{trace.prefix}')")
+    phrases = [text + ": " + _glue(ranks_seen(analysis))]
     if len(trace.file_table) or ev is None:
-        text += (
-            f", {trace.entry_count:,} entries, format "
-            f"{', '.join(trace.versions) or '-'}, {backends or '-'}, {formats}"
-        )
-    lines = wrap(text, width, "", "  ")
+        phrases += [
+            _glue(f"{trace.entry_count:,} entries"),
+            _glue(f"format {', '.join(trace.versions) or '-'}"),
+            *(_glue(b) for b in trace.backends or ["-"]),
+            *([_glue(f"{k} {v}") for k, v in trace.formats] or [""]),
+        ]
+    lines = _unglue(wrap(", ".join(phrases), width, "", "  "))
     if trace.missing_dumps:
-        lines += wrap(f"no dump from {_who(trace.missing_dumps)}", width, "  ")
+        missing = f"no dump from {_glue(ranks_subject(trace.missing_dumps))}"
+        lines += _unglue(wrap(missing, width, "  "))
     if trace.skipped:
         lines += wrap(f"skipped {len(trace.skipped)} file(s) (listed on stderr)", width, "  ")
     return lines
 
 
+def _detail_lines(root: Shown, width: int, limit: int) -> list[str]:
+    """The root cause's prose in at most `limit` lines. Where it holds a list of waits, that
+    list is cut, never the sentence that says what the culprit did (even past `limit`)."""
+    lines = wrap(tidy(root.detail), width, "  ")
+    if len(lines) <= limit:
+        return lines
+    if root.detail_cut(1) == root.detail:  # no list to cut: the prose is cut, marked
+        return _clip(lines, limit, "... (-v)", width)
+    for items in range(len(root.finding.chain), 0, -1):
+        lines = wrap(tidy(root.detail_cut(items)), width, "  ")
+        if len(lines) <= limit:
+            break
+    return lines
+
+
 def _root_block(
-    analysis: Analysis, style: Style, width: int, verbose: bool, full_stacks: bool
+    view: ReportView,
+    style: Style,
+    width: int,
+    verbose: bool,
+    full_stacks: bool,
+    limits: Limits,
 ) -> list[str]:
-    f = analysis.root_cause
-    if f is None:
+    root = view.root
+    if root is None:
         return []
-    seq = _seq(f)
-    title = f"ROOT CAUSE: {f.kind} in {_place(f)}" + (f", {f.op}" if f.op else "")
+    analysis = view.analysis
+    f = root.finding
+    seq = root.seq
+    title = f"ROOT CAUSE: {f.kind} in {root.place}" + (f", {f.op}" if f.op else "")
     lines = [style.red(t) for t in wrap(title, width, "", "  ")]
     group = (
         f"{f.pg_name} ({f.pg_desc or '-'}), members {ranks_text(f.expected_ranks)}"
@@ -448,12 +272,12 @@ def _root_block(
         ("waiting ranks", ranks_text(f.waiting_ranks)),
         ("group", group),
     ]
-    hosts = hosts_of(analysis, f.culprit_ranks)
-    if hosts:
-        rows.append(("culprit hosts", ", ".join(hosts)))
+    if view.hosts:
+        rows.append(("culprit hosts", ", ".join(view.hosts)))
     if verbose:
         rows.append(("seq id", "-" if seq is None else str(seq)))
-    entry = _entry_for(analysis, f.culprit_ranks[0], f) if f.culprit_ranks else None
+    found = view.entry_at(f.culprit_ranks[0], f) if f.culprit_ranks else None
+    entry = None if found is None else found[0]
     if entry is not None and (verbose or f.kind.endswith("_mismatch")):
         rows.append(
             (
@@ -462,6 +286,7 @@ def _root_block(
                 f"out {entry['output_sizes']} {entry['output_dtypes']}",
             )
         )
+    frames = None if full_stacks else (STACK_HEAD if verbose else limits.culprit_frames)
     live = None if full_stacks else (STACK_HEAD if verbose else STACK_BRIEF)
     for r in f.culprit_ranks[: 2 if verbose else 1]:
         rows += culprit_rows(analysis, r, live)
@@ -470,46 +295,36 @@ def _root_block(
         if key in ("culprit ranks", "culprit hosts"):
             wrapped = [style.red(w) for w in wrapped]
         lines += wrapped
-    told = decided_line(f)
-    if told:
-        lines += wrap(told, width, f"  {'decided by':<16}", " " * 18)
-    stall = stall_lines(f)
-    if stall is not None:
-        lines += wrap(stall[0], width, f"  {'stuck':<16}", " " * 18)
+    if view.decided:
+        lines += wrap(view.decided, width, f"  {'decided by':<16}", " " * 18)
+    if view.stall is not None:
+        lines += wrap(view.stall[0], width, f"  {'stuck':<16}", " " * 18)
         if not any(key == "next step" for key, _v in rows):  # the logs gave a concrete one
-            lines += wrap(stall[1], width, f"  {'look at':<16}", " " * 18)
+            lines += wrap(view.stall[1], width, f"  {'look at':<16}", " " * 18)
     if verbose:
-        lines += ["", *wrap(_detail(f), width, "  ")]
+        lines += ["", *wrap(root.detail, width, "  ")]
     else:
-        lines += _clip(wrap(tidy(_detail(f)), width, "  "), DETAIL_LINES, "... (-v)", width)
-    hops = _chain(f)
-    if hops:
+        lines += _detail_lines(root, width, limits.detail)
+    if root.chain:
         lines += ["  chain (who waits for whom):"]
-        shown = hops if verbose else [tidy(h) for h in merged_chain(hops)]
+        shown = root.chain if verbose else [tidy(h) for h in root.merged_chain]
         body: list[str] = []
         for i, hop in enumerate(shown, 1):
             body += wrap(hop, width, f"    {i}. ", "       ")
-        lines += body if verbose else _clip(body, CHAIN_LINES, "... (-v)", width)
-    frames = None if full_stacks else (STACK_HEAD if verbose else STACK_BRIEF)
+        lines += body if verbose else _clip(body, limits.chain, "... (-v)", width)
     if not len(analysis.ctx.trace.file_table):
         return lines  # no dump: no recorded stack to show
     lines += [""]
     for r in f.culprit_ranks[: 2 if verbose else 1]:
-        lines += _stack_lines(analysis, r, f, "culprit", frames, width)
-    waiting = [r for r in f.waiting_ranks if r not in f.culprit_ranks]
-    if waiting:
-        lines += _stack_lines(
-            analysis, waiting[0], f, "waiting", frames if verbose else WAITER_FRAMES, width
-        )
+        lines += _stack_lines(view, r, f, "culprit", frames, width)
+    if view.waiting:
+        waiter = frames if verbose else limits.waiter_frames
+        lines += _stack_lines(view, view.waiting[0], f, "waiting", waiter, width)
     if frames is not None:
         lines += wrap(
             "(stacks innermost first, cut; --print-stack-trace shows them whole)", width, "    "
         )
     return lines
-
-
-def _fold_key(f: Finding, role: str) -> tuple:
-    return (role, f.kind, f.pg_desc or f.pg_name, _seq(f), f.op)
 
 
 def _row(head: str, ranks: list[int], width: int, count: bool = True) -> list[str]:
@@ -519,75 +334,54 @@ def _row(head: str, ranks: list[int], width: int, count: bool = True) -> list[st
     return _clip(wrap(text, width, "  ", "      "), 2, ELLIPSIS, width)
 
 
-def _other_findings(analysis: Analysis, style: Style, width: int, verbose: bool) -> list[str]:
-    others = [f for f in analysis.findings if f is not analysis.root_cause]
+def _other_findings(
+    view: ReportView, style: Style, width: int, verbose: bool, rows: int
+) -> list[str]:
+    others = view.others
     if not others:
         return []
-    roles = [_role(analysis, f) for f in others]
-    n_cause = roles.count("cause")
+    n_cause = sum(1 for s in others if s.role == CAUSE)
     lines = [
         style.bold(f"OTHER FINDINGS: {n_cause} cause(s), {len(others) - n_cause} consequence(s)")
     ]
     if verbose:
-        for f, role in zip(others, roles, strict=True):
+        for s in others:
+            f = s.finding
             lines += wrap(
-                f"{role}: {f.kind} in {_place(f)}" + (f", {f.op}" if f.op else ""), width, "  "
+                f"{s.role}: {f.kind} in {s.place}" + (f", {f.op}" if f.op else ""), width, "  "
             )
             lines += wrap(
                 f"culprits {ranks_text(f.culprit_ranks)}; waiting {ranks_text(f.waiting_ranks)}",
                 width,
                 "    ",
             )
-            lines += wrap(_detail(f), width, "    ")
+            lines += wrap(s.detail, width, "    ")
         return lines
-    # Findings alike (same role, kind, group kind, seq and op; one per group) fold into one row.
-    folded: dict[tuple, list[Finding]] = {}
-    for f, role in zip(others, roles, strict=True):
-        folded.setdefault(_fold_key(f, role), []).append(f)
-    for i, ((role, kind, _g, _s, _op), items) in enumerate(folded.items()):
-        if i == FINDING_ROWS:
+    folded = [row for row in view.folded if row.role != ROOT]
+    for i, row in enumerate(folded):
+        if i == rows:
             lines.append(f"  ... {len(folded) - i} more (-v shows every finding)")
             break
-        f = items[0]
-        place = _place(f) if len(items) == 1 else f"{_place(f)} +{len(items) - 1} groups"
-        culprits = sorted({r for x in items for r in x.culprit_ranks})
-        lines += _row(f"{role}: {kind} in {place}, culprits ", culprits, width)
+        first = row.first
+        place = first.place if row.count == 1 else f"{first.place} +{row.count - 1} groups"
+        lines += _row(
+            f"{row.role}: {first.finding.kind} in {place}, culprits ", row.culprits, width
+        )
     return lines
 
 
-def _waits(analysis: Analysis) -> list[tuple[tuple[str, int, str], dict[str, Any]]]:
-    """Where ranks wait, folded per (group kind, seq, state): most waiting ranks first."""
-    ctx = analysis.ctx
-    out: dict[tuple[str, int, str], dict[str, Any]] = {}
-    for rank, b in analysis.blocked.items():
-        pg = int(b.node[1])
-        name = ctx.name(pg)
-        kind = ctx.pg_desc.get(name, "") or f"pg {name}"
-        p2p = b.node[0] == "p"
-        seq = -1 if p2p else int(b.node[2])
-        state = "started" if b.state == 1 else "issued"
-        key = (kind, seq, f"{'p2p ' if p2p else ''}{b.op} {state}")
-        item = out.setdefault(key, {"ranks": [], "groups": set()})
-        item["ranks"].append(rank)
-        item["groups"].add(name)
-    return sorted(out.items(), key=lambda kv: (-len(kv[1]["ranks"]), kv[0]))
-
-
-def _wait_section(analysis: Analysis, style: Style, width: int) -> list[str]:
-    waits = _waits(analysis)
-    if not waits:
+def _wait_section(view: ReportView, style: Style, width: int, rows: int) -> list[str]:
+    if not view.waits:
         return []
-    n = len(analysis.blocked)
+    n = len(view.analysis.blocked)
     lines = [style.bold(f"WHERE RANKS WAIT: {n} rank{'s' if n > 1 else ''}, most first")]
-    for i, ((kind, seq, what), item) in enumerate(waits):
-        if i == WAIT_ROWS:
-            lines.append(f"  ... {len(waits) - i} more place(s) (-v shows every group)")
+    for i, w in enumerate(view.waits):
+        if i == rows:
+            lines.append(f"  ... {len(view.waits) - i} more place(s) (-v shows every group)")
             break
-        groups = sorted(item["groups"], key=lambda n: (len(n), n))
-        at = f"{kind}{'' if seq < 0 else f'#{seq}'}"
-        at += f" (pg {groups[0]})" if len(groups) == 1 else f" ({len(groups)} groups)"
-        count = len(item["ranks"])
-        lines += _row(f"{count} in {at}, {what}: ", item["ranks"], width, count=False)
+        at = f"{w.kind}{'' if w.seq < 0 else f'#{w.seq}'}"
+        at += f" (pg {w.groups[0]})" if len(w.groups) == 1 else f" ({len(w.groups)} groups)"
+        lines += _row(f"{len(w.ranks)} in {at}, {w.what}: ", w.ranks, width, count=False)
     return lines
 
 
@@ -611,9 +405,10 @@ def _per_pg(seqs: dict[tuple[int, int], int]) -> dict[int, dict[int, int]]:
     return out
 
 
-def group_table(analysis: Analysis) -> str:
+def group_table(view: ReportView) -> str:
     """Every group (for -v): members, last seq issued and completed, who waits there; the
     groups where ranks wait come first, most waiting ranks first."""
+    analysis = view.analysis
     ctx = analysis.ctx
     issued_by_pg = _per_pg(ctx.view.last_seqs())
     done_by_pg = _per_pg(ctx.view.last_seqs(completed=True))
@@ -648,35 +443,8 @@ def group_table(analysis: Analysis) -> str:
     )
 
 
-def verdict(analysis: Analysis, exit_status: int | None = None) -> str:
-    """The one line a person (or a log grep) needs: verdict, culprit, group#seq, exit status.
-
-    It is never wrapped, so `tail -1` always has all of it."""
-    code = (0 if analysis.ok else 1) if exit_status is None else exit_status
-    n = rank_count(analysis)
-    f = analysis.root_cause
-    stopped = analysis.stopped
-    if f is None and stopped:
-        return f"STOPPED: {_who(stopped)} did not advance since the older snapshot; exit {code}"
-    if f is None and analysis.undetermined:
-        return (
-            f"UNKNOWN: no finding in the {n} rank(s) read, but the job is not seen whole; "
-            f"exit {code}"
-        )
-    if f is None:
-        return f"OK: no desync, mismatch or missing rank found in {n} ranks; exit {code}"
-    from_logs = not len(analysis.ctx.trace.file_table)
-    state = "HUNG" if analysis.blocked or (from_logs and f.waiting_ranks) else "FAILED"
-    hosts = hosts_of(analysis, f.culprit_ranks)
-    on = f" on {', '.join(hosts[:3])}{',...' if len(hosts) > 3 else ''}" if hosts else ""
-    return (
-        f"{state}: root cause {f.kind}, culprit {_who(f.culprit_ranks)}{on}, {_place(f)}; "
-        f"exit {code}"
-    )
-
-
 def render_text(
-    analysis: Analysis,
+    view: ReportView,
     style: Style | None = None,
     *,
     full_stacks: bool = False,
@@ -684,12 +452,31 @@ def render_text(
     width: int | None = None,
     exit_status: int | None = None,
 ) -> str:
-    """The text report; `width` defaults to the terminal's (80 when piped)."""
+    """The text report; `width` defaults to the terminal's (80 when piped). By default it
+    keeps to MAX_LINES, folding what is least needed first (FOLDS); `-v` shows everything."""
     style = style or Style(False)
     width = max(MIN_WIDTH, width or terminal_width())
+    lines: list[str] = []
+    for limits in FOLDS:
+        lines = _report(view, style, width, verbose, full_stacks, limits, exit_status)
+        if verbose or len(lines) <= MAX_LINES:
+            break
+    return "\n".join(lines) + "\n"
+
+
+def _report(
+    view: ReportView,
+    style: Style,
+    width: int,
+    verbose: bool,
+    full_stacks: bool,
+    limits: Limits,
+    exit_status: int | None,
+) -> list[str]:
+    analysis = view.analysis
     trace = analysis.ctx.trace
-    lines = [loaded_summary(trace, style)] if verbose else _header(analysis, width)
-    if analysis.root_cause is not None:
+    lines = [loaded_summary(trace, style)] if verbose else _header(view, width)
+    if view.root is not None:
         sel = analysis.selection
         if sel is not None and sel.root_cause_outside:
             outside = (
@@ -697,40 +484,39 @@ def render_text(
                 "--pg-filters); it is shown in full below"
             )
             lines += ["", *(style.yellow(x) for x in wrap(outside, width, "", "  "))]
-        lines += ["", *_root_block(analysis, style, width, verbose, full_stacks)]
-        other = _other_findings(analysis, style, width, verbose)
+        lines += ["", *_root_block(view, style, width, verbose, full_stacks, limits)]
+        other = _other_findings(view, style, width, verbose, limits.findings)
         if other:
             lines += ["", *other]
-        waits = _wait_section(analysis, style, width)
+        waits = _wait_section(view, style, width, limits.waits)
         if waits:
             lines += ["", *waits]
-    missing = analysis.unseen
-    if missing is not None:
+    if view.unseen is not None:
         head = (
             "CANNOT TELL: the dumps do not show the whole job"
-            if analysis.undetermined
+            if view.verdict.undetermined
             else ("NOT SEEN: what the dumps do not show")
         )
         lines += ["", style.bold(head)]
-        for line in unseen_lines(missing):
+        for line in view.unseen_lines:
             lines += wrap(line, width, "  ", "    ")
-    moved = progress_lines(analysis.progress)
+    moved = view.progress
     if moved:
         lines += ["", style.bold(moved[0])]
         for line in moved[1 : None if verbose else 4]:
             lines += wrap(line, width, "  ", "    ")
-    late = straggler_lines(analysis.stragglers)
+    late = view.stragglers
     if late:
         lines += ["", *wrap(late[0], width, "", "  ")]
         for line in late[1 : None if verbose else 3]:
             lines += wrap(line, width, "  ", "    ")
-    shown = analysis.notes if verbose else analysis.notes[:2]
+    shown = view.notes if verbose else view.notes[:2]
     if shown:
         lines.append("")
-    for item in shown:
-        lines += wrap(f"note: {note_text(item)}", width, "", "  ")
+    for note in shown:
+        lines += wrap(f"note: {note}", width, "", "  ")
     if verbose and len(analysis.ctx.pg_names):
-        lines += ["", style.bold("GROUPS"), group_table(analysis)]
-    line = verdict(analysis, exit_status)
-    lines += ["", style.green(line) if analysis.ok else style.red(line)]
-    return "\n".join(lines) + "\n"
+        lines += ["", style.bold("GROUPS"), group_table(view)]
+    line = view.verdict.line(exit_status)
+    lines += ["", style.green(line) if view.verdict.ok else style.red(line)]
+    return lines

@@ -70,18 +70,21 @@ def _extra_call(f: Finding) -> str:
 
 
 def _stopped_early(f: Finding) -> str:
+    ranks = f.culprit_ranks
     return (
-        f"{_not_issued(f)}; its own history shows this call always followed its last one: it "
-        f"stopped before it{_idle(f)}"
+        f"{_not_issued(f)}; {verb(ranks, 'its own history shows', 'their own histories show')}"
+        f" this call always followed {verb(ranks, 'its', 'their')} last one: "
+        f"{verb(ranks, 'it', 'they')} stopped before it{_idle(f)}"
     )
 
 
 def _awaited_elsewhere(f: Finding) -> str:
     n = int(f.facts.get("elsewhere", 0))
     places = "another place" if n == 1 else f"{n} other places"
+    ranks = f.culprit_ranks
     return (
-        f"{_not_issued(f)}; ranks also wait for it in {places}, which an extra call here would "
-        f"not explain: it stopped{_idle(f)}"
+        f"{_not_issued(f)}; ranks also wait for {verb(ranks, 'it', 'them')} in {places}, which "
+        f"an extra call here would not explain: {verb(ranks, 'it', 'they')} stopped{_idle(f)}"
     )
 
 
@@ -128,7 +131,8 @@ def _unrecorded_p2p(f: Finding) -> str:
     ranks = f.culprit_ranks
     groups = ", ".join(f"pg {g}" for g in f.facts.get("groups", []))
     return (
-        f"{who(ranks)} stopped before {where(f.place)} of their groups ({groups}), where "
+        f"{who(ranks)} stopped before {where(f.place)} of {verb(ranks, 'its', 'their')} groups "
+        f"({groups}), where "
         f"{who(f.waiting_ranks)} {verb(f.waiting_ranks, 'waits', 'wait')}: one stall. gloo "
         "records no send/recv, so a pipeline stage that stalls stops the stage it feeds at the "
         "same point, out of sight; which of them stopped first cannot be told from the dumps"
@@ -158,8 +162,12 @@ def _after_mismatch(f: Finding) -> str:
 def _idle(f: Finding) -> str:
     if not f.facts.get("idle"):
         return ""
-    done = " (its last operation completed)" if f.facts.get("states_tracked") else ""
     ranks = f.culprit_ranks
+    done = (
+        f" ({verb(ranks, 'its last operation', 'their last operations')} completed)"
+        if f.facts.get("states_tracked")
+        else ""
+    )
     return (
         f"; {who(ranks)} {verb(ranks, 'is', 'are')} not waiting in any collective{done}: look "
         f"at what {verb(ranks, 'it does', 'they do')} outside collectives"
@@ -205,11 +213,11 @@ def _numel(f: Finding) -> str:
 
 
 def _not_started(f: Finding) -> str:
-    running = f.waiting_ranks
+    running, ranks = f.waiting_ranks, f.culprit_ranks
     return (
-        f"every member issued {where(f.place)}, but {who(f.culprit_ranks)} never started it "
-        f"while {who(running)} {verb(running, 'runs', 'run')} it: its GPU is stuck before "
-        "this operation"
+        f"every member issued {where(f.place)}, but {who(ranks)} never started it "
+        f"while {who(running)} {verb(running, 'runs', 'run')} it: "
+        f"{verb(ranks, 'its GPU is', 'their GPUs are')} stuck before this operation"
     )
 
 
@@ -248,7 +256,12 @@ def _no_dump(f: Finding) -> str:
         f"look at how {verb(gone, 'that process', 'those processes')} ended (crash, OOM "
         "kill, lost host)"
         if gone
-        else "look at how it ended and at its logs (killed while writing its dump?)"
+        else f"look at how {verb(unreadable, 'it', 'they')} ended and at "
+        + verb(
+            unreadable,
+            "its logs (killed while writing its dump?)",
+            "their logs (killed while writing their dumps?)",
+        )
     )
     lines = f"{waits} for {who(ranks)}{also}; {', and '.join(what)}: {hint}"
     if f.facts.get("maybe"):
@@ -293,22 +306,41 @@ def _partial_groups(f: Finding) -> str:
 def _never_posted(f: Finding) -> str:
     place = _blocking_place(f)
     mine, theirs = f.facts.get("waiting_op"), f.op
+    ranks = f.culprit_ranks
     return (
-        f"{waits_in(f.waiting_ranks, place)} ({mine}) but {who(f.culprit_ranks)} never posted "
-        f"the matching {theirs} and is not waiting in any collective: look at what it does "
-        "outside collectives"
+        f"{waits_in(f.waiting_ranks, place)} ({mine}) but {who(ranks)} never posted the "
+        f"matching {theirs} and {verb(ranks, 'is', 'are')} not waiting in any collective: look "
+        f"at what {verb(ranks, 'it does', 'they do')} outside collectives"
     )
 
 
-def _cycle(f: Finding) -> str:
+def _cycle(f: Finding, items: int | None = None) -> str:
+    """The deadlock's waits, then what the culprit did; `items` cuts the waits (the culprit's
+    own first), never that sentence."""
     ranks = f.culprit_ranks
     # One hop per edge: a node that waits for ranks in several others would repeat itself.
-    parts = "; ".join(dict.fromkeys(waits_in(h.ranks, h.place) for h in f.chain))
+    waits = list(
+        dict.fromkeys(
+            (waits_in(h.ranks, h.place), bool(set(h.ranks) & set(ranks))) for h in f.chain
+        )
+    )
+    parts = "; ".join(text for text, _mine in _cut(waits, items))
     return (
         f"deadlock: {parts}; each waits for the other. {who(ranks).capitalize()} issued "
         f"{where(f.place)} before the collective {verb(ranks, 'its', 'their')} peers are in: "
         f"{verb(ranks, 'it calls', 'they call')} collectives in a different order"
     )
+
+
+def _cut(waits: list[tuple[str, bool]], items: int | None) -> list[tuple[str, bool]]:
+    """At most `items` waits, in their order, the culprits' first; one more says how many
+    are left out."""
+    if items is None or len(waits) <= items:
+        return waits
+    order = sorted(range(len(waits)), key=lambda i: (not waits[i][1], i))
+    kept = sorted(order[: max(1, items)])
+    left = len(waits) - len(kept)
+    return [*(waits[i] for i in kept), (f"{left} other wait{'s' if left > 1 else ''} (-v)", False)]
 
 
 def _stuck(f: Finding) -> str:
@@ -322,8 +354,10 @@ def _stuck(f: Finding) -> str:
             "never completed (without timing in the dumps, work in flight at an on-demand "
             "dump looks the same)"
         )
+    ranks = f.culprit_ranks
     return (
-        f"{who(f.culprit_ranks)} all issued {where(f.place)} and agree on it, but it {how}: "
+        f"{who(ranks)} {verb(ranks, '', 'all ')}issued {where(f.place)} and "
+        f"{verb(ranks, 'agrees', 'agree')} on it, but it {how}: "
         "the hang is inside the collective (network, NCCL or a GPU), not in any one rank's code"
     )
 
@@ -469,6 +503,14 @@ def detail(f: Finding) -> str:
     return _DETAIL[f.reason](f)
 
 
+def detail_cut(f: Finding, items: int) -> str:
+    """The paragraph with its list of waits cut to `items`, for a report that must stay
+    short: what the culprit did is said whole, whatever the job size."""
+    if f.reason == "cycle":
+        return _cycle(f, items)
+    return detail(f)
+
+
 def _hop(h: Hop) -> str:
     """One hop: 'ranks 0-1 wait in ...', or '... may wait in ... (no states, members unseen)'."""
     if not h.maybe:
@@ -496,9 +538,9 @@ def chain_lines(f: Finding) -> list[str]:
     lines.append(f"{_hop(last)} for {who(last.waits_for)}")
     if f.reason == "extra_call":
         lines.append(
-            f"{who(last.waits_for)} has nothing left to pair with it: rank "
-            f"{f.culprit_ranks[0]}'s extra call at {_at(f, f.collective_seq_id)} shifted its "
-            "collectives by one"
+            f"{who(last.waits_for)} {verb(last.waits_for, 'has', 'have')} nothing left to pair "
+            f"with it: rank {f.culprit_ranks[0]}'s extra call at {_at(f, f.collective_seq_id)} "
+            "shifted its collectives by one"
         )
         return lines
     if f.chain_end == "mismatch":
@@ -534,14 +576,14 @@ def chain_lines(f: Finding) -> list[str]:
 
 STALLS = {
     "cpu_side": (
-        "stuck on the CPU side: it never enqueued {the_op} (data loading, an exception, "
+        "stuck on the CPU side: {it} never enqueued {the_op} (data loading, an exception, "
         "another code path)",
-        "py-spy dump --pid <pid> on that rank's host; its logs for an exception",
+        "py-spy dump --pid <pid> on {their_host}; {its} logs for an exception",
     ),
     "gpu_not_started": (
-        "stuck on the GPU: it enqueued {the_op} but its GPU never started it while peers "
+        "stuck on the GPU: {it} enqueued {the_op} but {its} {gpu} never started it while peers "
         "run it (a kernel before it never finishes)",
-        "nvidia-smi and the kernels queued on that rank's GPU (py-spy dump --native)",
+        "nvidia-smi and the kernels queued on {their_gpu} (py-spy dump --native)",
     ),
     "inside_collective": (
         "stuck inside {the_op}: every member started it, none completes",
@@ -559,16 +601,22 @@ def stall_lines(f: Finding) -> tuple[str, str] | None:
     stall = f.facts.get("stall")
     if stall not in STALLS:
         return None
-    what, advice = STALLS[str(stall)]
-    # A send or recv the culprit never posted is named as such.
-    what = what.format(
-        the_op=f"the {f.op}" if f.p2p_seq_id is not None and f.op else "the collective"
-    )
+    ranks = f.culprit_ranks
+    words = {
+        "it": verb(ranks, "it", "they"),
+        "its": verb(ranks, "its", "their"),
+        "gpu": verb(ranks, "GPU", "GPUs"),
+        "their_host": verb(ranks, "that rank's host", "those ranks' hosts"),
+        "their_gpu": verb(ranks, "that rank's GPU", "those ranks' GPUs"),
+        # A send or recv the culprit never posted is named as such.
+        "the_op": f"the {f.op}" if f.p2p_seq_id is not None and f.op else "the collective",
+    }
+    what, advice = (text.format(**words) for text in STALLS[str(stall)])
     times = []
     if f.facts.get("idle_ms") is not None:
         times.append(
             f"last call {f.facts['last_op']} {float(f.facts['idle_ms']) / 1e3:.1f} s "
-            "before its dump"
+            f"before {verb(ranks, 'its dump', 'their dumps')}"
         )
     if f.facts.get("in_flight_ms") is not None:
         times.append(f"in flight {float(f.facts['in_flight_ms']) / 1e3:.1f} s")
@@ -714,39 +762,6 @@ def mixed_jobs(conflicts: dict[str, list[list[int]]], split: object) -> str:
         + "; ".join(parts)
         + ". Put each job's dumps in a folder of its own (or select one with --prefix)"
     )
-
-
-def finding_dict(f: Finding) -> dict[str, object]:
-    """A finding in the JSON report's shape (`frtrace.report/1`)."""
-    evidence: dict[str, object] = dict(f.facts)
-    evidence.update(reason=f.reason, undecidable=f.undecidable, secondary=f.secondary)
-    if f.issued_by or f.not_issued_by:
-        evidence.update(issued_by=f.issued_by, not_issued_by=f.not_issued_by)
-    if f.hang_seq is not None:
-        evidence["hang_seq"] = f.hang_seq
-    if f.last_seq is not None:
-        evidence["seq_range"] = [f.collective_seq_id, f.last_seq]
-    if f.blocked_in:
-        evidence["blocked_in"] = {str(r): where(p) for r, p in sorted(f.blocked_in.items())}
-    if f.chain:
-        evidence["chain"] = chain_lines(f)
-        evidence["ranks_waiting_on_this"] = f.ranks_waiting_on_this
-    if f.cycle:
-        evidence["cycle"] = [where(p) for p in f.cycle]
-    return {
-        "kind": f.kind,
-        "pg_name": f.pg_name,
-        "pg_desc": f.pg_desc,
-        "collective_seq_id": f.collective_seq_id,
-        "p2p_seq_id": f.p2p_seq_id,
-        "op": f.op,
-        "culprit_ranks": [int(r) for r in f.culprit_ranks],
-        "waiting_ranks": [int(r) for r in f.waiting_ranks],
-        "expected_ranks": [int(r) for r in f.expected_ranks],
-        "secondary": f.secondary,
-        "detail": detail(f),
-        "evidence": evidence,
-    }
 
 
 def _bytes(size: int) -> str:
