@@ -69,6 +69,9 @@ took
 step "mypy"
 .venv/bin/mypy
 took
+step "import layers (lint-imports: each layer imports only those below it; docs/architecture.md)"
+.venv/bin/lint-imports --no-cache
+took
 step "pytest"
 .venv/bin/python -m pytest "$@"
 took
