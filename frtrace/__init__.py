@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from frtrace.analysis.engine import Analysis
+    from frtrace.analysis.analyze import Analysis
     from frtrace.api import analyze, load, to_html, to_json, to_text
     from frtrace.errors import FrtraceError
     from frtrace.tables.trace import Trace
@@ -36,7 +36,7 @@ _LAZY = {
     "to_text": "frtrace.api",
     "to_json": "frtrace.api",
     "to_html": "frtrace.api",
-    "Analysis": "frtrace.analysis.engine",
+    "Analysis": "frtrace.analysis.analyze",
     "Trace": "frtrace.tables.trace",
     "FrtraceError": "frtrace.errors",
 }

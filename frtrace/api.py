@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from frtrace.analysis.engine import Analysis
-from frtrace.analysis.engine import analyze as _analyze
+from frtrace.analysis.analyze import Analysis
+from frtrace.analysis.analyze import analyze as _analyze
 from frtrace.dumps.discover import Discovery, discover, discover_many
 from frtrace.dumps.store import is_url
 from frtrace.engine import load_found, locate
@@ -60,7 +60,7 @@ def load(
     usable. `progress(files_done, files_total, entries)` hears of the files as they are
     read; if it also has a `stage(what, done, total)` method, it hears the name of each
     step after the reading, and a `notice(what)` method hears instead of `stage` of a wait
-    that may last hours (a scheduler with no worker yet). frtrace.report.progress.LoadProgress
+    that may last hours (a scheduler with no worker yet). frtrace.report.progress_line.ProgressLine
     is the terminal's line.
     """
     if engine != "local" or (isinstance(path_or_paths, str) and is_url(path_or_paths)):

@@ -32,7 +32,7 @@ from frtrace.exits import (
 from frtrace.version import __version__
 
 if TYPE_CHECKING:
-    from frtrace.report.progress import LoadProgress
+    from frtrace.report.progress_line import ProgressLine
 
 
 EPILOG = """\b
@@ -365,7 +365,7 @@ def run(options: dict[str, Any]) -> int:
     from frtrace.dumps.discover import Discovery
     from frtrace.engine import load_found, locate
     from frtrace.report.fmt import safe
-    from frtrace.report.progress import LoadProgress
+    from frtrace.report.progress_line import ProgressLine
 
     ranks = parse_ranks(options["selected_ranks"])
     pg_filters = list(options["pg_filters"])
@@ -395,7 +395,7 @@ def run(options: dict[str, Any]) -> int:
         if short is not None:
             click.echo(f"warning: {memory_warning(*short)}", err=True)
     started = time.monotonic()
-    progress = LoadProgress()
+    progress = ProgressLine()
     with contextlib.ExitStack() as stack:
         client = None
         if engine == "dask":  # one cluster for the run: the --since snapshot's too
@@ -428,7 +428,7 @@ def _answer(
     pg_filters: list[str],
     started: float,
     client: Any,
-    progress: LoadProgress,
+    progress: ProgressLine,
 ) -> int:
     """Print the loaded trace's entries or report; returns the exit status."""
     from frtrace.report.fmt import MarkedStyle, safe, use_color
@@ -532,7 +532,7 @@ def _raw_parquet(
     ranks: Any,
     pg_filters: list[str],
     client: Any,
-    progress: LoadProgress,
+    progress: ProgressLine,
 ) -> int:
     """-j --engine dask: the workers parse and write Parquet; no entry comes to this process."""
     from frtrace.engine import make_plan

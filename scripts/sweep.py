@@ -47,7 +47,7 @@ if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
 import frtrace  # noqa: E402
-from frtrace.analysis.engine import analyze  # noqa: E402
+from frtrace.analysis.analyze import analyze  # noqa: E402
 from frtrace.api import to_json, to_text  # noqa: E402
 from frtrace.dumps.discover import rank_from_name  # noqa: E402
 from frtrace.errors import FrtraceError  # noqa: E402

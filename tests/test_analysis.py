@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from frtrace.analysis.engine import Analysis, analyze
+from frtrace.analysis.analyze import Analysis, analyze
 from frtrace.analysis.findings import Finding, Kind, Reason
 from frtrace.api import to_json
 from frtrace.cli import cli

@@ -9,7 +9,7 @@ from typing import Any
 
 from builders import nccl_entry, write_pickle
 
-from frtrace.analysis.engine import analyze
+from frtrace.analysis.analyze import analyze
 from frtrace.tables.load import load_trace
 
 T0 = 1_730_000_000_000_000_000

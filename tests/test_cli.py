@@ -302,7 +302,7 @@ def test_help_has_examples_and_documents_exit_codes() -> None:
 
 def test_the_analyzer_never_imports_torch() -> None:
     code = (
-        "import sys, frtrace.cli, frtrace.tables.load, frtrace.analysis.engine, "
+        "import sys, frtrace.cli, frtrace.tables.load, frtrace.analysis.analyze, "
         "frtrace.report.text, frtrace.synth; print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -327,11 +327,11 @@ def test_progress_line_shows_files_and_entries_and_is_erased(
 ) -> None:
     import io
 
-    from frtrace.report import progress as progress_module
+    from frtrace.report import progress_line as progress_module
 
     monkeypatch.setattr(progress_module, "DELAY_S", 0.0)
     stream = io.StringIO()
-    bar = progress_module.LoadProgress(stream, force=True)
+    bar = progress_module.ProgressLine(stream, force=True)
     bar(3, 4, 6000)
     bar(4, 4, 8000)
     bar.close()
@@ -346,11 +346,11 @@ def test_progress_line_names_the_analysis_and_is_gone_before_the_report(
     seconds), and it is erased before the report and its exit status."""
     import functools
 
-    from frtrace.report import progress as progress_module
+    from frtrace.report import progress_line as progress_module
 
     monkeypatch.setattr(progress_module, "DELAY_S", 0.0)
-    forced = functools.partial(progress_module.LoadProgress, force=True)
-    monkeypatch.setattr(progress_module, "LoadProgress", forced)
+    forced = functools.partial(progress_module.ProgressLine, force=True)
+    monkeypatch.setattr(progress_module, "ProgressLine", forced)
     result = frtrace(str(FIXTURES / "tutorial"))
     assert result.exit_code == 1 and "ROOT CAUSE" in result.stdout
     assert "\r" not in result.stdout
@@ -365,12 +365,12 @@ def test_a_step_s_clock_keeps_moving_without_news(monkeypatch: pytest.MonkeyPatc
     import io
     import time
 
-    from frtrace.report import progress as progress_module
+    from frtrace.report import progress_line as progress_module
 
     monkeypatch.setattr(progress_module, "DELAY_S", 0.0)
     monkeypatch.setattr(progress_module, "TICK_S", 0.01)
     stream = io.StringIO()
-    bar = progress_module.LoadProgress(stream, force=True)
+    bar = progress_module.ProgressLine(stream, force=True)
     bar.stage("settling: comparing signatures, round 1")
     deadline = time.monotonic() + 30
     while stream.getvalue().count("round 1, ") < 3 and time.monotonic() < deadline:
@@ -383,10 +383,10 @@ def test_a_step_s_clock_keeps_moving_without_news(monkeypatch: pytest.MonkeyPatc
 def test_progress_stays_silent_when_stderr_is_not_a_terminal() -> None:
     import io
 
-    from frtrace.report.progress import LoadProgress
+    from frtrace.report.progress_line import ProgressLine
 
     stream = io.StringIO()
-    bar = LoadProgress(stream)
+    bar = ProgressLine(stream)
     bar(1, 1, 10)
     bar.close()
     assert stream.getvalue() == ""
@@ -399,13 +399,13 @@ def test_a_long_wait_is_one_line_off_a_terminal_and_the_line_on_one(
     progress line is silent; on a terminal it is the line, erased before the report."""
     import io
 
-    from frtrace.report import progress as progress_module
+    from frtrace.report import progress_line as progress_module
 
     monkeypatch.setattr(progress_module, "DELAY_S", 0.0)
     log, terminal = io.StringIO(), io.StringIO()
     for bar in (
-        progress_module.LoadProgress(log),
-        progress_module.LoadProgress(terminal, force=True),
+        progress_module.ProgressLine(log),
+        progress_module.ProgressLine(terminal, force=True),
     ):
         bar.notice("waiting for a Dask worker")
         bar(1, 1, 10)

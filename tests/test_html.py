@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import FIXTURES, REPO, nccl_dump, nccl_entry, write_pickle
 
-from frtrace.analysis.engine import analyze
+from frtrace.analysis.analyze import analyze
 from frtrace.cli import cli
 from frtrace.report.html import ROLES, STATUS, status_table
 from frtrace.report.view import CULPRIT, build_view

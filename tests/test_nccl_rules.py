@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import REPO, nccl_dump, nccl_entry, write_pickle
 
-from frtrace.analysis.engine import analyze
+from frtrace.analysis.analyze import analyze
 from frtrace.cli import cli, expand_multi_values
 from frtrace.report.json_report import load_schema
 from frtrace.synth import Fault, JobSpec, Layout, simulate, spec_for_entries, write_job
@@ -376,7 +376,7 @@ def test_a_two_member_block_begun_and_never_ended_needs_no_history(tmp_path: Pat
 
 def test_a_snapshot_taken_between_two_parts_of_a_block_is_healthy(tmp_path: Path) -> None:
     job = simulate(JobSpec(Layout(tp=4, dp=8, pp=2, ep=2), steps=2))
-    me = job.engine.ranks[37]
+    me = job.simulator.ranks[37]
     # A part followed by another part: a dump right after it cuts the block in two.
     i = next(i for i in range(len(me.part) - 1) if me.part[i] and me.part[i + 1])
     dumps = job.snapshot_at(me.times[3 * i])

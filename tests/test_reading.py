@@ -115,7 +115,7 @@ def test_corrupted_dumps_are_skipped_or_analyzed_but_never_raise(
 
     from conftest import FIXTURES
 
-    from frtrace.analysis.engine import analyze
+    from frtrace.analysis.analyze import analyze
     from frtrace.tables.parse import parse_file
 
     original = (FIXTURES / fixture).read_bytes()

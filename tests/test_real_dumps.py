@@ -173,7 +173,7 @@ def test_enable_flight_recorder_sets_old_and_new_names(monkeypatch: pytest.Monke
 
 
 def test_real_cascading_hang_is_blamed_on_the_rank_at_the_end_of_the_chain() -> None:
-    from frtrace.analysis.engine import analyze
+    from frtrace.analysis.analyze import analyze
     from frtrace.report.wording import chain_lines
 
     analysis = analyze(_load(FIXTURES / "cascade_4rank"))

@@ -17,7 +17,7 @@ import pytest
 from builders import FIXTURES
 
 import frtrace
-from frtrace.analysis.engine import Analysis, analyze
+from frtrace.analysis.analyze import Analysis, analyze
 from frtrace.analysis.facts import cut_points
 from frtrace.engine.settle import ANSWERS, Ask, Verdict, refine, settle
 from frtrace.synth import Fault, JobSpec, Layout, simulate, write_job

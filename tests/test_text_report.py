@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 from conftest import FIXTURES
 
-from frtrace.analysis.engine import analyze
+from frtrace.analysis.analyze import analyze
 from frtrace.analysis.findings import Finding, Hop, Kind, Place, Reason
 from frtrace.cli import cli, expand_multi_values
 from frtrace.report.fmt import ranks_text

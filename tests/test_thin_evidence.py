@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from frtrace.analysis.engine import analyze
+from frtrace.analysis.analyze import analyze
 from frtrace.synth import Fault, JobSpec, Layout, simulate, write_job
 from frtrace.tables.load import load_trace
 

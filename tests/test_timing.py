@@ -9,7 +9,7 @@ import pytest
 from builders import write_dumps
 from click.testing import CliRunner
 
-from frtrace.analysis.engine import analyze
+from frtrace.analysis.analyze import analyze
 from frtrace.api import to_html
 from frtrace.cli import cli
 from frtrace.synth import Fault, JobSpec, Layout, simulate, write_job

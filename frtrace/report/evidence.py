@@ -11,7 +11,7 @@ import os
 import shlex
 from typing import Any
 
-from frtrace.analysis.engine import Analysis
+from frtrace.analysis.analyze import Analysis
 from frtrace.evidence.gather import in_collective
 from frtrace.evidence.records import Evidence, RankEvidence
 from frtrace.report.fmt import ranks_text

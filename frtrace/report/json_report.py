@@ -10,7 +10,7 @@ import json
 from importlib import resources
 from typing import Any
 
-from frtrace.analysis.engine import Analysis
+from frtrace.analysis.analyze import Analysis
 from frtrace.report.evidence import culprit_evidence
 from frtrace.report.view import ReportView, Shown
 from frtrace.report.wording import where

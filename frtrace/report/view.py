@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from frtrace.analysis.engine import Analysis, Unseen
+from frtrace.analysis.analyze import Analysis, Unseen
 from frtrace.analysis.findings import Finding, Place
 from frtrace.report.evidence import hosts_of, rank_count
 from frtrace.report.fmt import ranks_subject

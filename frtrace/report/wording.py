@@ -674,9 +674,9 @@ def _short_site(site: str) -> str:
 
 def progress_lines(progress: object) -> list[str]:
     """What moved since the older snapshot: stopped ranks first."""
-    from frtrace.analysis.progress import Progress
+    from frtrace.analysis.snapshots import SnapshotComparison
 
-    if not isinstance(progress, Progress):
+    if not isinstance(progress, SnapshotComparison):
         return []
     lines = [f"PROGRESS since {progress.since}"]
     if progress.all_stuck:

@@ -174,25 +174,25 @@ class SyntheticJob:
     spec: JobSpec | None = None
     also_expected: list[dict[str, Any]] = field(default_factory=list)  # JobSpec.also's truth
     hung: bool = False
-    engine: Any = field(default=None, repr=False)
+    simulator: Any = field(default=None, repr=False)
 
     def snapshot(self, fraction: float) -> DumpMap:
         """The dumps every rank would write on demand at `fraction` (0-1] of the run's span,
         from its start to its last event (for a hung job, the moment it stopped moving)."""
         if not 0 < fraction <= 1:
             raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
-        eng = self.engine
-        return self.snapshot_at(eng.t0 + int((eng.last_event() - eng.t0) * fraction))
+        sim = self.simulator
+        return self.snapshot_at(sim.t0 + int((sim.last_event() - sim.t0) * fraction))
 
     def snapshot_at(self, at_ns: int) -> DumpMap:
         """The dumps every rank would write on demand at simulated time `at_ns`."""
-        eng = self.engine
-        return DumpMap(range(len(eng.ranks)), lambda r: eng.build_dump(r, at_ns))
+        sim = self.simulator
+        return DumpMap(range(len(sim.ranks)), lambda r: sim.build_dump(r, at_ns))
 
     def last_activity(self, rank: int) -> int:
         """When `rank` last enqueued work (simulated ns, before any clock offset)."""
-        times = self.engine.ranks[rank].times
-        return int(times[-3]) if len(times) else int(self.engine.t0)
+        times = self.simulator.ranks[rank].times
+        return int(times[-3]) if len(times) else int(self.simulator.t0)
 
 
 class _Rank:
@@ -255,7 +255,7 @@ class _Rank:
         self.chan: dict[int, int] = {}
 
 
-class _Engine:
+class _Simulator:
     """Owns every rank's state; kept alive by the DumpMap so dumps can be built lazily."""
 
     def __init__(self, spec: JobSpec) -> None:
@@ -744,17 +744,17 @@ def _rank_sizes(op: OpT, local: int, size: int, seq: int, rank: int) -> Sizes:
 
 def simulate(spec: JobSpec) -> SyntheticJob:
     """Run the job until it finishes or hangs, then let every rank dump (as on timeout)."""
-    engine = _Engine(spec)
-    engine.run()
+    simulator = _Simulator(spec)
+    simulator.run()
     return SyntheticJob(
-        dumps=DumpMap(range(spec.layout.world), engine.build_dump),
-        groups=engine.table.as_mapping(),
-        expected=engine.expected,
-        omit_ranks=set(engine.omit),
+        dumps=DumpMap(range(spec.layout.world), simulator.build_dump),
+        groups=simulator.table.as_mapping(),
+        expected=simulator.expected,
+        omit_ranks=set(simulator.omit),
         spec=spec,
-        also_expected=engine.also_expected,
-        hung=engine.hung,
-        engine=engine,
+        also_expected=simulator.also_expected,
+        hung=simulator.hung,
+        simulator=simulator,
     )
 
 

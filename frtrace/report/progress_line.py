@@ -20,7 +20,7 @@ TICK_S = 0.5  # a step's elapsed time is redrawn this often
 WIDTH = 24
 
 
-class LoadProgress:
+class ProgressLine:
     """Callable for `load_trace(progress=...)`: files read, entries, elapsed time; `stage`
     names a step that has no files to count."""
 

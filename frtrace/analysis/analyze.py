@@ -10,7 +10,7 @@ from frtrace.analysis.context import Context, build_context
 from frtrace.analysis.findings import MISMATCH_KINDS, STUCK_AFTER_MS, Finding, Kind, Note, Reason
 from frtrace.analysis.logs import log_findings
 from frtrace.analysis.p2p import analyze_p2p
-from frtrace.analysis.progress import Progress, compare
+from frtrace.analysis.snapshots import SnapshotComparison, compare_snapshots
 from frtrace.analysis.timing import StragglerReport, classify, lag_stats, stragglers
 from frtrace.analysis.waits import Blocked, analyze_waits, mark_secondary
 from frtrace.evidence.records import Evidence
@@ -32,13 +32,13 @@ class Analysis:
     notes: list[Note] = field(default_factory=list)
     selection: Selection | None = None
     stragglers: StragglerReport | None = None
-    progress: Progress | None = None  # set by `since`: what moved since an older snapshot
+    progress: SnapshotComparison | None = None  # set by `since`: what moved since an older snapshot
     # What the job's logs and py-spy stacks say of each rank; without dumps it decides.
     evidence: Evidence | None = None
 
     def since(self, older: Trace) -> Analysis:
         """This analysis with what advanced since an older snapshot of the same job."""
-        self.progress = compare(older, self.ctx.trace)
+        self.progress = compare_snapshots(older, self.ctx.trace)
         return self
 
     @property

@@ -16,7 +16,7 @@ from frtrace.tables.trace import Trace
 
 
 @dataclass(frozen=True)
-class GroupProgress:
+class GroupAdvance:
     """A group's last completed collective in each snapshot."""
 
     pg_name: str
@@ -26,7 +26,7 @@ class GroupProgress:
 
 
 @dataclass
-class Progress:
+class SnapshotComparison:
     """What moved between an older and a newer snapshot."""
 
     since: str
@@ -35,7 +35,7 @@ class Progress:
     restarted: list[int]  # record ids went back: the process restarted in between
     only_before: list[int] = field(default_factory=list)  # no dump in the newer snapshot
     only_after: list[int] = field(default_factory=list)
-    groups: list[GroupProgress] = field(default_factory=list)
+    groups: list[GroupAdvance] = field(default_factory=list)
 
     @property
     def all_stuck(self) -> bool:
@@ -43,7 +43,7 @@ class Progress:
         return not self.advanced and bool(self.stopped)
 
 
-def compare(before: Trace, after: Trace) -> Progress:
+def compare_snapshots(before: Trace, after: Trace) -> SnapshotComparison:
     """Per rank, whether it advanced from `before` to `after` (vectorized over entries)."""
     old, new = job_facts.of(before), job_facts.of(after)
     old_last, new_last = old.last_record, new.last_record  # ranks without entries: absent
@@ -58,7 +58,7 @@ def compare(before: Trace, after: Trace) -> Progress:
             advanced.append(rank)
         else:
             stopped.append(rank)
-    return Progress(
+    return SnapshotComparison(
         since=before.trace_dir,
         advanced=advanced,
         stopped=stopped,
@@ -69,11 +69,11 @@ def compare(before: Trace, after: Trace) -> Progress:
     )
 
 
-def _groups(old: dict[str, int], new: dict[str, int], after: Trace) -> list[GroupProgress]:
+def _groups(old: dict[str, int], new: dict[str, int], after: Trace) -> list[GroupAdvance]:
     """Each group's last completed collective before and after (Facts.last_completed)."""
     groups = after.group_table
     desc = dict(zip(groups["pg_name"], groups["pg_desc"], strict=True))
     return [
-        GroupProgress(name, str(desc.get(name, "")), old.get(name, -1), new.get(name, -1))
+        GroupAdvance(name, str(desc.get(name, "")), old.get(name, -1), new.get(name, -1))
         for name in sorted(set(old) | set(new), key=lambda n: (len(n), n))
     ]
