@@ -21,8 +21,8 @@ from frtrace.analysis.analyze import Analysis
 from frtrace.analysis.analyze import analyze as _analyze
 from frtrace.dumps.discover import Discovery, discover, discover_many
 from frtrace.dumps.store import is_url
-from frtrace.engine import load_found, locate
-from frtrace.engine.evidence import load_with_evidence
+from frtrace.loading import load_found, locate
+from frtrace.loading.evidence import load_with_evidence
 from frtrace.tables.load import load_discovered
 from frtrace.tables.parse import Progress
 from frtrace.tables.trace import Trace

@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+# Only click and these small modules at import: every other import is made inside the command,
+# so that `frtrace --help` starts in tens of milliseconds and the parse workers fork before
+# numpy's analysis and the reports are loaded (docs/architecture.md, "Lazy imports").
 from frtrace.errors import FrtraceError, first_line
 from frtrace.exits import (
     EXIT_FINDINGS,
@@ -363,7 +366,7 @@ def run(options: dict[str, Any]) -> int:
     if options["engine"] != "dask":
         _without_arrow()
     from frtrace.dumps.discover import Discovery
-    from frtrace.engine import load_found, locate
+    from frtrace.loading import load_found, locate
     from frtrace.report.fmt import safe
     from frtrace.report.progress_line import ProgressLine
 
@@ -388,18 +391,18 @@ def run(options: dict[str, Any]) -> int:
     if options["raw"] and ranks is not None:  # before reading: only those ranks' files are read
         _warn_absent(ranks, found_ranks(found), "among the dumps")
     if engine == "local" and not (options["raw"] and ranks):  # raw: only those ranks' files
-        from frtrace.engine.memory import local_shortfall
+        from frtrace.loading.memory import local_shortfall
         from frtrace.report.wording import memory_warning
 
         short = local_shortfall(found)
         if short is not None:
-            click.echo(f"warning: {memory_warning(*short)}", err=True)
+            click.echo(f"warning: {memory_warning(short)}", err=True)
     started = time.monotonic()
     progress = ProgressLine()
     with contextlib.ExitStack() as stack:
         client = None
         if engine == "dask":  # one cluster for the run: the --since snapshot's too
-            from frtrace.engine.dask import connect
+            from frtrace.cluster.dask import connect
 
             if not options["debug"]:
                 _quiet_dask()
@@ -535,7 +538,7 @@ def _raw_parquet(
     progress: ProgressLine,
 ) -> int:
     """-j --engine dask: the workers parse and write Parquet; no entry comes to this process."""
-    from frtrace.engine import make_plan
+    from frtrace.loading import make_plan
     from frtrace.report.fmt import safe
     from frtrace.report.parquet import write_raw
     from frtrace.report.skipped import skipped_lines

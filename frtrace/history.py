@@ -23,6 +23,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from frtrace.dumps.discover import discover, strip_suffixes
+from frtrace.errors import FrtraceError
+
 REPORT_SCHEMA = "frtrace.report/1"
 COLLECT_SCHEMA = "frtrace.collect/1"
 REPORT_LIMIT = 64 << 20  # bytes of one report
@@ -264,8 +267,6 @@ def host_from_path(rel: Path, prefix: str) -> str | None:
     between the family prefix and the rank in its name (`nccl_trace_rank_node03-host_27`)."""
     if len(rel.parts) > 1:
         return rel.parts[0]
-    from frtrace.dumps.discover import strip_suffixes
-
     stem = strip_suffixes(rel.name).rstrip("0123456789").strip(_SEPARATORS)
     rest = stem[len(prefix) :] if stem.startswith(prefix) else ""
     rest = rest.strip(_SEPARATORS)
@@ -274,9 +275,6 @@ def host_from_path(rel: Path, prefix: str) -> str | None:
 
 def hosts_from_paths(trace_dir: Path) -> dict[int, str]:
     """rank -> host from the dump files in the folder (see host_from_path)."""
-    from frtrace.dumps.discover import discover
-    from frtrace.errors import FrtraceError
-
     try:
         found = discover(trace_dir, None)
     except (FrtraceError, OSError):

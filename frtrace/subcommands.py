@@ -16,6 +16,8 @@ from typing import Any
 
 import click
 
+# Each subcommand imports its own modules when it runs: the analysis command, which imports
+# this module on every run, pays for none of them.
 from frtrace.errors import first_line
 from frtrace.exits import quiet_broken_pipe
 

@@ -546,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="frtrace-sweep-"))
         client = None
         if args.engine == "dask":
-            from frtrace.engine.dask import connect
+            from frtrace.cluster.dask import connect
 
             client = stack.enter_context(connect(None, 2))
         for sc, layout, timing, wrapped, fmt, at in cases:

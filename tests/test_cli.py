@@ -146,7 +146,7 @@ def test_a_job_too_big_for_this_machine_is_said_before_the_parse(
 ) -> None:
     """The local engine holds every entry: a job past the memory left was killed by the kernel
     minutes in, with no report and no word of --engine dask."""
-    from frtrace.engine import memory
+    from frtrace.loading import memory
 
     size = sum(p.stat().st_size for p in (FIXTURES / "tutorial").iterdir())
     monkeypatch.setattr(memory, "available_memory", lambda: size // 2)
@@ -165,7 +165,7 @@ def test_a_job_too_big_for_this_machine_is_said_before_the_parse(
 
 def test_the_size_of_a_large_folder_is_estimated_from_a_sample(tmp_path: Path) -> None:
     from frtrace.dumps.discover import discover
-    from frtrace.engine.memory import SAMPLE, dump_bytes
+    from frtrace.loading.memory import SAMPLE, dump_bytes
 
     for rank in range(SAMPLE * 4):
         (tmp_path / f"trace_{rank}").write_bytes(b"\x80" + b"x" * 999)  # a pickle's first byte
@@ -185,7 +185,7 @@ def _machine(root: Path, cgroup: str, files: dict[str, str]) -> Path:
 
 
 def test_available_memory_is_the_hosts_without_a_cgroup_limit(tmp_path: Path) -> None:
-    from frtrace.engine.memory import available_memory
+    from frtrace.loading.memory import available_memory
 
     root = _machine(tmp_path, "0::/\n", {"sys/fs/cgroup/memory.max": "max\n"})
     assert available_memory(str(root)) == 20_000_000 * 1024
@@ -194,7 +194,7 @@ def test_available_memory_is_the_hosts_without_a_cgroup_limit(tmp_path: Path) ->
 def test_available_memory_is_a_pods_room_under_its_cgroup_v2_limit(tmp_path: Path) -> None:
     """A Kubernetes pod sees the host's memory in /proc/meminfo; its limit is what kills it.
     Inactive page cache is reclaimed before that, so it counts as room."""
-    from frtrace.engine.memory import available_memory
+    from frtrace.loading.memory import available_memory
 
     pod = "sys/fs/cgroup/kubepods/pod1"
     root = _machine(
@@ -211,7 +211,7 @@ def test_available_memory_is_a_pods_room_under_its_cgroup_v2_limit(tmp_path: Pat
 
 
 def test_available_memory_is_a_slurm_jobs_room_under_its_cgroup_v1_limit(tmp_path: Path) -> None:
-    from frtrace.engine.memory import available_memory
+    from frtrace.loading.memory import available_memory
 
     job = "sys/fs/cgroup/memory/slurm/job_7"
     root = _machine(

@@ -29,7 +29,7 @@ import pytest
 from builders import FIXTURES, REPO, write_dumps
 
 import frtrace
-import frtrace.engine.dask
+import frtrace.cluster.dask
 from frtrace.analysis.context import Scope
 from frtrace.errors import FrtraceError
 from frtrace.synth import Fault, JobSpec, Layout, simulate, write_job
@@ -189,8 +189,8 @@ def test_client_never_reads_dump_bytes(
     """Every way this process could read a dump is made to fail: the workers (other processes)
     still load the job, from a folder and from S3."""
     from frtrace.dumps import read, store
-    from frtrace.engine import plan
     from frtrace.tables import parse
+    from frtrace.tables import partition as plan
 
     def refuse(*_args: Any, **_kw: Any) -> Any:
         raise AssertionError("the client read a dump")
@@ -269,7 +269,7 @@ def _progress_of(work: str, client: Any, job: Path, tmp_path: Path) -> Heard:
         frtrace.load(str(job), engine="dask", client=client, progress=heard).close()
         return heard
     from frtrace.dumps.discover import discover
-    from frtrace.engine import make_plan
+    from frtrace.loading import make_plan
     from frtrace.report.parquet import write_raw
 
     plan = make_plan(discover(str(job), None), None)
@@ -320,8 +320,8 @@ def test_no_task_reads_more_than_part_files_files(
 ) -> None:
     """Partitions are cut for the workers there are, but never above PART_FILES files: a
     cluster whose workers are still starting would otherwise get a few huge tasks."""
-    monkeypatch.setattr(frtrace.engine.dask, "TASKS_PER_WORKER", 1)
-    monkeypatch.setattr(frtrace.engine.dask, "PART_FILES", 3)
+    monkeypatch.setattr(frtrace.cluster.dask, "TASKS_PER_WORKER", 1)
+    monkeypatch.setattr(frtrace.cluster.dask, "PART_FILES", 3)
     done = [done for done, _total, _n in _progress_of("analysis", client, long_job, Path()).files]
     steps = sorted(b - a for a, b in itertools.pairwise(done))
     assert done[0] == 0 and steps == [2, 3, 3]  # 8 files in 3 + 3 + 2, in any order
@@ -413,7 +413,7 @@ def test_workers_without_frtrace_are_one_line_and_exit_2_not_a_hang(tmp_path: Pa
 
 
 def test_workers_with_another_frtrace_are_refused(tmp_path: Path) -> None:
-    older = "import frtrace\nfrtrace.__version__ = '0.0.1'\n"
+    older = "import frtrace.version\nfrtrace.version.__version__ = '0.0.1'\n"
     with _workers_that(older, tmp_path) as c:
         out = _cli("fixtures/tutorial", "--engine", "dask", "--scheduler", c.scheduler.address)
     assert out.returncode == 2, out.stderr
@@ -427,8 +427,8 @@ def test_a_worker_with_another_frtrace_that_joined_after_the_check_is_refused_by
     """Workers are asked which frtrace they run before the tasks go out; one that joins later
     (an autoscaled cluster) is not, and would parse with other code. Here the start's check
     does not see the worker, as it would not see a later one."""
-    older = "import frtrace\nfrtrace.__version__ = '0.0.1'\n"
-    monkeypatch.setattr(frtrace.engine.dask, "ready_workers", lambda client, progress=None: 1)
+    older = "import frtrace.version\nfrtrace.version.__version__ = '0.0.1'\n"
+    monkeypatch.setattr(frtrace.cluster.dask, "ready_workers", lambda client, progress=None: 1)
     with _workers_that(older, tmp_path) as c, pytest.raises(FrtraceError) as caught:
         frtrace.load(FIXTURES / "tutorial", engine="dask", client=c)
     assert str(caught.value) == (
@@ -438,10 +438,10 @@ def test_a_worker_with_another_frtrace_that_joined_after_the_check_is_refused_by
 
 
 DIE_IN_PARSING = """import os
-import frtrace.engine.plan
+import frtrace.tables.partition
 def _die(*args, **kwargs):
     os._exit(1)  # as a worker killed for its memory
-frtrace.engine.plan.parse_partition = _die
+frtrace.tables.partition.parse_partition = _die
 """
 
 
@@ -461,7 +461,7 @@ def test_workers_dying_on_a_task_are_one_line_naming_the_usual_causes(tmp_path: 
 
 
 HOLD_PARSING = """import os, time
-from frtrace.engine import plan
+from frtrace.tables import partition as plan
 _parse = getattr(plan, "unheld", plan.parse_partition)  # a worker runs its preload twice
 def _held(*args, **kwargs):
     open({started!r}, "w").close()
@@ -627,7 +627,7 @@ def test_no_worker_left_while_nothing_waits_is_not_told(
 ) -> None:
     """An adaptive cluster scales to no worker once idle, as while the report is written:
     no task waits for one, so nothing is said."""
-    monkeypatch.setattr(frtrace.engine.dask, "WATCH_SECONDS", 0.05)
+    monkeypatch.setattr(frtrace.cluster.dask, "WATCH_SECONDS", 0.05)
     heard = Noticed()
     with _cluster(1) as c:
         trace = frtrace.load(
@@ -645,7 +645,7 @@ def test_no_worker_left_while_nothing_waits_is_not_told(
 def test_a_folder_the_workers_cannot_see_is_one_line_naming_it(client: Any, tmp_path: Path) -> None:
     """As on workers without the shared file system: each file was one `skipped` line, then
     "no usable dump", with nothing saying why (100,000 lines for a large job)."""
-    from frtrace.engine import load_found, locate
+    from frtrace.loading import load_found, locate
 
     job = tmp_path / "job"
     shutil.copytree(FIXTURES / "cascade_4rank", job)
@@ -666,9 +666,9 @@ def test_a_folder_a_late_worker_cannot_see_is_one_line_from_its_task(
 ) -> None:
     """A worker that joins after the start's check is not asked; its task asks itself rather
     than skip its every file and leave their ranks to be blamed as dumpless."""
-    from frtrace.engine import load_found, locate
+    from frtrace.loading import load_found, locate
 
-    monkeypatch.setattr(frtrace.engine.dask, "check_access", lambda *args: None)
+    monkeypatch.setattr(frtrace.cluster.dask, "check_access", lambda *args: None)
     job = tmp_path / "job"
     shutil.copytree(FIXTURES / "cascade_4rank", job)
     found = locate(str(job))
@@ -691,7 +691,7 @@ def test_a_dump_removed_after_the_listing_is_skipped_not_taken_for_a_missing_fol
     client: Any, tmp_path: Path
 ) -> None:
     """Its folder is there: the file went (a cleanup, a rotation), as the local engine says."""
-    from frtrace.engine import load_found, locate
+    from frtrace.loading import load_found, locate
 
     job = tmp_path / "job"
     shutil.copytree(FIXTURES / "cascade_4rank", job)
@@ -744,7 +744,7 @@ def test_workers_without_the_store_credentials_are_one_line_not_a_line_per_objec
 def test_a_late_worker_without_the_store_credentials_is_one_line_from_its_task(
     s3: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(frtrace.engine.dask, "check_access", lambda *args: None)
+    monkeypatch.setattr(frtrace.cluster.dask, "check_access", lambda *args: None)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")  # the client's own credentials
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     options = {"endpoint_url": s3["endpoint"]}
@@ -792,7 +792,7 @@ def test_a_partition_adds_less_than_the_group_table_to_the_scheduler(
     Trace releases all it held."""
     total: dict[int, int] = {}
     for per_worker in (1, 4):
-        monkeypatch.setattr(frtrace.engine.dask, "TASKS_PER_WORKER", per_worker)
+        monkeypatch.setattr(frtrace.cluster.dask, "TASKS_PER_WORKER", per_worker)
         before = set(client.run_on_scheduler(_held_specs))
         trace = frtrace.load(str(long_job), engine="dask", client=client)
         held = {k: n for k, n in client.run_on_scheduler(_held_specs).items() if k not in before}
@@ -833,9 +833,10 @@ def test_dask_weighs_a_partition_by_its_columns(long_job: Path) -> None:
     few bytes is what it ships freely, and what its spilling overlooks."""
     from dask.sizeof import sizeof
 
+    from frtrace.cluster import assemble as raw
+    from frtrace.cluster.spread import open_part
     from frtrace.dumps.limits import budgets
-    from frtrace.engine import plan, raw
-    from frtrace.engine.spread import open_part
+    from frtrace.tables import partition as plan
 
     items = [(str(p), int(p.name.rsplit("_", 1)[1].split(".")[0])) for p in long_job.iterdir()]
     parsed = plan.parse_partition(sorted(items, key=lambda i: i[1]), False, {}, budgets())
@@ -1126,7 +1127,7 @@ def test_cli_a_port_where_something_else_answers_is_one_line() -> None:
 def test_a_port_where_something_else_is_silent_is_one_line() -> None:
     """A web server waits for a request, and Dask's client waited forever for a handshake."""
     with _listener(None) as address, pytest.raises(FrtraceError) as caught:
-        frtrace.engine.dask.knock(address, seconds=1)
+        frtrace.cluster.dask.knock(address, seconds=1)
     assert str(caught.value) == (
         f"no Dask scheduler at {address}: something listens there, but did not answer as one "
         f"in 6 s ({DEFAULT_PORTS})"
@@ -1326,8 +1327,8 @@ def test_s3_object_or_two_jobs_are_one_line_as_for_a_folder(s3: dict[str, Any]) 
 
 
 def test_s3_listing_gives_the_dumps_size_for_the_memory_estimate(s3: dict[str, Any]) -> None:
-    from frtrace.engine import locate
-    from frtrace.engine.memory import dump_bytes
+    from frtrace.loading import locate
+    from frtrace.loading.memory import dump_bytes
 
     found = locate("s3://dumps/cascade_4rank/", storage_options=s3["options"])
     assert dump_bytes(found) == sum(

@@ -34,12 +34,13 @@ from frtrace.analysis.facts import (
     max_timeout,
     timed,
 )
+from frtrace.cluster import assemble as raw
+from frtrace.cluster.settle import members_of, merge_tallies, tally
+from frtrace.cluster.spread import open_part
 from frtrace.dumps.limits import budgets
-from frtrace.engine import plan, raw
-from frtrace.engine.settle import members_of, merge_tallies, tally
-from frtrace.engine.spread import open_part
 from frtrace.errors import FrtraceError
 from frtrace.synth import Fault, JobSpec, Layout, simulate, write_job
+from frtrace.tables import partition as plan
 from frtrace.tables.facts import Facts, Lags
 from frtrace.tables.repair import pg_status_table
 from frtrace.tables.table import Table
@@ -186,7 +187,7 @@ def test_assembled_facts_name_groups_by_the_clients_codes() -> None:
 
 def _partitions(folder: Path, parts: int) -> list[Any]:
     """The job's worker contexts, `parts` partitions of its ranks (as the Dask engine opens
-    them: frtrace.engine.spread.open_part with the job's Scope), without a cluster."""
+    them: frtrace.cluster.spread.open_part with the job's Scope), without a cluster."""
     ranked = [(p, re.search(r"_(\d+)(\.\w+)?$", p.name)) for p in folder.iterdir()]
     items = sorted(((str(p), int(m[1])) for p, m in ranked if m), key=lambda i: i[1])
     size = -(-len(items) // parts)

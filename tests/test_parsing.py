@@ -132,7 +132,7 @@ def test_the_command_does_not_import_pandas_before_its_workers_start() -> None:
     """The half second of importing pandas overlaps the parsing only if the workers are
     started first: the engine and the parsing must not import it."""
     code = (
-        "import sys, frtrace.cli, frtrace.engine, frtrace.tables.parse; "
+        "import sys, frtrace.cli, frtrace.loading, frtrace.tables.parse; "
         "print('pandas' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

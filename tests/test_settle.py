@@ -19,7 +19,7 @@ from builders import FIXTURES
 import frtrace
 from frtrace.analysis.analyze import Analysis, analyze
 from frtrace.analysis.facts import cut_points
-from frtrace.engine.settle import ANSWERS, Ask, Verdict, refine, settle
+from frtrace.cluster.settle import ANSWERS, Ask, Verdict, refine, settle
 from frtrace.synth import Fault, JobSpec, Layout, simulate, write_job
 from frtrace.tables.load import load_trace
 from frtrace.tables.table import Table

@@ -260,7 +260,7 @@ class Context:
 class Scope:
     """What a partition of a job's ranks cannot see in its own entries: whether the job is
     gloo, the pg_status rows by group (resolved job-wide, see status_by_name), and whether any
-    rank's states move. Given to build_context on a worker (frtrace.engine.settle)."""
+    rank's states move. Given to build_context on a worker (frtrace.cluster.settle)."""
 
     gloo: bool
     status: dict[str, dict[int, tuple[int, int, int]]]

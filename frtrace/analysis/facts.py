@@ -3,7 +3,7 @@
 Most heuristics need a few aggregates over all of a job's entries (each rank's first and last
 record, each group's lowest seq per rank, the cut points of wrapped buffers, the arrival lags)
 and, now and then, one rank's whole history. A job loaded in one process has every entry in
-its table; a Dask load leaves the settled ones on the workers (frtrace.engine.spread). So the
+its table; a Dask load leaves the settled ones on the workers (frtrace.cluster.spread). So the
 facts have two providers, built from the same functions below:
 
 - `Local`: a whole table at hand, each fact computed from it on first read, once;

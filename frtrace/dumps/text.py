@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,8 +80,6 @@ def open_untrusted(path: str | Path) -> int:
 
 
 def _is_regular(fd: int) -> bool:
-    import stat
-
     return stat.S_ISREG(os.fstat(fd).st_mode)
 
 

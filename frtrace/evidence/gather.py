@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from frtrace.dumps.discover import strip_suffixes
 from frtrace.evidence.logs import ParsedLog, Speaker, collective_of, same_folder
 from frtrace.evidence.pyspy import ParsedStacks
 from frtrace.evidence.records import Evidence, ProcessStack, RankEvidence
@@ -34,8 +35,6 @@ class DumpHost:
 def dump_host(path: Path, prefix: str, root: Path | None) -> str:
     """The host in a dump's name (`nccl_trace_rank_node03-host_27` -> node03-host), else its
     sub-folder of `root` (one folder per node), else ''."""
-    from frtrace.dumps.discover import strip_suffixes
-
     stem = strip_suffixes(path.name)
     middle = stem[len(prefix) :] if prefix and stem.startswith(prefix) else ""
     middle = middle.rstrip("0123456789").rstrip("_-.")

@@ -79,7 +79,7 @@ def skipped_lines(hist: History) -> list[str]:
 def _table(rows: list[Tally], by_host: bool) -> str:
     """Host rows show the culprit ranks seen on the host ('?' when the report named the
     host alone); rank rows are one rank each."""
-    from tabulate import tabulate
+    from tabulate import tabulate  # only for the table: importing it costs ~50 ms
 
     body = []
     for r in rows:

@@ -16,9 +16,9 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, cast
 
+from frtrace.cluster.assemble import assemble, fresh, gather_summaries, job_table
+from frtrace.cluster.dask import homes, release, share, submit_partitions, task_error
 from frtrace.dumps.store import filesystem, is_url, local_path, protocol, resolved_options
-from frtrace.engine.dask import homes, release, share, submit_partitions, task_error
-from frtrace.engine.raw import assemble, fresh, gather_summaries, job_table
 from frtrace.errors import FrtraceError
 from frtrace.report.raw import ENTRY_FIELDS, entry_records
 from frtrace.tables.columns import Frame
@@ -129,7 +129,7 @@ def prepare_folder(where: str, storage_options: dict[str, Any] | None = None) ->
 
 # ------------------------------------------------- written by a Dask cluster's workers
 # `-j --engine dask --raw-output DIR`: each worker writes its partition's entries; the client
-# only infers the memberships every partition needs (frtrace.engine.raw.assemble).
+# only infers the memberships every partition needs (frtrace.cluster.assemble.assemble).
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from frtrace.analysis.findings import Finding, Hop, Note, Place
+from frtrace.loading.memory import Shortfall
 from frtrace.report.fmt import rank_ranges, verb, who
 
 UNKNOWN_GROUP = "group not in logs"  # what the logs of a gloo job never name
@@ -628,7 +629,7 @@ def stall_lines(f: Finding) -> tuple[str, str] | None:
 def straggler_lines(late: object) -> list[str]:
     """One line per straggler, costliest first: what its lateness cost the others, where it
     shows, and its arrival lag statistics."""
-    from frtrace.analysis.timing import StragglerReport
+    from frtrace.analysis.timing import StragglerReport  # see progress_lines
 
     if not isinstance(late, StragglerReport) or not late.top:
         return []
@@ -648,7 +649,7 @@ def straggler_lines(late: object) -> list[str]:
 
 def _shows(s: object) -> str:
     """', at the first collective of each step in mesh_tp (pg 3): all_reduce at x.py:12 f'."""
-    from frtrace.analysis.timing import Straggler
+    from frtrace.analysis.timing import Straggler  # see progress_lines
 
     w = s.where if isinstance(s, Straggler) else None
     if w is None:
@@ -674,6 +675,8 @@ def _short_site(site: str) -> str:
 
 def progress_lines(progress: object) -> list[str]:
     """What moved since the older snapshot: stopped ranks first."""
+    # On use: the CLI words its memory warning with this module before the parse workers
+    # fork, and the analyzers' modules (numpy's) load while they parse.
     from frtrace.analysis.snapshots import SnapshotComparison
 
     if not isinstance(progress, SnapshotComparison):
@@ -771,12 +774,11 @@ def _bytes(size: int) -> str:
     return f"{size} bytes"
 
 
-def memory_warning(size: int, available: int) -> str:
+def memory_warning(short: Shortfall) -> str:
     """The local engine will likely not fit: said before the parse, not after an OOM kill."""
-    from frtrace.engine.memory import HELD_PER_DUMP_BYTE
-
     return (
-        f"these {_bytes(size)} of dumps may not fit in the {_bytes(available)} of memory "
-        f"available: the local engine holds every entry (about {HELD_PER_DUMP_BYTE} byte per "
+        f"these {_bytes(short.dump_bytes)} of dumps may not fit in the {_bytes(short.available)}"
+        " of memory available: the local engine holds every entry (about "
+        f"{short.held_per_dump_byte} byte per "
         "byte of dumps on the bench jobs); --engine dask keeps them on a cluster's workers"
     )

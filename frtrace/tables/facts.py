@@ -1,6 +1,6 @@
 """The job's facts beyond its table: the types only, so a Trace can carry them.
 
-A Dask load leaves most entries on the workers (frtrace.engine.spread) and hands the client a
+A Dask load leaves most entries on the workers (frtrace.cluster.spread) and hands the client a
 table without them plus these facts over every entry; a job loaded in one process has them
 computed from its table. Both providers live in frtrace.analysis.facts: this module holds
 only what a Trace must name, and imports nothing of the analysis.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -56,7 +57,7 @@ class Trace:
     # of every entry, as the Dask load assembled them (frtrace.analysis.facts).
     facts: Facts | None = None
     world: World = NO_WORLD
-    # The job's logs and py-spy stacks found beside the dumps (frtrace.engine.evidence).
+    # The job's logs and py-spy stacks found beside the dumps (frtrace.loading.evidence).
     evidence: Evidence | None = None
 
     @property
@@ -194,8 +195,6 @@ def numel(sizes_key: str) -> int:
 
 
 def _parse_list(key: str) -> list[Any]:
-    import json
-
     try:
         value = json.loads(key)
     except json.JSONDecodeError as exc:

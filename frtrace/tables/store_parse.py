@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from frtrace.dumps.limits import budgets
-from frtrace.engine.plan import Item, iter_objects
 from frtrace.tables.parse import ParseResult, job_count
+from frtrace.tables.partition import Item, iter_objects
 
 
 def iter_parsed_store(

@@ -1,9 +1,11 @@
-"""Engines: where dump files are parsed. One answer for every size of job.
+"""Loading: one entry for every source and both engines (`locate`, `load_found`), with the
+job's logs and stacks attached (evidence.py) and a memory estimate before a local parse
+(memory.py). One answer for every size of job.
 
 `local` (the default) parses in isolated processes of this machine (frtrace.tables.load); `dask`
-parses on the workers of a Dask cluster (frtrace.engine.dask), reading the files or store
+parses on the workers of a Dask cluster (frtrace.cluster.dask), reading the files or store
 objects where they run, and keeps the entries there: the client gets the ones that did not
-settle and the facts of the others (frtrace.engine.spread). The reports are identical. Sources
+settle and the facts of the others (frtrace.cluster.spread). The reports are identical. Sources
 are folders, `file://` URLs, or fsspec URLs of a store (`s3://bucket/job-123/`, see
 frtrace.dumps.store).
 """
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from frtrace.dumps.discover import Discovery, discover, discover_many
 from frtrace.dumps.store import StoreDiscovery, discover_store, is_url, local_path
 from frtrace.errors import FrtraceError
+from frtrace.loading.evidence import load_with_evidence
 from frtrace.tables.parse import (
     Progress,
     Skipped,
@@ -99,7 +102,6 @@ def load_found(
     if engine not in ENGINES:
         raise FrtraceError(f"unknown engine '{engine}' (known: {', '.join(ENGINES)})")
     if isinstance(found, Discovery) and (found.logs or found.stacks or found.files):
-        from frtrace.engine.evidence import load_with_evidence
 
         def dumps() -> Trace:
             return _load_found(found, engine, scheduler, ranks, jobs, progress, client)
@@ -123,20 +125,21 @@ def _load_found(
             from frtrace.tables import load
 
             return load.assemble_parsed(found, parsing, progress)
-    from frtrace.tables.load import assemble_trace
+    from frtrace.tables.load import assemble_trace  # as above: loads while objects arrive
 
     work = make_plan(found, ranks)
     tune_allocator()
     order = [rank for _path, rank in work.items]  # results are compacted as they come
     if engine == "local":
-        from frtrace.engine.local import iter_parsed_store
+        from frtrace.tables.store_parse import iter_parsed_store  # store URLs only
 
         results = iter_parsed_store(work.items, work.storage_options, jobs)
         return assemble_trace(
             work.trace_dir, work.prefix, results, len(work.items), work.skipped, progress, order
         )
-    from frtrace.engine import dask as dask_engine
-    from frtrace.engine.spread import analyze_on_cluster
+    # --engine dask only: the cluster's modules import distributed, an optional extra.
+    from frtrace.cluster import dask as dask_engine
+    from frtrace.cluster.spread import analyze_on_cluster
 
     def on(cluster: Any, on_close: Any = None) -> Trace:
         return analyze_on_cluster(

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from frtrace.dumps.store import StoreDiscovery
 from frtrace.tables.parse import total_bytes
 
 if TYPE_CHECKING:
-    from frtrace.engine import Found
+    from frtrace.loading import Found
 
 HELD_PER_DUMP_BYTE = 0.75  # the local engine's peak memory per byte of dumps (scripts/bench.py)
 SAMPLE = 64  # files sized in a folder: the rest are taken to be alike
@@ -103,11 +104,21 @@ def _room(folder: str, limit_file: str, usage_file: str, cache: str) -> int | No
     return max(0, int(limit) - max(0, usage - inactive))
 
 
-def local_shortfall(found: Found) -> tuple[int, int] | None:
-    """(dump bytes, bytes available) when the local engine would likely hold more than is
-    available; None when it fits or nobody can say."""
+@dataclass(frozen=True)
+class Shortfall:
+    """The local engine would likely hold more than is available: the dumps' bytes, the bytes
+    available, and the estimate's ratio (held bytes per byte of dumps)."""
+
+    dump_bytes: int
+    available: int
+    held_per_dump_byte: float = HELD_PER_DUMP_BYTE
+
+
+def local_shortfall(found: Found) -> Shortfall | None:
+    """The shortfall when the local engine would likely hold more than is available; None
+    when it fits or nobody can say."""
     available = available_memory()
     if available is None:
         return None
     size = dump_bytes(found)
-    return (size, available) if size * HELD_PER_DUMP_BYTE > available else None
+    return Shortfall(size, available) if size * HELD_PER_DUMP_BYTE > available else None

@@ -6,7 +6,7 @@
 3. Workers merge their partition into a table in job-wide terms (global p2p peers and stack
    ids) and build its Context with the job's Scope: a rank's op states need only its own
    entries and the job-wide status.
-4. Settling (frtrace.engine.settle), rounds of per-(group, rank) and per-channel-end
+4. Settling (frtrace.cluster.settle), rounds of per-(group, rank) and per-channel-end
    aggregates (two, and up to two more over pieces of ranges that did not settle); the
    arrival lags by a shuffle between workers (per collective: earliest and
    latest arrival, bucketed by key, each bucket combined on one worker, then per rank).
@@ -33,8 +33,9 @@ import numpy as np
 from frtrace.analysis import facts as job_facts
 from frtrace.analysis import timing
 from frtrace.analysis.context import Context, Scope, build_context, status_by_name
-from frtrace.engine import settle as st
-from frtrace.engine.dask import (
+from frtrace.cluster import settle as st
+from frtrace.cluster.assemble import Skeleton, assemble, fresh, gather_summaries, job_table
+from frtrace.cluster.dask import (
     homes,
     release,
     scheduler_lost,
@@ -42,11 +43,10 @@ from frtrace.engine.dask import (
     submit_partitions,
     task_error,
 )
-from frtrace.engine.plan import Item
-from frtrace.engine.raw import Skeleton, assemble, fresh, gather_summaries, job_table
 from frtrace.errors import FrtraceError
 from frtrace.tables.columns import Frame
 from frtrace.tables.parse import ParseResult, Progress, Skipped, tell
+from frtrace.tables.partition import Item
 from frtrace.tables.repair import pg_status_table
 from frtrace.tables.table import Table
 from frtrace.tables.trace import Trace, code_dtype

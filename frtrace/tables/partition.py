@@ -20,12 +20,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from frtrace import version as frtrace_version
 from frtrace.dumps.limits import Budgets, set_budgets
 from frtrace.dumps.store import NO_SUCH_OBJECT, download, probe
 from frtrace.errors import DumpError, FrtraceError
 from frtrace.tables.parse import ParseResult, lost, parse_file
 from frtrace.tables.workers import iter_isolated, scratch_dir
-from frtrace.version import __version__
 
 Item = tuple[str, int]  # path or URL, rank
 FETCHES = 8  # downloads at once per task or run: a store's latency, not its bandwidth, limits
@@ -117,10 +117,10 @@ def parse_partition(
 
     `version`, the client's frtrace: every worker is asked which it runs before the tasks go
     out, but one that joins later (an autoscaled cluster) takes tasks unasked."""
-    if version is not None and __version__ != version:
+    if version is not None and frtrace_version.__version__ != version:
         raise FrtraceError(
             f"a Dask worker that joined after the start runs frtrace "
-            f"{str(__version__)[:40]!r}, this client {version}: install the same "
+            f"{str(frtrace_version.__version__)[:40]!r}, this client {version}: install the same "
             "version on every worker"
         )
     if version is not None and items:

@@ -16,8 +16,15 @@ from frtrace.evidence.gather import DumpHost, dump_host, gather
 from frtrace.evidence.logs import LogReadError, ParsedLog, parse_log
 from frtrace.evidence.pyspy import ParsedStacks, parse_pyspy
 from frtrace.evidence.records import Evidence
+from frtrace.tables.columns import columnize
 from frtrace.tables.parse import NoUsableDumpError, Skipped
-from frtrace.tables.trace import Trace
+from frtrace.tables.repair import (
+    add_global_peers,
+    infer_memberships,
+    pg_status_table,
+    status_names,
+)
+from frtrace.tables.trace import Trace, file_table, merge_columns
 
 
 def read_evidence(
@@ -57,15 +64,6 @@ def _skip(skipped: list[Skipped] | None, path: Path, reason: str) -> None:
 
 def empty_trace(found: Discovery, skipped: list[Skipped] | None = None) -> Trace:
     """A Trace without entries (no usable dump): the analysis then runs on the evidence."""
-    from frtrace.tables.columns import columnize
-    from frtrace.tables.repair import (
-        add_global_peers,
-        infer_memberships,
-        pg_status_table,
-        status_names,
-    )
-    from frtrace.tables.trace import file_table, merge_columns
-
     nothing = columnize({"version": "", "pg_config": {}, "pg_status": {}, "entries": []}, 0)
     entries, stacks = merge_columns([nothing])
     members = infer_memberships(entries, [], [])

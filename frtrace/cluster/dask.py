@@ -2,8 +2,8 @@
 
 The client lists the files (a folder, or a store through fsspec) and never reads a dump's
 bytes: each task reads its partition of files where it runs (plan.parse_partition) and keeps
-the columns there. What happens next is the distributed plan of frtrace.engine.spread (the
-analysis) or frtrace.engine.raw (Parquet); this module connects and submits the partitions.
+the columns there. What happens next is the distributed plan of frtrace.cluster.spread (the
+analysis) or frtrace.cluster.assemble (Parquet); this module connects and submits the partitions.
 
 dask.distributed is imported here only, on first use: `import frtrace` and `frtrace --help`
 never import it.
@@ -22,7 +22,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from frtrace.dumps.limits import budgets
-from frtrace.engine.plan import (
+from frtrace.errors import FrtraceError, first_line
+from frtrace.tables.parse import Progress, tell
+from frtrace.tables.partition import (
     Item,
     access_advice,
     lacks_access,
@@ -30,8 +32,6 @@ from frtrace.engine.plan import (
     partitions,
     unwrapped,
 )
-from frtrace.errors import FrtraceError, first_line
-from frtrace.tables.parse import Progress, tell
 from frtrace.version import __version__
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -42,7 +42,8 @@ WATCH_SECONDS = 2.0  # how often a run asks the scheduler how many workers it ha
 CONNECT_SECONDS = 15  # for a scheduler to answer (Dask's client also waits this long for it)
 WAITING = "waiting for a Dask worker to join the scheduler"  # a scheduler with none yet
 WAITING_AGAIN = "waiting for one to join (it reads again what the lost ones held)"  # none left
-_VERSION_OF_FRTRACE = "__import__('frtrace').__version__"  # what each worker is asked
+# What each worker is asked: the version its tasks will check against (frtrace.version).
+_VERSION_OF_FRTRACE = "__import__('frtrace.version').version.__version__"
 
 
 def _distributed() -> Any:
@@ -232,7 +233,7 @@ def knock(address: str, seconds: float = CONNECT_SECONDS) -> None:
     else listens (its dashboard's, 8787, is a common slip), Dask's Client waited forever for
     a handshake, and one where a server answered with other bytes made it allocate
     exabytes. In a thread of its own: a notebook's thread already runs an event loop."""
-    import asyncio
+    import asyncio  # only for a named scheduler: asyncio costs a local run ~15 ms
     from concurrent.futures import ThreadPoolExecutor
 
     from distributed.comm import connect as dial

@@ -20,7 +20,7 @@ from their label strings. So each partition of ranks computes its share where it
 Context), and the client combines the small answers (`plan`, `decide`, `refine`,
 `join_lags`). The tally carries the partition's facts (frtrace.analysis.facts.Partial): the
 client assembles the job's from them, what its analysis reads of the entries that settled.
-The Dask engine runs the partitions on its workers (frtrace.engine.spread); `settle` runs
+The Dask engine runs the partitions on its workers (frtrace.cluster.spread); `settle` runs
 the same steps on a whole job in one process: the reference the tests compare with the
 analysis of the whole job, and so the check of every step.
 """

@@ -174,7 +174,7 @@ def gather_summaries(
     and `progress` hears of each partition as its summary arrives (`files`: the total)."""
     from distributed import as_completed
 
-    from frtrace.engine.dask import homes
+    from frtrace.cluster.dask import homes
 
     slot = {f.key: k for k, f in enumerate(parsed)}
     asked: dict[str, int] = {}
