@@ -22,7 +22,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from frtrace.dumps.read import _load_pickle  # noqa: E402
+from frtrace.dumps.read import load_pickle  # noqa: E402
 from frtrace.synth import Layout, simulate, spec_for_entries  # noqa: E402
 from frtrace.tables.columns import columnize, columnize_fast, fast_path_available  # noqa: E402
 
@@ -57,8 +57,8 @@ def measure(blob: bytes, rounds: int) -> dict[str, float]:
     """Best CPU seconds of each way to read `blob`, the three interleaved."""
     runs: dict[str, Callable[[], Any]] = {
         "fast path": lambda: columnize_fast(blob, 0),
-        "pickle.load": lambda: _load_pickle(blob),
-        "load+columnize": lambda: columnize(_load_pickle(blob), 0),
+        "pickle.load": lambda: load_pickle(blob),
+        "load+columnize": lambda: columnize(load_pickle(blob), 0),
     }
     times = dict.fromkeys(runs, float("inf"))
     for _ in range(rounds):

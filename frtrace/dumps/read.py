@@ -140,7 +140,9 @@ def _unpickle_quietly(unpickler: pickle.Unpickler) -> Any:
             sys.excepthook(*report)
 
 
-def _load_pickle(blob: bytes | bytearray) -> Any:
+def load_pickle(blob: bytes | bytearray) -> Any:
+    """The dump pickled in `blob`, through the unpickler that refuses every global (public for
+    scripts/parse_bench.py, which times it against the C fast path)."""
     # A stream with peek() lets the C unpickler prefetch; on a bare BytesIO it calls read()
     # for every opcode of these unframed protocol-2 pickles and runs 3x slower.
     stream = io.BufferedReader(_View(blob), buffer_size=1 << 16)
@@ -240,7 +242,7 @@ def decode_inflated(blob: bytes | bytearray, compressed: bool) -> RawDump:
     if first is None:
         raise DumpError("empty file")
     if blob[0] == _PICKLE_PROTO:
-        data, fmt = _load_pickle(blob), "pickle"
+        data, fmt = load_pickle(blob), "pickle"
     elif blob[first.start()] in b"{[":
         data, fmt = _load_json(blob), "json"
     else:
