@@ -74,3 +74,24 @@ def test_a_link_to_a_missing_file_or_heading_is_found(tmp_path: Path) -> None:
         "[gone](gone.md) [bad](there.md#nope)\n```\n[in code](skipped.md)\n```\n"
     )
     assert _broken_links(page) == ["gone.md (no such file)", "there.md#nope (no such heading)"]
+
+
+def test_the_readmes_tutorial_report_is_what_frtrace_prints(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The report a newcomer learns to read is the one the command prints today, at 80
+    columns: a change of wording shows here too."""
+    from click.testing import CliRunner
+
+    from frtrace.cli import cli
+
+    match = re.search(
+        r"```\n(frtrace: 2 dump\(s\) from fixtures/tutorial.*?)```", README.read_text(), re.S
+    )
+    assert match is not None, "the README shows the tutorial's report"
+    monkeypatch.chdir(ROOT)  # the report names the folder as given
+    result = CliRunner().invoke(
+        cli, ["fixtures/tutorial"], env={"NO_COLOR": "1", "COLUMNS": "80"}, catch_exceptions=False
+    )
+    assert result.exit_code == 1
+    assert result.stdout == match.group(1)
