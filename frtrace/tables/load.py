@@ -29,11 +29,13 @@ from frtrace.tables.parse import (
     tell,
 )
 from frtrace.tables.repair import (
+    FileGroups,
+    GroupsSeen,
     Memberships,
     add_global_peers,
+    file_groups,
     infer_memberships,
     pg_status_table,
-    status_names,
 )
 from frtrace.tables.table import Table
 from frtrace.tables.trace import Chunk, Symbols, Trace, compact, file_table, merge_chunks
@@ -147,8 +149,11 @@ def assemble_trace(
     parts: list[RankColumns] = []
     merger = _Merger(order, total)
     file_rows = []
+    groups: list[FileGroups] = []
     entries_seen = 0
     for done, (rank, path, cols, fmt, compressed, reason) in enumerate(results, start=1):
+        if cols is not None:  # read before the merger compacts its columns away
+            groups.append(file_groups(cols))
         merger.add(rank, cols)
         if cols is None:
             skipped.append(Skipped(path, reason, rank))
@@ -176,9 +181,16 @@ def assemble_trace(
     # From here on, `parts` keep only their small metadata.
     entries, stacks = merge_chunks(merger.finish(), merger.symbols)
     return_freed_memory()
-    members = infer_memberships(entries, parts, [p.rank for p in parts], unreadable_ranks(skipped))
+    recorded = GroupsSeen()
+    names: dict[tuple[int, int], str] = {}
+    for one in sorted(groups, key=lambda g: g.rank):
+        recorded.add(one.rank, one.groups)
+        for pg_id, name in one.status_names.items():
+            names.setdefault((one.rank, pg_id), name)
+    ranks = [p.rank for p in parts]
+    members = infer_memberships(entries, parts, ranks, unreadable_ranks(skipped), recorded)
     add_global_peers(entries, members.groups)
-    status = pg_status_table(parts, status_names(entries))
+    status = pg_status_table(parts, names)
     files = file_table(file_rows)
     warnings, notes = trace_messages(parts, files, members)
     return Trace(
