@@ -66,12 +66,16 @@ def assemble_parsed(found: Discovery, parsing: Parsing, progress: Progress | Non
     )
 
 
-# Compact parsed files into a chunk every this many entries (~120 MB of columns)...
+# Parsed files are compacted into chunks as they arrive, while the workers parse the others:
+# about CHUNKS of them per job, each of at most CHUNK_ENTRIES (~120 MB of columns) and at least
+# MIN_CHUNK_ENTRIES entries. Only the last chunk is compacted after the parse, and the
+# per-file columns never all coexist with the merged table.
+CHUNKS = 16
 CHUNK_ENTRIES = 1 << 20
-# ...in jobs expected to hold more than this many: smaller ones are compacted once, when all
-# files are here, straight into the job's table (one copy of every entry, not two); their
-# per-file columns and the table together stay far below any memory budget.
-ONE_CHUNK_ENTRIES = 1 << 22
+MIN_CHUNK_ENTRIES = 1 << 16
+# Jobs expected to hold at most this many entries are compacted once, when all files are
+# here, straight into the job's table: their merge is too short to be worth overlapping.
+ONE_CHUNK_ENTRIES = 1 << 18
 
 
 class _Merger:
@@ -107,8 +111,12 @@ class _Merger:
                 self.batch_entries += ready.n
         if not self.sized and cols is not None:
             self.sized = True
-            if cols.n * self.files <= ONE_CHUNK_ENTRIES:
+            expected = cols.n * self.files
+            if expected <= ONE_CHUNK_ENTRIES:
                 self.chunk_entries = 1 << 62  # a small job: one chunk, when all are here
+            else:
+                share = max(MIN_CHUNK_ENTRIES, expected // CHUNKS)
+                self.chunk_entries = min(CHUNK_ENTRIES, share)
         if self.batch_entries >= self.chunk_entries:
             self._flush()
 

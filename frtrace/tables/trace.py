@@ -258,8 +258,10 @@ def compact(parts: list[RankColumns], symbols: Symbols) -> Chunk:
     lengths = [p.n for p in parts]
     ints = {}
     for name in list(parts[0].ints) if parts else ():
-        column = np.concatenate([p.ints.pop(name) for p in parts])
-        ints[name] = column.astype(np.int32) if name in INT32_FIELDS else column
+        narrow = np.int32 if name in INT32_FIELDS else None  # checked to fit when parsed
+        ints[name] = np.concatenate(
+            [p.ints.pop(name) for p in parts], dtype=narrow, casting="same_kind"
+        )
     cats = {
         name: symbols.codes(name, [p.cats.pop(name) for p in parts]) for name in CATEGORY_COLUMNS
     }
@@ -281,11 +283,14 @@ def compact(parts: list[RankColumns], symbols: Symbols) -> Chunk:
     return chunk
 
 
-def _concat(arrays: list[np.ndarray], dtype: Any) -> np.ndarray:
-    """One array of these (the one itself, uncopied, when there is one)."""
+def _concat(arrays: list[np.ndarray], dtype: Any, narrow: Any = None) -> np.ndarray:
+    """One array of these (the one itself, uncopied, when there is one and `narrow` does not
+    ask for another type), cast to `narrow` on the way where given: one copy, not two."""
     if len(arrays) == 1:
-        return arrays[0]
-    return np.concatenate(arrays) if arrays else np.empty(0, dtype)
+        return arrays[0].astype(narrow or arrays[0].dtype, copy=False)
+    if not arrays:
+        return np.empty(0, narrow or dtype)
+    return np.concatenate(arrays, dtype=narrow, casting="same_kind")
 
 
 def merge_columns(parts: list[RankColumns]) -> tuple[Table, list[tuple[Frame, ...]]]:
@@ -312,8 +317,9 @@ def merge_chunks(chunks: list[Chunk], symbols: Symbols) -> tuple[Table, list[tup
     for name in list(chunks[0].ints) if chunks else ():
         cols[name] = _concat([c.ints.pop(name) for c in chunks], np.int64)
     for name in CATEGORY_COLUMNS:
-        cols[name] = _concat([c.cats.pop(name) for c in chunks], np.int32)
         labels[name] = symbols.labels(name)
+        narrow = code_dtype(len(labels[name]))
+        cols[name] = _concat([c.cats.pop(name) for c in chunks], np.int32, narrow)
     cols["duration_ms"] = _concat([c.duration_ms for c in chunks], np.float64)
     cols["retired"] = _concat([c.retired for c in chunks], bool)
     cols["coalesced"] = _concat([c.coalesced for c in chunks], bool)
