@@ -112,9 +112,11 @@ class Table:
     def rows(self) -> Iterator[Any]:
         """Each row as a named tuple, labels decoded (for small tables: groups, files)."""
         row = NamedTuple("Row", [(k, Any) for k in self.cols])  # type: ignore[misc]
+        # Column by column: tolist() makes Python values in C (object columns may hold numpy
+        # scalars, converted one by one); thousands of rows x a value each, not a call each.
         decoded = [self.decode(k) if k in self.labels else self.cols[k] for k in self.cols]
-        for values in zip(*decoded, strict=True):
-            yield row(*(_python(v) for v in values))
+        values = [[_python(v) for v in c] if c.dtype == object else c.tolist() for c in decoded]
+        return map(row._make, zip(*values, strict=True))
 
     def to_pandas(self) -> pd.DataFrame:
         """The same table as a DataFrame, labelled columns as categoricals (no copies)."""
