@@ -335,7 +335,7 @@ def _tail(path: Path, size: int = 8192) -> str:
 
 
 def _kill_group(pgid: int) -> None:
-    """SIGKILL the process group our child leads (start_new_session), if anyone is left."""
+    """SIGKILL the process group our child leads (process_group=0), if anyone is left."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
 
@@ -361,7 +361,10 @@ def measure(cmd: Sequence[str], work: Path, name: str, *, timeout: float | None 
             stderr=err,
             stdin=subprocess.DEVNULL,
             env=env,
-            start_new_session=True,
+            # Its own process group (killed whole at the time limit), in the bench's session:
+            # on Linux a session is a scheduling group (autogroup), so a bench run with a
+            # raised priority (/proc/self/autogroup) lends it to every contestant.
+            process_group=0,
         )
         sampler = RssSampler(proc.pid)
         sampler.start()
