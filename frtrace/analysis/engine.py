@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar, cast
 
 from frtrace.analysis.collectives import analyze_collectives
 from frtrace.analysis.consistency import check_one_job
@@ -15,6 +18,8 @@ from frtrace.analysis.timing import StragglerReport, classify, lag_stats, stragg
 from frtrace.analysis.waits import Blocked, analyze_waits, mark_secondary
 from frtrace.evidence.records import Evidence
 from frtrace.tables.trace import Trace
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -351,6 +356,9 @@ def analyze(
     evidence = evidence if evidence is not None else trace.evidence
     check_one_job(trace)
     ctx = build_context(trace, mismatch_cap, lags=lag_stats)
+    # The stragglers read only the context: a second core computes them meanwhile (numpy
+    # lets go of the interpreter lock for its sorts and gathers over the job's columns).
+    late = Background(lambda: stragglers(ctx, straggler_threshold / 100))
     coll = analyze_collectives(ctx)
     p2p = analyze_p2p(ctx)
     found = coll.findings + p2p.findings
@@ -415,10 +423,33 @@ def analyze(
     for f in findings:
         if not f.secondary:
             classify(ctx, f, waits.blocked)
-    late = stragglers(ctx, straggler_threshold / 100)
     if evidence is not None and not len(trace.file_table):  # no dump: the logs decide
         findings = log_findings(evidence)
         root_cause = findings[0] if findings else None
     return Analysis(
-        ctx, findings, root_cause, waits.blocked, notes, stragglers=late, evidence=evidence
+        ctx, findings, root_cause, waits.blocked, notes, stragglers=late.result(), evidence=evidence
     )
+
+
+class Background(Generic[T]):
+    """`work()` run in a thread of its own; `result()` waits for its value or raises its
+    error."""
+
+    def __init__(self, work: Callable[[], T]) -> None:
+        self._work = work
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="frtrace-analysis", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._work()
+        except BaseException as exc:  # raised where the result is asked for
+            self._error = exc
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return cast(T, self._value)
