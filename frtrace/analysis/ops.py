@@ -196,8 +196,9 @@ def _block_ends(
     """Per block of `block_ids`: its last row, whether that row is a closer, and whether the
     rank recorded anything after it."""
     last = rows[np.r_[starts[1:], len(rows)] - 1]
-    ranks = entries["rank"]
-    followed = np.searchsorted(ranks, ranks[last], side="right") - 1 > last
+    ranks = entries["rank"]  # sorted: each rank's rows end where the next rank's begin
+    ends = np.r_[np.flatnonzero(ranks[1:] != ranks[:-1]) + 1, len(ranks)]
+    followed = ends[np.searchsorted(ends, last, side="right")] - 1 > last
     return last, closer_mask(entries, last), followed
 
 
@@ -293,31 +294,34 @@ def build_op_view(
     if leave_out is not None and len(leave_out):
         mask = mask.copy()
         mask[leave_out] = False
-    pairs = pair_codes(entries)[mask]  # (backend, op) of each row: what its record holds
+    # Row numbers, not the mask: numpy gathers by index several times faster than it
+    # selects by a boolean mask, and this selects from a dozen of the job's columns.
+    rows = np.flatnonzero(mask)
+    pairs = pair_codes(entries)[rows]  # (backend, op) of each row: what its record holds
     cols: dict[str, np.ndarray] = {
-        "rank": entries["rank"][mask],
-        "pg": entries["pg_name"][mask],
-        "seq": entries["collective_seq_id"][mask],
-        "pos": entries["pos"][mask],
-        "record_id": entries["record_id"][mask],
-        "state": state[mask],
-        "stack_id": entries["stack_id"][mask],
-        "time_created_ns": entries["time_created_ns"][mask],
-        "duration_ms": entries["duration_ms"][mask].astype(np.float64),
-        "input_numel": entries["input_numel"][mask],
-        "output_numel": entries["output_numel"][mask],
+        "rank": entries["rank"][rows],
+        "pg": entries["pg_name"][rows],
+        "seq": entries["collective_seq_id"][rows],
+        "pos": entries["pos"][rows],
+        "record_id": entries["record_id"][rows],
+        "state": state[rows],
+        "stack_id": entries["stack_id"][rows],
+        "time_created_ns": entries["time_created_ns"][rows],
+        "duration_ms": entries["duration_ms"][rows].astype(np.float64),
+        "input_numel": entries["input_numel"][rows],
+        "output_numel": entries["output_numel"][rows],
         # GATHER_NUMEL / SCATTER_NUMEL / 0: how numel follows the group size
         "numel_rule": numel_rules(entries, pairs),
     }
     labels: dict[str, list[str]] = {}
     for col in SIGNATURE:
-        cols[col] = entries[col][mask].astype(np.int32)
+        cols[col] = entries[col][rows].astype(np.int32)
         labels[col] = list(base.labels[col]) if base else [str(c) for c in entries.labels[col]]
     uncompared = dict(base.uncompared) if base else {}
     varies = {col: pair_table(entries, _differs_by_rank(col))[pairs] for col in SIGNATURE[1:]}
     _mask_rank_dependent(cols, labels, uncompared, varies)
     cols["parts"] = np.ones(len(cols["rank"]), dtype=np.int32)
-    dup = entries["coalesced"][mask]
+    dup = entries["coalesced"][rows]
     if dup.any():
         cols = _fold(cols, dup, labels)
     return OpView(Table(cols, labels), labels, states_tracked, uncompared)
@@ -380,8 +384,9 @@ def _fold(
         labels[col] = list(table)
     keep = ~dup
     keep[first] = True
+    kept = np.flatnonzero(keep)  # gathering by index is faster than by mask
     # Column by column, each unfolded column dropped once folded: the view never exists twice.
-    return {name: cols.pop(name)[keep] for name in list(cols)}
+    return {name: cols.pop(name)[kept] for name in list(cols)}
 
 
 def _join(names: list[str], codes: np.ndarray) -> str:

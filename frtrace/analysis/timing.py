@@ -489,9 +489,10 @@ def rank_lags(values: Table, method: str, combined: list[Table], top: int) -> Ra
     scale = 1.0 if method == "duration" else 1e-6
     # Stats of the lag behind the earliest member, over the collectives every member completed.
     measured = whole & coll
-    lag = (value[measured] - lo[measured]) * scale
-    worst = (hi[measured] - lo[measured]) * scale  # grows with value: the latest's lag
-    per_rank = _per_rank(values["rank"][measured], lag, (lag == worst) & (worst > 0))
+    rows = np.flatnonzero(measured)  # gathering by index is faster than by mask
+    lag = (value[rows] - lo[rows]) * scale
+    worst = (hi[rows] - lo[rows]) * scale  # grows with value: the latest's lag
+    per_rank = _per_rank(values["rank"][rows], lag, (lag == worst) & (worst > 0))
     if not len(per_rank["rank"]):
         return RankLags(empty)
     del lag, worst
