@@ -334,8 +334,11 @@ def add_global_peers(entries: Table, groups: Table) -> None:
         codes = entries["pg_name"]
         for local_col, out in (("src", global_src), ("dst", global_dst)):
             local = entries[local_col]
-            ok = (local >= 0) & (local < sizes[codes])
-            out[ok] = flat_arr[offsets[codes[ok]] + local[ok]]
+            rows = np.flatnonzero(local >= 0)  # p2p entries only: the others name no peer
+            code, peer = codes[rows], local[rows]
+            ok = peer < sizes[code]
+            rows, code, peer = rows[ok], code[ok], peer[ok]
+            out[rows] = flat_arr[offsets[code] + peer]
     entries["global_src"] = global_src
     entries["global_dst"] = global_dst
 
