@@ -20,6 +20,7 @@ from frtrace.evidence.records import Evidence
 from frtrace.tables.trace import Trace
 
 T = TypeVar("T")
+CONCURRENT_ENTRIES = 1 << 22  # jobs of at most this many entries compute stragglers aside
 
 
 @dataclass
@@ -357,8 +358,13 @@ def analyze(
     check_one_job(trace)
     ctx = build_context(trace, mismatch_cap, lags=lag_stats)
     # The stragglers read only the context: a second core computes them meanwhile (numpy
-    # lets go of the interpreter lock for its sorts and gathers over the job's columns).
-    late = Background(lambda: stragglers(ctx, straggler_threshold / 100))
+    # lets go of the interpreter lock for its sorts and gathers over the job's columns), in
+    # a job small enough for their temporaries to coexist with the findings' (+120 MB of peak
+    # memory at 1,024 ranks of 2,000 entries; at 8,192, +1 GB over a 4 GB budget).
+    late = Background(
+        lambda: stragglers(ctx, straggler_threshold / 100),
+        in_thread=len(trace.table) <= CONCURRENT_ENTRIES,
+    )
     coll = analyze_collectives(ctx)
     p2p = analyze_p2p(ctx)
     found = coll.findings + p2p.findings
@@ -432,15 +438,18 @@ def analyze(
 
 
 class Background(Generic[T]):
-    """`work()` run in a thread of its own; `result()` waits for its value or raises its
-    error."""
+    """`work()` run in a thread of its own (else at once, here); `result()` waits for its
+    value or raises its error."""
 
-    def __init__(self, work: Callable[[], T]) -> None:
+    def __init__(self, work: Callable[[], T], in_thread: bool = True) -> None:
         self._work = work
         self._value: T | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="frtrace-analysis", daemon=True)
-        self._thread.start()
+        if in_thread:
+            self._thread.start()
+        else:  # errors (and Ctrl-C) raised here, at once
+            self._value = work()
 
     def _run(self) -> None:
         try:
@@ -449,7 +458,8 @@ class Background(Generic[T]):
             self._error = exc
 
     def result(self) -> T:
-        self._thread.join()
+        if self._thread.ident is not None:
+            self._thread.join()
         if self._error is not None:
             raise self._error
         return cast(T, self._value)
