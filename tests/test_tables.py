@@ -156,11 +156,12 @@ def test_interning_by_key_numbers_values_as_the_exact_path_does() -> None:
     assert empty.codes.tolist() == [] and empty.uniques == []
 
 
-def test_compacting_files_as_they_arrive_gives_the_table_of_merging_them_at_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_writing_files_as_they_arrive_gives_the_table_of_writing_them_at_once(
+    tmp_path: Path,
 ) -> None:
-    """Results arrive out of order and are compacted into small chunks (a few files each):
-    the entries, stacks and groups equal those of merging every file at the end."""
+    """Results arrive out of order and are written into the job's table as soon as the ones
+    before them are here: the entries, stacks and groups equal those of writing every file
+    at the end."""
     from frtrace.synth import JobSpec, Layout, simulate, write_job
     from frtrace.tables import load, parse
 
@@ -175,17 +176,30 @@ def test_compacting_files_as_they_arrive_gives_the_table_of_merging_them_at_once
         return load.assemble_trace(str(tmp_path), found.prefix, copies, 8, [], None, order)
 
     at_once = assemble(None)
-    in_order = assemble([rank for _path, rank in items])  # a small job: one chunk at the end
-    pd.testing.assert_frame_equal(in_order.entries, at_once.entries)
-    first = results[0][2]
-    assert first is not None
-    monkeypatch.setattr(load, "CHUNK_ENTRIES", 3 * first.n)  # a chunk every ~3 files
-    monkeypatch.setattr(load, "ONE_CHUNK_ENTRIES", 0)  # as in a big job
-    chunked = assemble([rank for _path, rank in items])
-    pd.testing.assert_frame_equal(chunked.entries, at_once.entries)
-    assert chunked.stacks == at_once.stacks
-    pd.testing.assert_frame_equal(chunked.groups, at_once.groups)
-    assert list(chunked.entries["rank"].unique()) == list(range(8))
+    as_they_come = assemble([rank for _path, rank in items])
+    pd.testing.assert_frame_equal(as_they_come.entries, at_once.entries)
+    assert as_they_come.stacks == at_once.stacks
+    pd.testing.assert_frame_equal(as_they_come.groups, at_once.groups)
+    assert list(as_they_come.entries["rank"].unique()) == list(range(8))
+
+
+def test_files_larger_than_the_first_all_reach_the_table(tmp_path: Path) -> None:
+    """The first file sizes the job's table; later files with more entries (buffers that did
+    not wrap) make it grow, and every entry is there, each rank's in its order."""
+    from frtrace.tables import load, parse
+
+    counts = [1, 4, 2, 9]
+    for rank, count in enumerate(counts):
+        entries = [nccl_entry(i, i + 1) for i in range(count)]
+        write_pickle(tmp_path / f"nccl_trace_rank_{rank}", nccl_dump(rank, 4, entries))
+    found = discover(tmp_path, None)
+    results = [parse.parse_file((str(f.path), f.rank)) for f in found.files]
+    trace = load.assemble_trace(str(tmp_path), found.prefix, results, 4, [], None, [0, 1, 2, 3])
+    entries = trace.entries
+    assert entries["rank"].value_counts().sort_index().tolist() == counts
+    assert entries.groupby("rank")["record_id"].apply(list).tolist() == [
+        list(range(c)) for c in counts
+    ]
 
 
 @pytest.mark.parametrize("count", [0, 1, 7, 256, 257, 3000])

@@ -15,6 +15,7 @@ from frtrace.analysis.facts import rank_slice
 from frtrace.analysis.findings import Finding, Kind, Place, Reason, WaitNode
 from frtrace.analysis.ops import (
     OpView,
+    block_ids,
     block_states,
     build_op_view,
     raw_state_codes,
@@ -294,8 +295,9 @@ def build_context(
         code = {name: i for i, name in enumerate(pg_names)}
         by_name = scope.status if scope is not None else _status_by_group(trace, members)
         status = {code[name]: ranks for name, ranks in by_name.items() if name in code}
-    states = block_states(e, status)
-    not_launched = unlaunched(e, status)
+    blocks = block_ids(e)  # sorts the job's blocks once for both
+    states = block_states(e, status, blocks)
+    not_launched = unlaunched(e, status, blocks)
     view = build_op_view(e, states, leave_out=not_launched)
     if facts.left_out:
         view.states_tracked = True  # entries left out of the table settled: completed ones

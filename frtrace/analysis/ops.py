@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from frtrace.tables.records import numel_rules, pair_codes, pair_table, rank_dependent
-from frtrace.tables.table import Table, group_max
+from frtrace.tables.table import Table, group_max, runs
 
 STATE_CODES = {"scheduled": 0, "started": 1, "completed": 2}
 SIGNATURE = ("op", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes")
@@ -84,21 +84,30 @@ def raw_state_codes(entries: Table) -> np.ndarray:
     return table[codes] if len(codes) else np.empty(0, np.int8)
 
 
-def closer_mask(entries: Table) -> np.ndarray:
-    """Entries that close a coalescing block: a closer's name and no tensors of its own."""
-    by_name = entries.is_label("op", lambda o: is_closer_name(str(o)))
-    return by_name & entries.is_label("input_sizes", lambda c: str(c) in ("[]", ""))
+def closer_mask(entries: Table, rows: np.ndarray | None = None) -> np.ndarray:
+    """Entries (only those at `rows`, when given) that close a coalescing block: a closer's
+    name and no tensors of its own. Decided once per label, then looked up by code."""
+    by_name = np.array([is_closer_name(str(o)) for o in entries.labels["op"]] or [False])
+    empty = np.array([str(c) in ("[]", "") for c in entries.labels["input_sizes"]] or [False])
+    op, sizes = entries["op"], entries["input_sizes"]
+    if rows is not None:
+        op, sizes = op[rows], sizes[rows]
+    return by_name[op] & empty[sizes] if len(op) else np.zeros(0, dtype=bool)
 
 
-def block_ids(entries: Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows in coalescing blocks, sorted by block then position, and where each block starts.
+Blocks = tuple[np.ndarray, np.ndarray, np.ndarray]  # what block_ids returns
+
+
+def block_ids(entries: Table) -> Blocks:
+    """Rows in coalescing blocks, sorted by block then position, where each block starts, and
+    each row's block.
 
     Collective blocks are the parts sharing (rank, group, collective_seq_id); p2p batches are
     the p2p entries sharing (rank, group, p2p_seq_id) with a closer among them.
     """
     is_p2p = entries["is_p2p"]
     coll_part = entries["coalesced"] & ~is_p2p
-    # Native widths (int32 ranks and seqs, small codes): lexsort and == need no int64 copies.
+    # Native widths (int32 ranks and seqs, small codes): no int64 copies but the sort keys.
     rank = entries["rank"]
     pg = entries["pg_name"]
     seq = np.where(is_p2p, entries["p2p_seq_id"], entries["collective_seq_id"])
@@ -107,21 +116,35 @@ def block_ids(entries: Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if len(p2p_rows):
         # Entries arrive sorted by rank and position; a batch's parts and closer are adjacent,
         # so a p2p entry belongs to a block when a neighbour shares its (rank, group, seq).
-        cols = (rank[p2p_rows], pg[p2p_rows], seq[p2p_rows])
-        order = np.lexsort(cols[::-1])
-        same = _same_as_previous(*(c[order] for c in cols))
-        in_block = same | np.r_[same[1:], False]
-        member[p2p_rows[order]] = in_block
+        order, starts = runs(rank[p2p_rows], pg[p2p_rows], seq[p2p_rows])
+        alone = np.zeros(len(order) + 1, dtype=bool)
+        alone[starts] = True  # a run's first row: unlike the one before it
+        alone[len(order)] = True
+        alone = alone[:-1] & alone[1:]  # ...and unlike the one after it
+        member[p2p_rows[order]] = ~alone
     rows = np.flatnonzero(member)
     if not len(rows):
         return rows, rows, rows
     pos = entries["pos"][rows]
-    flag = is_p2p[rows]
-    order = np.lexsort((pos, seq[rows], flag, pg[rows], rank[rows]))
-    rows = rows[order]
-    new = ~_same_as_previous(rank[rows], pg[rows], is_p2p[rows], seq[rows])
-    starts = np.flatnonzero(new)
-    return rows, starts, np.cumsum(new) - 1
+    keys: tuple[np.ndarray, ...] = (rank[rows], pg[rows], is_p2p[rows].view(np.int8), seq[rows])
+    if not _pos_ascending(keys[0], pos):  # a table not ordered by rank, then position
+        keys = (*keys, pos)
+    order, starts = runs(*keys)
+    which = np.zeros(len(rows), dtype=np.int64)
+    which[starts[1:]] = 1
+    if len(keys) > 4:  # runs of equal (rank, group, kind, seq), position aside
+        new = ~_same_as_previous(*(k[order] for k in keys[:4]))
+        starts = np.flatnonzero(new)
+        which = new.astype(np.int64)
+        which[0] = 0
+    return rows[order], starts, np.cumsum(which)
+
+
+def _pos_ascending(rank: np.ndarray, pos: np.ndarray) -> bool:
+    """Rows ordered by rank, then position, as the entries table keeps them: a stable sort
+    by the other keys then leaves each block's parts in position order."""
+    up, same = rank[1:] > rank[:-1], rank[1:] == rank[:-1]
+    return bool((up | (same & (pos[1:] >= pos[:-1]))).all())
 
 
 def _same_as_previous(*cols: np.ndarray) -> np.ndarray:
@@ -135,7 +158,9 @@ def _same_as_previous(*cols: np.ndarray) -> np.ndarray:
 
 
 def block_states(
-    entries: Table, status: dict[int, dict[int, tuple[int, int, int]]] | None = None
+    entries: Table,
+    status: dict[int, dict[int, tuple[int, int, int]]] | None = None,
+    blocks: Blocks | None = None,
 ) -> np.ndarray:
     """States with every part of a coalescing block given its closer's state.
 
@@ -143,9 +168,10 @@ def block_states(
     `onlyActive` dump leaves completed closers out, never the frozen parts); at the end of the
     dump it is still being written and keeps its parts' lowest state, unless pg_status
     (`status`: group code -> rank -> last enqueued, started, completed) says it got further.
+    `blocks`: block_ids(entries), when already at hand.
     """
     state = raw_state_codes(entries)
-    rows, starts, which = block_ids(entries)
+    rows, starts, which = block_ids(entries) if blocks is None else blocks
     if not len(rows):
         return state
     last, closed, followed = _block_ends(entries, rows, starts)
@@ -170,13 +196,16 @@ def _block_ends(
     """Per block of `block_ids`: its last row, whether that row is a closer, and whether the
     rank recorded anything after it."""
     last = rows[np.r_[starts[1:], len(rows)] - 1]
-    ranks = entries["rank"]
-    followed = np.searchsorted(ranks, ranks[last], side="right") - 1 > last
-    return last, closer_mask(entries)[last], followed
+    ranks = entries["rank"]  # sorted: each rank's rows end where the next rank's begin
+    ends = np.r_[np.flatnonzero(ranks[1:] != ranks[:-1]) + 1, len(ranks)]
+    followed = ends[np.searchsorted(ends, last, side="right")] - 1 > last
+    return last, closer_mask(entries, last), followed
 
 
 def unlaunched(
-    entries: Table, status: dict[int, dict[int, tuple[int, int, int]]] | None = None
+    entries: Table,
+    status: dict[int, dict[int, tuple[int, int, int]]] | None = None,
+    blocks: Blocks | None = None,
 ) -> np.ndarray:
     """Rows of collectives a rank had recorded but not launched when it dumped.
 
@@ -188,9 +217,9 @@ def unlaunched(
     after them, were never launched: no peer can be waiting for that rank inside them. The
     rank stopped while issuing them (or an on-demand dump caught it there). pg_status also
     tells an `onlyActive` dump's completed block, whose closer that dump leaves out, from an
-    open one: it was enqueued.
+    open one: it was enqueued. `blocks`: block_ids(entries), when already at hand.
     """
-    found = [_open_blocks(entries, status)]
+    found = [_open_blocks(entries, status, blocks)]
     if status:
         found.append(_uncounted_tails(entries, status))
     rows = np.concatenate(found)
@@ -203,11 +232,13 @@ def _enqueued(status: dict[int, dict[int, tuple[int, int, int]]], pg: int, rank:
 
 
 def _open_blocks(
-    entries: Table, status: dict[int, dict[int, tuple[int, int, int]]] | None
+    entries: Table,
+    status: dict[int, dict[int, tuple[int, int, int]]] | None,
+    blocks: Blocks | None,
 ) -> np.ndarray:
     """Parts of collective blocks with no closer and nothing after them on their rank, that
     pg_status (where known) does not count as enqueued."""
-    rows, starts, _which = block_ids(entries)
+    rows, starts, _which = block_ids(entries) if blocks is None else blocks
     if not len(rows):
         return rows.astype(np.int64)
     last, closed, followed = _block_ends(entries, rows, starts)
@@ -263,31 +294,34 @@ def build_op_view(
     if leave_out is not None and len(leave_out):
         mask = mask.copy()
         mask[leave_out] = False
-    pairs = pair_codes(entries)[mask]  # (backend, op) of each row: what its record holds
+    # Row numbers, not the mask: numpy gathers by index several times faster than it
+    # selects by a boolean mask, and this selects from a dozen of the job's columns.
+    rows = np.flatnonzero(mask)
+    pairs = pair_codes(entries)[rows]  # (backend, op) of each row: what its record holds
     cols: dict[str, np.ndarray] = {
-        "rank": entries["rank"][mask],
-        "pg": entries["pg_name"][mask],
-        "seq": entries["collective_seq_id"][mask],
-        "pos": entries["pos"][mask],
-        "record_id": entries["record_id"][mask],
-        "state": state[mask],
-        "stack_id": entries["stack_id"][mask],
-        "time_created_ns": entries["time_created_ns"][mask],
-        "duration_ms": entries["duration_ms"][mask].astype(np.float64),
-        "input_numel": entries["input_numel"][mask],
-        "output_numel": entries["output_numel"][mask],
+        "rank": entries["rank"][rows],
+        "pg": entries["pg_name"][rows],
+        "seq": entries["collective_seq_id"][rows],
+        "pos": entries["pos"][rows],
+        "record_id": entries["record_id"][rows],
+        "state": state[rows],
+        "stack_id": entries["stack_id"][rows],
+        "time_created_ns": entries["time_created_ns"][rows],
+        "duration_ms": entries["duration_ms"][rows].astype(np.float64),
+        "input_numel": entries["input_numel"][rows],
+        "output_numel": entries["output_numel"][rows],
         # GATHER_NUMEL / SCATTER_NUMEL / 0: how numel follows the group size
         "numel_rule": numel_rules(entries, pairs),
     }
     labels: dict[str, list[str]] = {}
     for col in SIGNATURE:
-        cols[col] = entries[col][mask].astype(np.int32)
+        cols[col] = entries[col][rows].astype(np.int32)
         labels[col] = list(base.labels[col]) if base else [str(c) for c in entries.labels[col]]
     uncompared = dict(base.uncompared) if base else {}
     varies = {col: pair_table(entries, _differs_by_rank(col))[pairs] for col in SIGNATURE[1:]}
     _mask_rank_dependent(cols, labels, uncompared, varies)
     cols["parts"] = np.ones(len(cols["rank"]), dtype=np.int32)
-    dup = entries["coalesced"][mask]
+    dup = entries["coalesced"][rows]
     if dup.any():
         cols = _fold(cols, dup, labels)
     return OpView(Table(cols, labels), labels, states_tracked, uncompared)
@@ -350,8 +384,9 @@ def _fold(
         labels[col] = list(table)
     keep = ~dup
     keep[first] = True
+    kept = np.flatnonzero(keep)  # gathering by index is faster than by mask
     # Column by column, each unfolded column dropped once folded: the view never exists twice.
-    return {name: cols.pop(name)[keep] for name in list(cols)}
+    return {name: cols.pop(name)[kept] for name in list(cols)}
 
 
 def _join(names: list[str], codes: np.ndarray) -> str:

@@ -35,22 +35,23 @@ def channel_ops(ctx: Context) -> Table:
     mask = e["is_p2p"] & (is_send | is_recv)
     if not mask.any():
         return Table({})
-    send = is_send[mask]
-    rank = e["rank"][mask]
-    src, dst = e["global_src"][mask], e["global_dst"][mask]
+    rows = np.flatnonzero(mask)  # gathering by index is faster than by mask
+    send = is_send[rows]
+    rank = e["rank"][rows]
+    src, dst = e["global_src"][rows], e["global_dst"][rows]
     cols = {
-        "row": np.flatnonzero(mask),  # in the entries table
+        "row": rows,  # in the entries table
         "rank": rank,
-        "pos": e["pos"][mask],
-        "pg": e["pg_name"][mask],
+        "pos": e["pos"][rows],
+        "pg": e["pg_name"][rows],
         "side": send.astype(np.int8),  # labels recv, send: these columns are join keys
         "src": np.where(send, rank, src),
         "dst": np.where(send, dst, rank),
-        "p2p_seq_id": e["p2p_seq_id"][mask],
-        "state": ctx.states[mask],
-        "stack_id": e["stack_id"][mask],
-        "input_sizes": e["input_sizes"][mask],
-        "input_dtypes": e["input_dtypes"][mask],
+        "p2p_seq_id": e["p2p_seq_id"][rows],
+        "state": ctx.states[rows],
+        "stack_id": e["stack_id"][rows],
+        "input_sizes": e["input_sizes"][rows],
+        "input_dtypes": e["input_dtypes"][rows],
     }  # already ordered by rank and position, like the entries
     # One integer per (group, src, dst, side): channel ends group on a single key.
     width = int(max(cols["src"].max(), cols["dst"].max())) + 2

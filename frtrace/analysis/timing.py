@@ -33,7 +33,7 @@ from frtrace.analysis.findings import Finding
 from frtrace.analysis.ops import pg_seq_key
 from frtrace.analysis.p2p import channel_ops
 from frtrace.tables.facts import Lags
-from frtrace.tables.table import Table, distinct
+from frtrace.tables.table import Table, distinct, pack
 
 STALL_BY_KIND = {
     "missing_ranks": "cpu_side",
@@ -163,8 +163,9 @@ def lag_method(finished: int, timed: int) -> str:
 
 def lag_values(ctx: Context, method: str, group_index: dict[str, int]) -> Table:
     """Key, rank, arrival value, position, group index (-1: a p2p op) and enqueue time of
-    every completed collective and completed send/recv with a value, sorted by key then value:
-    what lateness is measured from (`group_index`: group name -> the index the keys use; a
+    every completed collective and completed send/recv with a value, the collectives as the
+    op view orders them (by rank, then call), then the sends and recvs: what lateness is
+    measured from (`group_index`: group name -> the index the keys use; a
     group without one gets the next index, of size 0). A collective's key is (group, seq); a
     send/recv's is negative, a hash of its group, channel and slot (p2p.channel_ops), so the
     two ends of a pair meet on it."""
@@ -200,7 +201,6 @@ def lag_values(ctx: Context, method: str, group_index: dict[str, int]) -> Table:
         parts.append(pairs)
     cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     valid = np.flatnonzero(~np.isnan(cols["value"]))
-    valid = valid[np.lexsort((cols["value"][valid], cols["key"][valid]))]
     return Table({k: v[valid] for k, v in cols.items()})
 
 
@@ -328,19 +328,34 @@ def lag_partials(values: Table, buckets: int) -> list[Table]:
     if not len(key):
         empty = Table({"key": key, "lo": value, "hi": value, "hi2": value, "n": key})
         return [empty] * buckets
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    ends = np.r_[starts[1:], len(key)] - 1
-    part = Table(
-        {
-            "key": key[starts],
-            "lo": value[starts],  # values are sorted within a key
-            "hi": value[ends],
-            "hi2": np.where(ends > starts, value[np.maximum(ends - 1, 0)], -np.inf),
-            "n": ends - starts + 1,
-        }
-    )
+    if _zeros_of_both_signs(value):  # -0.0 == 0.0: which one a key's ends are, its order says
+        order = np.lexsort((value, key))
+        key, value = key[order], value[order]
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        ends = np.r_[starts[1:], len(key)] - 1
+        lo, hi, n = value[starts], value[ends], ends - starts + 1
+        hi2 = np.where(n > 1, value[np.maximum(ends - 1, 0)], -np.inf)
+    else:  # one sort by key; a key's extremes by reduceat, its values left in any order
+        order = np.argsort(key, kind="stable")
+        key, value = key[order], value[order]
+        new = np.r_[True, key[1:] != key[:-1]]
+        starts = np.flatnonzero(new)
+        n = np.diff(np.r_[starts, len(key)])
+        lo = np.minimum.reduceat(value, starts)
+        hi = np.maximum.reduceat(value, starts)
+        top = value == hi[np.cumsum(new) - 1]
+        tops = np.add.reduceat(top.astype(np.int64), starts)
+        below = np.maximum.reduceat(np.where(top, -np.inf, value), starts)
+        hi2 = np.where(n > 1, np.where(tops > 1, hi, below), -np.inf)
+    part = Table({"key": key[starts], "lo": lo, "hi": hi, "hi2": hi2, "n": n})
     which = part["key"] % buckets
     return [part.take(which == b) for b in range(buckets)]
+
+
+def _zeros_of_both_signs(value: np.ndarray) -> bool:
+    zero = value == 0
+    negative = zero & np.signbit(value)
+    return bool(negative.any()) and bool((zero & ~negative).any())
 
 
 def combine_lags(parts: list[Table], sizes: np.ndarray) -> Table:
@@ -474,9 +489,10 @@ def rank_lags(values: Table, method: str, combined: list[Table], top: int) -> Ra
     scale = 1.0 if method == "duration" else 1e-6
     # Stats of the lag behind the earliest member, over the collectives every member completed.
     measured = whole & coll
-    lag = (value[measured] - lo[measured]) * scale
-    worst = (hi[measured] - lo[measured]) * scale  # grows with value: the latest's lag
-    per_rank = _per_rank(values["rank"][measured], lag, (lag == worst) & (worst > 0))
+    rows = np.flatnonzero(measured)  # gathering by index is faster than by mask
+    lag = (value[rows] - lo[rows]) * scale
+    worst = (hi[rows] - lo[rows]) * scale  # grows with value: the latest's lag
+    per_rank = _per_rank(values["rank"][rows], lag, (lag == worst) & (worst > 0))
     if not len(per_rank["rank"]):
         return RankLags(empty)
     del lag, worst
@@ -492,7 +508,11 @@ def rank_lags(values: Table, method: str, combined: list[Table], top: int) -> Ra
         steady = (ranks[at] == values["rank"]) & steady[at]
         floor = np.where(steady, 0.0, ENQUEUE_FLOOR_MS)
         excess = np.maximum(np.minimum(excess, values["pause"]) - floor, 0.0)
-    order = np.lexsort((values["pos"], values["rank"]))
+    packed = pack(values["rank"], values["pos"])  # one stable sort, of rows nearly in order
+    if packed is None:
+        order = np.lexsort((values["pos"], values["rank"]))
+    else:
+        order = np.argsort(packed, kind="stable")
     mine = values.select(["rank", "pos", "pg", "created", "local", "sup"]).take(order)
     rank, pgs = mine["rank"], mine["pg"]
     usable = measured[order] & ~_before_a_gap(rank, mine["local"], whole[order])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from frtrace.dumps.discover import Discovery, discover
 from frtrace.ranks import rank_ranges
-from frtrace.tables.columns import RankColumns
+from frtrace.tables.columns import Frame, RankColumns
 from frtrace.tables.parse import (
     NoUsableDumpError,
     ParseResult,
@@ -29,14 +29,16 @@ from frtrace.tables.parse import (
     tell,
 )
 from frtrace.tables.repair import (
+    FileGroups,
+    GroupsSeen,
     Memberships,
     add_global_peers,
+    file_groups,
     infer_memberships,
     pg_status_table,
-    status_names,
 )
 from frtrace.tables.table import Table
-from frtrace.tables.trace import Chunk, Symbols, Trace, compact, file_table, merge_chunks
+from frtrace.tables.trace import EntriesBuilder, Trace, file_table
 
 
 def load_discovered(
@@ -64,69 +66,48 @@ def assemble_parsed(found: Discovery, parsing: Parsing, progress: Progress | Non
     )
 
 
-# Compact parsed files into a chunk every this many entries (~120 MB of columns)...
-CHUNK_ENTRIES = 1 << 20
-# ...in jobs expected to hold more than this many: smaller ones are compacted once, when all
-# files are here, straight into the job's table (one copy of every entry, not two); their
-# per-file columns and the table together stay far below any memory budget.
-ONE_CHUNK_ENTRIES = 1 << 22
-
-
 class _Merger:
-    """Collects parse results and compacts them, in rank order, into chunks as they come.
+    """Writes parse results into the job's table (trace.EntriesBuilder) in rank order, as
+    they come: while the workers parse the other files, not after them.
 
     Workers take files in rank order, so results arrive nearly in order; a result that
-    overtakes another waits until the ones before it are here (or skipped).
+    overtakes another waits until the ones before it are here (or skipped). Without an
+    order, the results are written when all are here.
     """
 
     def __init__(self, order: list[int] | None, files: int) -> None:
         self.order = order
         self.files = files
-        self.chunk_entries = CHUNK_ENTRIES  # until the first usable file sizes the job
-        self.sized = False
+        self.builder: EntriesBuilder | None = None
         self.next = 0
         self.waiting: dict[int, RankColumns | None] = {}
-        self.batch: list[RankColumns] = []
-        self.batch_entries = 0
-        self.chunks: list[Chunk] = []
-        self.symbols = Symbols()
 
     def add(self, rank: int, cols: RankColumns | None) -> None:
         if self.order is None:
             if cols is not None:
-                self.batch.append(cols)
+                self.waiting[len(self.waiting)] = cols
             return
         self.waiting[rank] = cols
         while self.next < len(self.order) and self.order[self.next] in self.waiting:
             ready = self.waiting.pop(self.order[self.next])
             self.next += 1
             if ready is not None:
-                self.batch.append(ready)
-                self.batch_entries += ready.n
-        if not self.sized and cols is not None:
-            self.sized = True
-            if cols.n * self.files <= ONE_CHUNK_ENTRIES:
-                self.chunk_entries = 1 << 62  # a small job: one chunk, when all are here
-        if self.batch_entries >= self.chunk_entries:
-            self._flush()
+                self._write(ready)
 
-    def _flush(self) -> None:
-        if self.batch:
-            self.chunks.append(compact(self.batch, self.symbols))
-            self.batch, self.batch_entries = [], 0
-            return_freed_memory()
+    def _write(self, cols: RankColumns) -> None:
+        if self.builder is None:  # the first file sizes the job: wrapped ring buffers are alike
+            self.builder = EntriesBuilder(cols.n * self.files)
+        self.builder.add(cols)
 
-    def finish(self) -> list[Chunk]:
-        """Every chunk, in rank order (results that never came in order go last, sorted)."""
-        late = sorted(
-            ((r, c) for r, c in self.waiting.items() if c is not None), key=lambda rc: rc[0]
-        )
-        if late and self.batch:
-            self._flush()
-        self.batch.extend(c for _r, c in late)
+    def finish(self) -> tuple[Table, list[tuple[Frame, ...]]]:
+        """The job's table and stacks (results that never came in order go last, by rank)."""
+        late = sorted((c for c in self.waiting.values() if c is not None), key=lambda c: c.rank)
+        if self.builder is None:
+            self.builder = EntriesBuilder(sum(c.n for c in late))
+        for cols in late:
+            self.builder.add(cols)
         self.waiting = {}
-        self._flush()
-        return self.chunks
+        return self.builder.finish()
 
 
 def assemble_trace(
@@ -142,13 +123,16 @@ def assemble_trace(
     workers): merge, memberships, notes. `skipped` holds the files refused before parsing.
 
     `order`: the ranks of the files in the order they were handed out (ascending); results
-    are then compacted as they arrive (see trace.Chunk) instead of all at the end.
+    are then written into the job's table as they arrive instead of all at the end.
     """
     parts: list[RankColumns] = []
     merger = _Merger(order, total)
     file_rows = []
+    groups: list[FileGroups] = []
     entries_seen = 0
     for done, (rank, path, cols, fmt, compressed, reason) in enumerate(results, start=1):
+        if cols is not None:  # read before the merger writes and releases its columns
+            groups.append(file_groups(cols))
         merger.add(rank, cols)
         if cols is None:
             skipped.append(Skipped(path, reason, rank))
@@ -174,11 +158,18 @@ def assemble_trace(
         )
     tell(progress, f"merging {entries_seen:,} entries")
     # From here on, `parts` keep only their small metadata.
-    entries, stacks = merge_chunks(merger.finish(), merger.symbols)
+    entries, stacks = merger.finish()
     return_freed_memory()
-    members = infer_memberships(entries, parts, [p.rank for p in parts], unreadable_ranks(skipped))
+    recorded = GroupsSeen()
+    names: dict[tuple[int, int], str] = {}
+    for one in sorted(groups, key=lambda g: g.rank):
+        recorded.add(one.rank, one.groups)
+        for pg_id, name in one.status_names.items():
+            names.setdefault((one.rank, pg_id), name)
+    ranks = [p.rank for p in parts]
+    members = infer_memberships(entries, parts, ranks, unreadable_ranks(skipped), recorded)
     add_global_peers(entries, members.groups)
-    status = pg_status_table(parts, status_names(entries))
+    status = pg_status_table(parts, names)
     files = file_table(file_rows)
     warnings, notes = trace_messages(parts, files, members)
     return Trace(

@@ -12,6 +12,7 @@ import contextlib
 import gc
 import os
 import queue
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -60,6 +61,7 @@ PARALLEL_MIN_FILES = 8
 QUEUED_ENTRIES = 1 << 18
 POLL = 0.2  # seconds the consumer waits at a time (see Parsing)
 CLOSE_WAIT = 5.0  # seconds close() waits for the collecting thread before it kills the workers
+SWITCH_INTERVAL = 0.0002  # seconds a thread holds the interpreter lock while another waits
 
 
 @dataclass(frozen=True)
@@ -257,6 +259,11 @@ class Parsing:
         self._thread = threading.Thread(
             target=self._collect, args=(jobs, limits), name="frtrace-parse", daemon=True
         )
+        # The collecting thread hands each worker its next file, and needs the interpreter
+        # lock for it, while this one writes the files already here into the job's table:
+        # a worker must not wait the default 5 ms switch interval for its next file.
+        self._switch = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL)
         self._thread.start()
 
     def _collect(self, jobs: int, limits: Any) -> None:
@@ -300,6 +307,7 @@ class Parsing:
         if self._closed:
             return
         self._closed = True
+        sys.setswitchinterval(self._switch)
         self._stopping.set()
         with contextlib.suppress(OSError):
             os.write(self._wake_write, b"x")

@@ -63,6 +63,78 @@ NO_WORLD = World(0, False, "ranks seen")  # nothing seen yet
 
 
 @dataclass
+class GroupsSeen:
+    """Which ranks recorded each group and the desc of each group's earliest row (rank first,
+    then position): what infer_memberships reads of the entries besides size hints."""
+
+    observed: dict[str, list[int]] = field(default_factory=dict)  # name -> ranks, ascending
+    desc: dict[str, str] = field(default_factory=dict)
+
+    def add(self, rank: int, groups: list[tuple[str, str]]) -> None:
+        """One rank's groups (name, desc at its first row); ranks added in ascending order."""
+        for name, desc in groups:
+            ranks = self.observed.setdefault(name, [])
+            if not ranks or ranks[-1] != rank:
+                ranks.append(rank)
+            self.desc.setdefault(name, desc)
+
+
+def groups_seen(entries: Table) -> GroupsSeen:
+    """GroupsSeen of a table ordered by rank, then position."""
+    seen = GroupsSeen()
+    if len(entries):
+        pg, ranks = entries["pg_name"], entries["rank"]
+        for i in first_rows(pg, ranks).tolist():
+            seen.observed.setdefault(str(entries.label("pg_name", pg[i])), []).append(int(ranks[i]))
+        # first seen first: the desc of a group's earliest row
+        for i in sorted(first_rows(pg, entries["pg_desc"]).tolist()):
+            seen.desc.setdefault(
+                str(entries.label("pg_name", pg[i])),
+                str(entries.label("pg_desc", entries["pg_desc"][i])),
+            )
+    return seen
+
+
+@dataclass(frozen=True)
+class FileGroups:
+    """What one rank's file says of its groups, read from its own few thousand entries as
+    it arrives (while other files are still being parsed), so that the job's table of
+    millions of rows is not sorted for it afterwards."""
+
+    rank: int
+    groups: list[tuple[str, str]]  # (name, desc at the group's first row), first rows first
+    status_names: dict[int, str]  # pg_id -> the name of the first row with that id
+
+
+def file_groups(part: RankColumns) -> FileGroups:
+    """FileGroups of one parsed file (before its columns are compacted)."""
+    pg, desc = part.cats["pg_name"], part.cats["pg_desc"]
+    rows = _first_rows_small(pg.codes, len(pg.uniques))
+    groups = [
+        (str(pg.uniques[c]), str(desc.uniques[d]))
+        for c, d in zip(pg.codes[rows].tolist(), desc.codes[rows].tolist(), strict=True)
+    ]
+    ids = part.ints["pg_id"]
+    lo = int(ids.min()) if len(ids) else 0
+    span = int(ids.max()) - lo + 1 if len(ids) else 0
+    at = _first_rows_small(ids - lo, span) if span <= 4 * len(ids) else np.sort(first_rows(ids))
+    names = {
+        int(i): str(pg.uniques[c])
+        for i, c in zip(ids[at].tolist(), pg.codes[at].tolist(), strict=True)
+    }
+    return FileGroups(part.rank, groups, names)
+
+
+def _first_rows_small(codes: np.ndarray, size: int) -> np.ndarray:
+    """The first row of each value of `codes` (all in range(size)), in row order: one pass,
+    no sort of the rows (a file's columns, a few distinct values each)."""
+    n = len(codes)
+    first = np.full(size, n, dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(n))
+    return np.sort(first[first < n])
+
+
+@dataclass
 class Memberships:
     groups: Table  # GROUP_COLUMNS, one row per group
     notes: list[str] = field(default_factory=list)
@@ -95,9 +167,11 @@ def infer_memberships(
     parts: list[RankColumns],
     dumped_ranks: list[int],
     unreadable: list[int] | tuple[int, ...] = (),
+    recorded: GroupsSeen | None = None,
 ) -> Memberships:
     """One row per group: name, desc, sorted global member ranks, and where they came from.
-    `unreadable`: ranks whose file was found but could not be read (they still count)."""
+    `unreadable`: ranks whose file was found but could not be read (they still count).
+    `recorded`: groups_seen(entries), when the files' FileGroups already told it."""
     notes: list[str] = []
     warnings: list[str] = []
     # Votes are counted on the packed lists (one bytes object per dump and group) and only the
@@ -130,18 +204,9 @@ def infer_memberships(
             "memberships are inferred from the other ranks and from the entries"
         )
 
-    observed: dict[str, list[int]] = {}
-    desc_seen: dict[str, str] = {}
-    if len(entries):
-        pg, ranks = entries["pg_name"], entries["rank"]
-        for i in first_rows(pg, ranks).tolist():
-            observed.setdefault(str(entries.label("pg_name", pg[i])), []).append(int(ranks[i]))
-        # first seen first: the desc of a group's earliest row
-        for i in sorted(first_rows(pg, entries["pg_desc"]).tolist()):
-            desc_seen.setdefault(
-                str(entries.label("pg_name", pg[i])),
-                str(entries.label("pg_desc", entries["pg_desc"][i])),
-            )
+    if recorded is None:
+        recorded = groups_seen(entries)
+    observed, desc_seen = recorded.observed, recorded.desc
     hints = _size_hints(entries) if len(entries) else {}
 
     known_ranks = set(dumped_ranks)
@@ -269,8 +334,11 @@ def add_global_peers(entries: Table, groups: Table) -> None:
         codes = entries["pg_name"]
         for local_col, out in (("src", global_src), ("dst", global_dst)):
             local = entries[local_col]
-            ok = (local >= 0) & (local < sizes[codes])
-            out[ok] = flat_arr[offsets[codes[ok]] + local[ok]]
+            rows = np.flatnonzero(local >= 0)  # p2p entries only: the others name no peer
+            code, peer = codes[rows], local[rows]
+            ok = peer < sizes[code]
+            rows, code, peer = rows[ok], code[ok], peer[ok]
+            out[rows] = flat_arr[offsets[code] + peer]
     entries["global_src"] = global_src
     entries["global_dst"] = global_dst
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections import Counter
@@ -206,162 +207,203 @@ STACKS = "stacks"  # the Symbols table of stacks (tuples of frames, () among the
 
 
 class Symbols:
-    """The values of each category column (and the stacks) interned for the whole job.
-
-    Every chunk of one job codes its values in these tables, in the order first seen, so the
-    chunks' codes already agree and merging them is concatenation: no second remapping of
-    millions of codes.
-    """
+    """The values of each category column (and the stacks) interned for the whole job, in
+    the order first seen: each file's few distinct values are looked up once, and its codes
+    become the job's by one small gather."""
 
     def __init__(self) -> None:
-        self.tables: dict[str, dict[Any, int]] = {name: {} for name in (*CATEGORY_COLUMNS, STACKS)}
+        names = (*CATEGORY_COLUMNS, STACKS)
+        self.tables: dict[str, dict[Any, int]] = {name: {} for name in names}
+        self.values: dict[str, list[Any]] = {name: [] for name in names}  # by code
 
-    def codes(self, name: str, interned: list[Interned]) -> np.ndarray:
-        """Per-file codes as codes into the job's table of `name` (per file only its few
-        distinct values are looked up; its codes are remapped by one small gather)."""
+    def mapping(self, name: str, one: Interned) -> list[int]:
+        """The job's codes of one file's distinct values of `name` (an empty file adds none)."""
         table = self.tables[name]
-        out = []
-        for one in interned:
-            if len(one.codes):
-                mapping = [table.setdefault(u, len(table)) for u in one.uniques]
-                out.append(np.array(mapping, dtype=np.int32)[one.codes])
-        return np.concatenate(out) if out else np.empty(0, np.int32)
+        if not len(one.codes):
+            return []
+        codes = [table.setdefault(u, len(table)) for u in one.uniques]
+        values = self.values[name]
+        if len(table) > len(values):  # new to the job: rare once the first files are in
+            values.extend(itertools.islice(table, len(values), None))
+        return codes
 
     def labels(self, name: str) -> list[Any]:
         """The values of `name` by code."""
-        return list(self.tables[name])
+        return list(self.values[name])
 
 
-@dataclass
-class Chunk:
-    """The columns of consecutive ranks' files, concatenated, codes into the job's Symbols.
+_ORDER = [
+    "rank", "pos", "record_id", "pg_id", "pg_name", "pg_desc", "collective_seq_id",
+    "p2p_seq_id", "op_id", "backend", "op", "profiling_name", "is_p2p", "coalesced", "src",
+    "dst",
+    "input_sizes", "input_dtypes", "input_numel", "output_sizes", "output_dtypes",
+    "output_numel", "state", "time_created_ns", "time_started_ns", "time_completed_ns",
+    "duration_ms", "retired", "timeout_ms", "thread_id", "thread_name", "stack_id",
+]  # fmt: skip
+_DERIVED = ("backend", "op")  # categories that are a function of the profiling name
 
-    While files are still being parsed, those already here are compacted into chunks (ints
-    narrowed, codes made the job's), so the per-file columns never all coexist with the
-    merged table: at 8k ranks that was gigabytes of peak memory.
+
+class EntriesBuilder:
+    """The job's entries table, written file by file (in rank order) as files arrive.
+
+    Each file's rows go straight into the job's columns, its codes made the job's and its
+    derived columns (backend, op, peers, element counts, stack ids) looked up per distinct
+    value, and its own columns are released: while the workers parse the other files, not
+    after them, and without a second copy of any entry. The columns are allocated for the
+    rows `expected` (grown if more come: pages never written are never resident); a
+    category's codes take the narrowest type its labels allow, widened as labels come.
     """
 
-    rank: np.ndarray
-    pos: np.ndarray
-    ints: dict[str, np.ndarray]
-    duration_ms: np.ndarray
-    is_p2p: np.ndarray
-    retired: np.ndarray
-    coalesced: np.ndarray
-    cats: dict[str, np.ndarray]  # codes, stacks among them
+    def __init__(self, expected: int = 0) -> None:
+        self.symbols = Symbols()
+        self.rows = 0
+        self.capacity = max(0, expected)
+        self.cols: dict[str, np.ndarray] = {}
+        self.holds: dict[str, int] = {}
+        self.derived: dict[str, dict[str, int]] = {name: {} for name in _DERIVED}
+        # Per profiling-name code: backend and op codes, group-local src and dst, p2p name.
+        self.by_name: dict[str, list[Any]] = {k: [] for k in (*_DERIVED, "src", "dst", "p2p")}
+        self.numel: dict[str, list[int]] = {"input_sizes": [], "output_sizes": []}
+        self.stack_ids: list[int] = []  # per stack code: its id (-1: the empty stack)
+        self.stacks: list[tuple[Frame, ...]] = []
 
-
-def compact(parts: list[RankColumns], symbols: Symbols) -> Chunk:
-    """One chunk of these files (in rank order); their columns are released."""
-    parts = sorted(parts, key=lambda p: p.rank)
-    lengths = [p.n for p in parts]
-    ints = {}
-    for name in list(parts[0].ints) if parts else ():
-        column = np.concatenate([p.ints.pop(name) for p in parts])
-        ints[name] = column.astype(np.int32) if name in INT32_FIELDS else column
-    cats = {
-        name: symbols.codes(name, [p.cats.pop(name) for p in parts]) for name in CATEGORY_COLUMNS
-    }
-    cats[STACKS] = symbols.codes(STACKS, [p.stacks for p in parts])
-    chunk = Chunk(
-        rank=np.repeat(np.array([p.rank for p in parts], dtype=np.int32), lengths),
-        pos=np.concatenate([np.arange(n, dtype=np.int32) for n in lengths])
-        if parts
-        else np.empty(0, np.int32),
-        ints=ints,
-        duration_ms=_concat([p.duration_ms for p in parts], np.float64),
-        is_p2p=_concat([p.is_p2p for p in parts], bool),
-        retired=_concat([p.retired for p in parts], bool),
-        coalesced=_concat([p.coalesced for p in parts], bool),
-        cats=cats,
-    )
-    for part in parts:
+    def add(self, part: RankColumns) -> None:
+        """Append one file's rows (after those of lower ranks) and release its columns."""
+        if not self.cols:
+            self._allocate(part)
+        n, at = part.n, self.rows
+        if at + n > self.capacity:
+            self._grow(max(at + n, 2 * self.capacity))
+        rows = slice(at, at + n)
+        cols = self.cols
+        cols["rank"][rows] = part.rank
+        cols["pos"][rows] = np.arange(n, dtype=np.int32)
+        for name, values in part.ints.items():
+            cols[name][rows] = values
+        cols["duration_ms"][rows] = part.duration_ms
+        cols["retired"][rows] = part.retired
+        cols["coalesced"][rows] = part.coalesced
+        job = {name: self._codes(name, part.cats[name], rows) for name in CATEGORY_COLUMNS}
+        self._stacks(part.stacks, rows)
+        self._from_names(part, job["profiling_name"], rows)
+        for name in self.numel:
+            self._numel(name, part.cats[name], job[name], rows)
+        self.rows = at + n
         part.release_columns()
-    return chunk
 
+    def finish(self) -> tuple[Table, list[tuple[Frame, ...]]]:
+        """The table (rows in rank order, then position) and the distinct stacks."""
+        n = self.rows
+        cols = {name: values[:n] for name, values in self.cols.items()}
+        labels = {name: self.symbols.labels(name) for name in CATEGORY_COLUMNS}
+        labels.update({name: list(self.derived[name]) for name in _DERIVED})
+        rank = cols["rank"]
+        if n and not (rank[1:] >= rank[:-1]).all():  # files added out of rank order: never
+            order = np.argsort(rank, kind="stable")  # from the loaders; keep the invariant
+            cols = {name: values[order] for name, values in cols.items()}
+        return Table({name: cols[name] for name in _ORDER}, labels), self.stacks
 
-def _concat(arrays: list[np.ndarray], dtype: Any) -> np.ndarray:
-    """One array of these (the one itself, uncopied, when there is one)."""
-    if len(arrays) == 1:
-        return arrays[0]
-    return np.concatenate(arrays) if arrays else np.empty(0, dtype)
+    def _allocate(self, first: RankColumns) -> None:
+        cap = self.capacity
+        dtypes: dict[str, Any] = {
+            "rank": np.int32,
+            "pos": np.int32,
+            "duration_ms": np.float64,
+            "retired": bool,
+            "coalesced": bool,
+            "is_p2p": bool,
+            "src": np.int32,
+            "dst": np.int32,
+            "input_numel": np.int64,
+            "output_numel": np.int64,
+            "stack_id": np.int32,
+        }
+        for name, values in first.ints.items():
+            dtypes[name] = np.int32 if name in INT32_FIELDS else values.dtype
+        for name in (*CATEGORY_COLUMNS, *_DERIVED):
+            dtypes[name] = code_dtype(0)
+            self.holds[name] = np.iinfo(dtypes[name]).max  # labels its codes' type holds
+        self.cols = {name: np.empty(cap, dtype) for name, dtype in dtypes.items()}
+
+    def _grow(self, capacity: int) -> None:
+        for name, values in self.cols.items():
+            wider = np.empty(capacity, values.dtype)
+            wider[: self.rows] = values[: self.rows]
+            self.cols[name] = wider
+        self.capacity = capacity
+
+    def _widen(self, name: str, labels: int) -> None:
+        """Codes of `name` in a type that holds `labels` labels (code_dtype's)."""
+        if labels > self.holds[name]:
+            dtype = code_dtype(labels)
+            self.cols[name] = self.cols[name].astype(dtype)
+            self.holds[name] = np.iinfo(dtype).max
+
+    def _codes(self, name: str, one: Interned, rows: slice) -> list[int]:
+        """Write one file's codes of `name` as the job's; returns its values' job codes."""
+        mapping = self.symbols.mapping(name, one)
+        self._widen(name, len(self.symbols.tables[name]))
+        if mapping:
+            codes = np.array(mapping, dtype=self.cols[name].dtype)
+            codes.take(one.codes, out=self.cols[name][rows])
+        return mapping
+
+    def _stacks(self, one: Interned, rows: slice) -> None:
+        """Stack ids: each distinct stack stored once, numbered as first seen; () is -1."""
+        mapping = self.symbols.mapping(STACKS, one)
+        values = self.symbols.values[STACKS]
+        for frames in values[len(self.stack_ids) :]:  # stacks new to the job
+            self.stack_ids.append(len(self.stacks) if frames != () else -1)
+            if frames != ():
+                self.stacks.append(frames)
+        if len(one.codes):
+            ids = np.array([self.stack_ids[c] for c in mapping], dtype=np.int32)
+            ids.take(one.codes, out=self.cols["stack_id"][rows])
+
+    def _from_names(self, part: RankColumns, job: list[int], rows: slice) -> None:
+        """Backend, op, group-local p2p peers and p2p-ness, from the profiling names (`job`:
+        the job's codes of the file's distinct names)."""
+        one = part.cats["profiling_name"]
+        by_name = self.by_name
+        for name in self.symbols.values["profiling_name"][len(by_name["op"]) :]:
+            backend, op, src, dst = parse_profiling_name(str(name))
+            for column, value in zip(_DERIVED, (backend, op), strict=True):
+                by_name[column].append(
+                    self.derived[column].setdefault(value, len(self.derived[column]))
+                )
+            by_name["src"].append(src)
+            by_name["dst"].append(dst)
+            by_name["p2p"].append(op in P2P_OPS)
+        if not job:
+            return
+        local = np.array(job, dtype=np.int64)
+        for column in _DERIVED:
+            self._widen(column, len(self.derived[column]))
+            table = np.array(by_name[column], dtype=self.cols[column].dtype)[local]
+            table.take(one.codes, out=self.cols[column][rows])
+        for column in ("src", "dst"):
+            table = np.array(by_name[column], dtype=np.int32)[local]
+            table.take(one.codes, out=self.cols[column][rows])
+        p2p = np.array(by_name["p2p"], dtype=bool)[local]
+        np.logical_or(part.is_p2p, p2p[one.codes], out=self.cols["is_p2p"][rows])
+
+    def _numel(self, name: str, one: Interned, job: list[int], rows: slice) -> None:
+        """Total elements of each entry's tensors, per distinct sizes value (`job`: the job's
+        codes of the file's distinct values)."""
+        per_code = self.numel[name]
+        for key in self.symbols.values[name][len(per_code) :]:
+            per_code.append(numel(str(key)))
+        if job:
+            table = np.array([per_code[c] for c in job], dtype=np.int64)
+            table.take(one.codes, out=self.cols[f"{name[: -len('_sizes')]}_numel"][rows])
 
 
 def merge_columns(parts: list[RankColumns]) -> tuple[Table, list[tuple[Frame, ...]]]:
     """One entries table for the job, ordered by rank then position in the dump."""
-    symbols = Symbols()
-    return merge_chunks([compact(parts, symbols)], symbols)
-
-
-def merge_chunks(chunks: list[Chunk], symbols: Symbols) -> tuple[Table, list[tuple[Frame, ...]]]:
-    """One entries table from chunks of consecutive ranks (given in rank order) that were
-    compacted with `symbols`.
-
-    Each column is concatenated and then dropped from the chunks, so at most one column
-    exists twice at a time.
-    """
-    total = sum(len(c.rank) for c in chunks)
-    labels: dict[str, list[Any]] = {}
-    cols: dict[str, Any] = {
-        "rank": _concat([c.rank for c in chunks], np.int32),
-        "pos": _concat([c.pos for c in chunks], np.int32),
-    }
-    for c in chunks:
-        c.rank = c.pos = np.empty(0, np.int32)
-    for name in list(chunks[0].ints) if chunks else ():
-        cols[name] = _concat([c.ints.pop(name) for c in chunks], np.int64)
-    for name in CATEGORY_COLUMNS:
-        cols[name] = _concat([c.cats.pop(name) for c in chunks], np.int32)
-        labels[name] = symbols.labels(name)
-    cols["duration_ms"] = _concat([c.duration_ms for c in chunks], np.float64)
-    cols["retired"] = _concat([c.retired for c in chunks], bool)
-    cols["coalesced"] = _concat([c.coalesced for c in chunks], bool)
-    is_p2p = _concat([c.is_p2p for c in chunks], bool)
-
-    # Stacks: the same call site appears in many files; each distinct stack is stored once
-    # and the empty stack is -1.
-    codes = _concat([c.cats.pop(STACKS) for c in chunks], np.int32)
-    values = symbols.labels(STACKS)
-    stacks = [v for v in values if v != ()]
-    ids = np.full(len(values) or 1, -1, dtype=np.int32)
-    nonempty = [i for i, v in enumerate(values) if v != ()]
-    ids[nonempty] = np.arange(len(nonempty), dtype=np.int32)
-    cols["stack_id"] = ids[codes] if total else np.empty(0, np.int32)
-    for c in chunks:
-        c.duration_ms = c.retired = c.coalesced = c.is_p2p = np.empty(0, bool)
-
-    # Derive backend, op and group-local p2p peers once per distinct profiling name.
-    parsed = [parse_profiling_name(str(n)) for n in labels["profiling_name"]]
-    codes = cols["profiling_name"]
-    cols["backend"], labels["backend"] = _derived_category(codes, [p[0] for p in parsed])
-    cols["op"], labels["op"] = _derived_category(codes, [p[1] for p in parsed])
-    src = np.array([p[2] for p in parsed] or [0], dtype=np.int32)
-    dst = np.array([p[3] for p in parsed] or [0], dtype=np.int32)
-    cols["src"] = src[codes] if total else np.empty(0, np.int32)
-    cols["dst"] = dst[codes] if total else np.empty(0, np.int32)
-    p2p_name = np.array([p[1] in P2P_OPS for p in parsed] or [False])
-    cols["is_p2p"] = is_p2p | (p2p_name[codes] if total else np.empty(0, bool))
-    for side in ("input", "output"):
-        key = f"{side}_sizes"
-        per_cat = np.array([numel(str(k)) for k in labels[key]] or [0], dtype=np.int64)
-        cols[f"{side}_numel"] = per_cat[cols[key]] if total else np.empty(0, np.int64)
-    order = [
-        "rank", "pos", "record_id", "pg_id", "pg_name", "pg_desc", "collective_seq_id",
-        "p2p_seq_id", "op_id", "backend", "op", "profiling_name", "is_p2p", "coalesced", "src",
-        "dst",
-        "input_sizes", "input_dtypes", "input_numel", "output_sizes", "output_dtypes",
-        "output_numel", "state", "time_created_ns", "time_started_ns", "time_completed_ns",
-        "duration_ms", "retired", "timeout_ms", "thread_id", "thread_name", "stack_id",
-    ]  # fmt: skip
-    for name in INT32_FIELDS:
-        cols[name] = np.asarray(cols[name]).astype(np.int32, copy=False)
-    for name, values in labels.items():  # a dozen code columns: 1-2 bytes a row, not 4
-        cols[name] = cols[name].astype(code_dtype(len(values)), copy=False)
-    rank = cols["rank"]
-    if total and not (rank[1:] >= rank[:-1]).all():  # chunks out of rank order: never from
-        order_rows = np.argsort(rank, kind="stable")  # the loaders, but keep the invariant
-        cols = {name: values[order_rows] for name, values in cols.items()}
-    return Table({name: cols[name] for name in order}, labels), stacks
+    builder = EntriesBuilder(sum(p.n for p in parts))
+    for part in sorted(parts, key=lambda p: p.rank):
+        builder.add(part)
+    return builder.finish()
 
 
 def code_dtype(labels: int) -> type[np.signedinteger[Any]]:
@@ -369,14 +411,6 @@ def code_dtype(labels: int) -> type[np.signedinteger[Any]]:
     if labels <= np.iinfo(np.int8).max:
         return np.int8
     return np.int16 if labels <= np.iinfo(np.int16).max else np.int32
-
-
-def _derived_category(codes: np.ndarray, values: list[str]) -> tuple[np.ndarray, list[str]]:
-    """Codes and labels of a category whose value is a function of another one's value."""
-    uniques: dict[str, int] = {}
-    mapping = np.array([uniques.setdefault(v, len(uniques)) for v in values] or [0], np.int32)
-    new_codes = mapping[codes] if len(codes) else codes.astype(np.int32)
-    return new_codes, list(uniques)
 
 
 FILE_COLUMNS: dict[str, Any] = {
