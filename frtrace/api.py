@@ -24,7 +24,7 @@ from frtrace.dumps.store import is_url
 from frtrace.loading import load_found, locate
 from frtrace.loading.evidence import load_with_evidence
 from frtrace.tables.load import load_discovered
-from frtrace.tables.parse import Progress
+from frtrace.tables.parse import ProgressCallback
 from frtrace.tables.trace import Trace
 
 PathLike = str | os.PathLike[str]
@@ -36,7 +36,7 @@ def load(
     prefix: str | None = None,
     ranks: Iterable[int] | None = None,
     jobs: int | None = None,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
     engine: str = "local",
     scheduler: str | None = None,
     storage_options: dict[str, Any] | None = None,

@@ -139,7 +139,7 @@ def test_per_rank_lag_statistics_equal_pandas_group_by(seed: int) -> None:
     import numpy as np
     import pandas as pd
 
-    from frtrace.analysis.timing import _per_rank
+    from frtrace.analysis.timing import lag_summary_per_rank
 
     rng = np.random.default_rng(seed)
     size = int(rng.integers(1, 4000))
@@ -150,7 +150,7 @@ def test_per_rank_lag_statistics_equal_pandas_group_by(seed: int) -> None:
     by = frame.groupby("rank")
     expected = by.agg(median=("lag", "median"), last=("last", "mean"), n=("lag", "size"))
     expected["p95"] = by["lag"].quantile(0.95)
-    got = _per_rank(rank, lag, last)
+    got = lag_summary_per_rank(rank, lag, last)
     assert got["rank"].tolist() == expected.index.tolist()
     for column in ("median", "last", "n", "p95"):
         assert got[column].tolist() == expected[column].tolist(), column

@@ -492,7 +492,7 @@ def rank_lags(values: Table, method: str, combined: list[Table], top: int) -> Ra
     rows = np.flatnonzero(measured)  # gathering by index is faster than by mask
     lag = (value[rows] - lo[rows]) * scale
     worst = (hi[rows] - lo[rows]) * scale  # grows with value: the latest's lag
-    per_rank = _per_rank(values["rank"][rows], lag, (lag == worst) & (worst > 0))
+    per_rank = lag_summary_per_rank(values["rank"][rows], lag, (lag == worst) & (worst > 0))
     if not len(per_rank["rank"]):
         return RankLags(empty)
     del lag, worst
@@ -734,7 +734,9 @@ def _site(ctx: Context, stack_id: int) -> str | None:
     return f"{filename}:{line} {name}"
 
 
-def _per_rank(rank: np.ndarray, lag: np.ndarray, last: np.ndarray) -> dict[str, np.ndarray]:
+def lag_summary_per_rank(
+    rank: np.ndarray, lag: np.ndarray, last: np.ndarray
+) -> dict[str, np.ndarray]:
     """Median, 95th percentile (linear, as np.percentile and pandas' quantile), share of
     arrivals last, and count of each rank's lags: one sort of the lags by rank, then index
     arithmetic per rank. pandas' group-by median and quantile did the same with several

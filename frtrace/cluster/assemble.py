@@ -21,7 +21,7 @@ import numpy as np
 
 from frtrace.tables.columns import Frame, RankColumns
 from frtrace.tables.load import trace_messages, unreadable_ranks
-from frtrace.tables.parse import NoUsableDumpError, ParseResult, Progress
+from frtrace.tables.parse import NoUsableDumpError, ParseResult, ProgressCallback
 from frtrace.tables.records import NUMEL_RATIOS, numel_rules
 from frtrace.tables.repair import (
     World,
@@ -166,7 +166,7 @@ def gather_summaries(
     parsed: list[Any],
     given: dict[str, str],
     files: int = 0,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
 ) -> list[FileSummary]:
     """Stage 1 on every partition (`parsed`: their futures), paths as the user gave them.
     Each summary is asked for once its partition is parsed, on the worker holding it (see

@@ -23,7 +23,7 @@ from typing import Any
 
 from frtrace.dumps.limits import budgets
 from frtrace.errors import FrtraceError, first_line
-from frtrace.tables.parse import Progress, tell
+from frtrace.tables.parse import ProgressCallback, tell
 from frtrace.tables.partition import (
     Item,
     access_advice,
@@ -56,7 +56,9 @@ def _distributed() -> Any:
 
 @contextlib.contextmanager
 def connect(
-    scheduler: str | None = None, workers: int | None = None, progress: Progress | None = None
+    scheduler: str | None = None,
+    workers: int | None = None,
+    progress: ProgressCallback | None = None,
 ) -> Iterator[Any]:
     """A client of the scheduler at `scheduler` (else $DASK_SCHEDULER_ADDRESS: an address, or
     the file the scheduler wrote), or of a local cluster of worker processes
@@ -110,7 +112,7 @@ def connect(
 
 
 @contextlib.contextmanager
-def watching(client: Any, progress: Progress | None, where: str) -> Iterator[None]:
+def watching(client: Any, progress: ProgressCallback | None, where: str) -> Iterator[None]:
     """While the run uses the cluster, a thread asks the scheduler every WATCH_SECONDS how
     many workers it has. When every worker is gone (preempted, or killed for memory) the
     tasks wait, silently, for one to join; `progress` hears of that wait, and of its end, as
@@ -287,7 +289,7 @@ def submit_partitions(
     items: list[Item],
     remote: bool,
     storage_options: dict[str, Any],
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
 ) -> tuple[list[list[Item]], list[Any], dict[str, str]]:
     """One parse task per partition of files (a few per worker, at most PART_FILES files
     each, in rank order): the partitions, their futures, and absolute paths mapped back to
@@ -308,7 +310,7 @@ def submit_partitions(
     return parts, futures, given
 
 
-def ready_workers(client: Any, progress: Progress | None = None) -> int:
+def ready_workers(client: Any, progress: ProgressCallback | None = None) -> int:
     """How many workers the scheduler has, once it has one, each checked to run this version
     of frtrace.
 

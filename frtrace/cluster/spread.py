@@ -45,7 +45,7 @@ from frtrace.cluster.dask import (
 )
 from frtrace.errors import FrtraceError
 from frtrace.tables.columns import Frame
-from frtrace.tables.parse import ParseResult, Progress, Skipped, tell
+from frtrace.tables.parse import ParseResult, ProgressCallback, Skipped, tell
 from frtrace.tables.partition import Item
 from frtrace.tables.repair import pg_status_table
 from frtrace.tables.table import Table
@@ -182,7 +182,7 @@ def analyze_on_cluster(
     trace_dir: str,
     prefix: str,
     skipped: list[Skipped],
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
     on_close: Callable[[], None] | None = None,
 ) -> Trace:
     """The Trace of a job whose entries stay on the cluster, but for the unsettled ones.
@@ -233,7 +233,7 @@ def _settled_trace(
     trace_dir: str,
     prefix: str,
     skipped: list[Skipped],
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
 ) -> Trace:
     client = remote.client
     submit = client.submit
@@ -295,7 +295,7 @@ FETCHING = "fetching the unsettled entries"
 def _remapped(
     parts: Iterator[tuple[Table, int]],
     codes: Codes,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
     total: int = 0,
 ) -> tuple[list[Table], int]:
     """The partitions' unsettled entries in the job's codes, and how many settled (stayed on

@@ -24,7 +24,7 @@ from frtrace.dumps.store import StoreDiscovery, discover_store, is_url, local_pa
 from frtrace.errors import FrtraceError
 from frtrace.loading.evidence import load_with_evidence
 from frtrace.tables.parse import (
-    Progress,
+    ProgressCallback,
     Skipped,
     select_files,
     skipped_by,
@@ -91,7 +91,7 @@ def load_found(
     scheduler: str | None = None,
     ranks: Iterable[int] | None = None,
     jobs: int | None = None,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
     client: Any = None,
 ) -> Trace:
     """Parse what `locate` found with the chosen engine and build the Trace.
@@ -116,7 +116,7 @@ def _load_found(
     scheduler: str | None,
     ranks: Iterable[int] | None,
     jobs: int | None,
-    progress: Progress | None,
+    progress: ProgressCallback | None,
     client: Any,
 ) -> Trace:
     if engine == "local" and isinstance(found, Discovery):

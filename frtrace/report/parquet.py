@@ -22,7 +22,7 @@ from frtrace.dumps.store import filesystem, is_url, local_path, protocol, resolv
 from frtrace.errors import FrtraceError
 from frtrace.report.raw import ENTRY_FIELDS, entry_records
 from frtrace.tables.columns import Frame
-from frtrace.tables.parse import ParseResult, Progress, Skipped, tell
+from frtrace.tables.parse import ParseResult, ProgressCallback, Skipped, tell
 from frtrace.tables.select import matching_groups
 from frtrace.tables.table import Table
 from frtrace.tables.trace import Trace
@@ -161,7 +161,7 @@ def write_raw(
     pg_filters: list[str],
     with_frames: bool,
     out: str,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
 ) -> RawResult:
     """Parse on the workers, infer memberships on the client, write Parquet on the workers."""
 
@@ -195,7 +195,7 @@ def write_raw(
     return RawResult(total, paths, skipped, warnings, notes, groups)
 
 
-def _written(client: Any, writes: list[Any], progress: Progress | None) -> int:
+def _written(client: Any, writes: list[Any], progress: ProgressCallback | None) -> int:
     """Entries the workers wrote, the progress line counting the partitions as they finish."""
     from distributed import as_completed
 

@@ -20,7 +20,7 @@ from frtrace.tables.parse import (
     NoUsableDumpError,
     ParseResult,
     Parsing,
-    Progress,
+    ProgressCallback,
     Skipped,
     return_freed_memory,
     select_files,
@@ -46,14 +46,14 @@ def load_discovered(
     *,
     ranks: Iterable[int] | None = None,
     jobs: int | None = None,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
 ) -> Trace:
     """Build the Trace from discovered files; `ranks` limits which files are read at all."""
     with start_parsing(select_files(found, ranks), jobs) as parsing:
         return assemble_parsed(found, parsing, progress)
 
 
-def assemble_parsed(found: Discovery, parsing: Parsing, progress: Progress | None) -> Trace:
+def assemble_parsed(found: Discovery, parsing: Parsing, progress: ProgressCallback | None) -> Trace:
     """The Trace of a folder's files that `parsing` is parsing (see start_parsing)."""
     return assemble_trace(
         str(found.trace_dir),
@@ -116,7 +116,7 @@ def assemble_trace(
     results: Iterable[ParseResult],
     total: int,
     skipped: list[Skipped],
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
     order: list[int] | None = None,
 ) -> Trace:
     """The Trace from parse results, whichever engine parsed them (the local pool, Dask
@@ -221,7 +221,7 @@ def load_trace(
     *,
     ranks: Iterable[int] | None = None,
     jobs: int | None = None,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
 ) -> Trace:
     """Discover and load one job's dumps (see `discover` for how files are found)."""
     return load_discovered(discover(trace_dir, prefix), ranks=ranks, jobs=jobs, progress=progress)

@@ -32,16 +32,21 @@ from frtrace.tables.workers import iter_isolated, kill_workers
 if TYPE_CHECKING:
     from frtrace.dumps.discover import Discovery
 
-Progress = Callable[[int, int, int], None]  # files done, files total, entries so far
+ProgressCallback = Callable[[int, int, int], None]  # files done, files total, entries so far
 ParseResult = tuple[int, str, RankColumns | None, str, bool, str]
 Item = tuple[str, int]  # path or URL, rank
 
 
 def tell(
-    progress: Progress | None, what: str, done: int = 0, total: int = 0, *, lasting: bool = False
+    progress: ProgressCallback | None,
+    what: str,
+    done: int = 0,
+    total: int = 0,
+    *,
+    lasting: bool = False,
 ) -> None:
     """Name a step after the reading to a progress hook that listens: one with a `stage`
-    method, as the CLI's line (report.progress) has; a plain callable hears only of files.
+    method, as the CLI's line (report.progress_line) has; a plain callable hears only of files.
     A `lasting` step (a wait with no end in sight) goes to the hook's `notice` if it has one,
     which the CLI prints even off a terminal: a batch job's log says what the run waits for."""
     notice = getattr(progress, "notice", None) if lasting else None
