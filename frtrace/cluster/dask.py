@@ -99,7 +99,10 @@ def connect(
                 # its HTTP endpoints (health, metrics) on a free port: on the default one, a
                 # dashboard already there (a notebook's) made Dask warn on stderr
                 scheduler_kwargs={"dashboard_address": ":0"},
-                silence_logs=logging.ERROR,
+                # its workers' own errors too: a heartbeat missed while a loaded machine tears
+                # the cluster down printed a traceback of Dask's after the report; a task's
+                # failure still reaches the user, as one line (task_error)
+                silence_logs=logging.CRITICAL,
             )
     except Exception as exc:  # Dask's own error names no cause
         raise FrtraceError(f"cannot start a local Dask cluster: {_start_failure(exc)}") from exc
