@@ -342,6 +342,7 @@ def test_skipped_files_are_named_ten_per_reason_and_the_rest_on_demand(
     dump. The page named every skipped file in one table built at load (100,000 rows at
     scale) and listed the ranks without a dump one by one."""
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     folder = tmp_path / "job"
     write_job(simulate(spec_for_entries(Layout(tp=2, dp=2, pp=2), 40)), folder)
@@ -368,6 +369,11 @@ def test_skipped_files_are_named_ten_per_reason_and_the_rest_on_demand(
     assert more.text == "13 more alike"
     assert cut.find_elements(By.CSS_SELECTOR, "details td") == []  # not built until asked
     more.click()
+    # The rows are built on the details' "toggle" event, which the browser fires as a task
+    # after the click returns: wait for them (they never came in the failing case).
+    WebDriverWait(browser, 10).until(
+        lambda b: cut.find_elements(By.CSS_SELECTOR, "details td"), "no rows after the click"
+    )
     rest = [td.text for td in cut.find_elements(By.CSS_SELECTOR, "details td")]
     assert rest == [str(folder / f"nccl_trace_rank_{r}") for r in range(110, 123)]
     assert blocks[1].find_elements(By.TAG_NAME, "details") == []
