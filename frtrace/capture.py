@@ -11,7 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-#: Where torch writes dumps when no prefix is configured; ``<prefix><rank>`` per rank.
+#: Where dump_flight_recorder() writes when no prefix is configured (``<prefix><rank>``): torch
+#: 2.6 and earlier's own default. Later releases write under ~/.cache/torch by default
+#: (frtrace.dumps.discover says where each release writes); frtrace searches both.
 DEFAULT_PREFIX = "/tmp/nccl_trace_rank_"
 
 # torch reads the dump prefix from either name depending on version; we set and read both.

@@ -386,6 +386,28 @@ def test_dumps_left_by_dead_ranks_are_copied_from_the_prefix_given(tmp_path: Pat
     assert "warning: no training process on this host" in result.stderr
 
 
+def test_dumps_a_dead_torch_2_8_rank_left_at_its_default_place_are_copied(tmp_path: Path) -> None:
+    """torch 2.7 and 2.8 wrote `$HOME/.cache/torch/nccl_trace_rank_<rank>` by default, 2.13
+    `comm_lib_trace_rank_`: with no rank left to ask, every release's place is searched."""
+    cache = tmp_path / "home" / ".cache" / "torch"
+    cache.mkdir(parents=True)
+    shutil.copy(FIXTURES / "tutorial" / "trace_0", cache / "nccl_trace_rank_3")
+    env = _env(HOME=str(tmp_path / "home"))
+    env.pop("XDG_CACHE_HOME", None)
+    out = tmp_path / "out"
+    args = ["collect", str(out), "--rank-var", "FRTRACE_TEST_NO_SUCH_VAR"]
+    result = subprocess.run(
+        [sys.executable, "-m", "frtrace", *args],
+        capture_output=True,
+        text=True,
+        timeout=COLLECT_WITHIN_S,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (out / "nccl_trace_rank_3").read_bytes() == (cache / "nccl_trace_rank_3").read_bytes()
+
+
 def test_nothing_to_collect_exits_2(tmp_path: Path) -> None:
     result = frtrace(
         "collect",

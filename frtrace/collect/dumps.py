@@ -7,8 +7,12 @@ Where torch writes (torch/csrc/distributed/c10d/FlightRecorder.cpp,
 wins; torch/csrc/distributed/c10d/Utils.hpp), else `$XDG_CACHE_HOME/torch/comm_lib_trace_rank_`
 or `$HOME/.cache/torch/comm_lib_trace_rank_` (`$HOME` defaulting to /tmp): the strings of the
 torch 2.13 library hold these names. frtrace's own `dump_flight_recorder` writes to
-`/tmp/nccl_trace_rank_<rank>` when no prefix is set (frtrace/capture.py), so that place is
-looked at too.
+`/tmp/nccl_trace_rank_<rank>` when no prefix is set (frtrace/capture.py). The release a rank
+runs is not known from outside, and the default moved between releases (2.7 and 2.8:
+`$HOME/.cache/torch/nccl_trace_rank_`; 2.6 and earlier: `/tmp/nccl_trace_rank_`, also
+frtrace.capture's), so every release's default is searched (`frtrace.dumps.discover.
+default_prefixes`); so is it when only `TORCH_FR_DUMP_TEMP_FILE` is set, a name torch 2.7 and
+earlier do not read.
 
 Fresh dumps, two mechanisms torch offers a running process (nothing else is tried):
 
@@ -44,6 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from frtrace.dumps.discover import default_prefixes
+
 #: frtrace.capture's default prefix (not torch's): dump_flight_recorder() writes there.
 CAPTURE_PREFIX = "/tmp/nccl_trace_rank_"
 PREFIX_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
@@ -71,22 +77,28 @@ def absolute(path: str, cwd: Path | None) -> Path:
     return cwd / p
 
 
+def _named(env: Mapping[str, str], var: str, cwd: Path | None) -> str:
+    """The prefix variable `var` names, relative ones taken from the process's folder."""
+    value = env[var]
+    return str(absolute(value, cwd)) + ("/" if value.endswith("/") else "")
+
+
 def writer_prefix(env: Mapping[str, str], cwd: Path | None) -> str:
-    """The prefix torch's DebugInfoWriter writes `<prefix><rank>` to for this environment."""
+    """The prefix torch 2.13's DebugInfoWriter writes `<prefix><rank>` to for this environment."""
     for var in PREFIX_VARS:
         if var in env:
-            value = env[var]
-            return str(absolute(value, cwd)) + ("/" if value.endswith("/") else "")
+            return _named(env, var, cwd)
     cache = env.get("XDG_CACHE_HOME") or (env.get("HOME") or "/tmp") + "/.cache"
     return f"{cache}/torch/comm_lib_trace_rank_"
 
 
 def dump_prefixes(env: Mapping[str, str], cwd: Path | None) -> list[str]:
-    """Every prefix a rank with this environment may have dumped to."""
-    prefixes = [writer_prefix(env, cwd)]
-    if not any(var in env for var in PREFIX_VARS):
-        prefixes.append(CAPTURE_PREFIX)
-    return prefixes
+    """Every prefix a rank with this environment may have dumped to, whichever torch it runs:
+    the one its variables name, else each release's default."""
+    if PREFIX_VARS[-1] in env:  # the name every release reads (the only one up to 2.7)
+        return list(dict.fromkeys([writer_prefix(env, cwd), _named(env, PREFIX_VARS[-1], cwd)]))
+    prefixes = [writer_prefix(env, cwd), *default_prefixes(env), CAPTURE_PREFIX]
+    return list(dict.fromkeys(prefixes))
 
 
 def files_of_rank(prefix: str, rank: int) -> list[Path]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,10 +85,13 @@ def rank_from_name(name: str) -> int | None:
     return int(digits) if len(digits) <= 18 else 1 << 62  # absurd ranks stay cheap to parse
 
 
-def default_prefixes() -> list[str]:
-    """Every prefix torch may have written dumps to when no variable names one, newest first."""
-    home = os.environ.get("HOME") or "/tmp"
-    cache = os.environ.get("XDG_CACHE_HOME") or f"{home}/.cache"
+def default_prefixes(env: Mapping[str, str] | None = None) -> list[str]:
+    """Every prefix torch may have written dumps to when no variable names one, newest first:
+    the release that wrote them is unknown, so each release's default is a candidate. `env` is
+    the writing process's environment (this one's by default)."""
+    env = os.environ if env is None else env
+    home = env.get("HOME") or "/tmp"
+    cache = env.get("XDG_CACHE_HOME") or f"{home}/.cache"
     found = [f"{cache}/torch/comm_lib_trace_rank_", f"{home}/.cache/torch/comm_lib_trace_rank_"]
     found += [f"{home}/.cache/torch/nccl_trace_rank_", LEGACY_PREFIX_PATH]
     return list(dict.fromkeys(found))
