@@ -33,7 +33,7 @@ _MAX_NUMEL = (1 << 62) - 1  # element counts are clamped here, so int64 sums can
 class Trace:
     """All ranks' dumps as shared, interned tables (numpy columns, see tables/table.py).
 
-    table:        one row per entry (see ENTRY_COLUMNS in the README), strings as codes.
+    table:        one row per entry (its columns: docs/python.md), strings as codes.
     group_table:  pg_name, pg_desc, ranks (sorted global ranks), size, source of membership.
     status_table: rank, pg_id, pg_name, last_enqueued/started/completed collective seq ids.
     stacks:       stack_id -> frames (name, filename, line), innermost first; each stored once.
