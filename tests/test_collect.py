@@ -53,13 +53,15 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def frtrace(*args: str, timeout: int = COLLECT_WITHIN_S) -> subprocess.CompletedProcess[str]:
+def frtrace(
+    *args: str, timeout: int = COLLECT_WITHIN_S, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "frtrace", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=_env(),
+        env=_env() if env is None else env,
         check=False,
     )
 
@@ -395,15 +397,7 @@ def test_dumps_a_dead_torch_2_8_rank_left_at_its_default_place_are_copied(tmp_pa
     env = _env(HOME=str(tmp_path / "home"))
     env.pop("XDG_CACHE_HOME", None)
     out = tmp_path / "out"
-    args = ["collect", str(out), "--rank-var", "FRTRACE_TEST_NO_SUCH_VAR"]
-    result = subprocess.run(
-        [sys.executable, "-m", "frtrace", *args],
-        capture_output=True,
-        text=True,
-        timeout=COLLECT_WITHIN_S,
-        env=env,
-        check=False,
-    )
+    result = frtrace("collect", str(out), "--rank-var", "FRTRACE_TEST_NO_SUCH_VAR", env=env)
     assert result.returncode == 0, result.stderr
     assert (out / "nccl_trace_rank_3").read_bytes() == (cache / "nccl_trace_rank_3").read_bytes()
 
