@@ -11,6 +11,7 @@ import pytest
 from builders import nccl_dump, nccl_entry, write_pickle
 from click.testing import CliRunner
 
+from frtrace.analysis import timing as timing_module
 from frtrace.analysis.timing import last_meeting, own_lateness
 from frtrace.cli import cli
 from frtrace.report.json_report import load_schema
@@ -94,6 +95,33 @@ def test_a_healthy_pipelined_job_lists_no_straggler(tmp_path: Path, timing: bool
     write_job(simulate(spec), tmp_path)
     code, r = report(tmp_path, "--fail-on", "stragglers")
     assert code == 0 and r["stragglers"]["top"] == []
+
+
+@pytest.mark.parametrize("timing", [True, False])
+def test_lateness_taken_a_few_ranks_at_a_time_is_that_of_all_ranks_at_once(
+    tmp_path: Path, timing: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 16 M entries the ranks' lateness is computed a piece of whole ranks at a time (its
+    temporaries were 2 GB at once): pieces of a few dozen rows give the same stragglers, the
+    same costs and the same held-back collectives as one piece."""
+    spec = JobSpec(LAYOUT, steps=4, straggler=(11, 3_000_000), enable_timing=timing, batch_p2p=True)
+    write_job(simulate(spec), tmp_path)
+    _code, whole = report(tmp_path, "--straggler-threshold", "0.5")
+    monkeypatch.setattr(timing_module, "LAG_CHUNK_ROWS", 40)
+    _code, pieces = report(tmp_path, "--straggler-threshold", "0.5")
+    assert [s["rank"] for s in whole["stragglers"]["top"]][:1] == [11]
+    assert pieces["stragglers"] == whole["stragglers"]
+
+
+@pytest.mark.parametrize("timing", [True, False])
+def test_no_rank_is_listed_for_a_cost_of_nothing_even_at_threshold_zero(
+    tmp_path: Path, timing: bool
+) -> None:
+    """A healthy job's ranks owe nothing: differences of running sums left 1e-13 ms of
+    rounding as a cost, and at threshold 0 listed ranks that cost 0.00 ms."""
+    write_job(simulate(JobSpec(LAYOUT, steps=4, enable_timing=timing, seed=3)), tmp_path)
+    _code, r = report(tmp_path, "--straggler-threshold", "0")
+    assert all(s["cost_ms"] > 0 for s in r["stragglers"]["top"])
 
 
 @pytest.mark.parametrize("timing", [True, False])

@@ -6,7 +6,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from frtrace.tables.table import Table, cumcount, first_rows, group_max, head_per, pack, split
+from frtrace.tables.table import (
+    Table,
+    cumcount,
+    first_rows,
+    group_max,
+    group_min,
+    head_per,
+    pack,
+    split,
+)
 
 
 def _keys(seed: int, wide: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -46,6 +55,16 @@ def test_group_max_and_split_agree_with_pandas(seed: int) -> None:
     got = {key: part["i"].tolist() for key, part in split(table, "a")}
     expected = {(int(k),): g["i"].tolist() for k, g in pd.DataFrame(table.cols).groupby("a")}
     assert got == expected
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_group_extremes_of_keys_already_sorted_agree_with_pandas(seed: int) -> None:
+    """Ranks come sorted in the entries table, which takes a path without a sort."""
+    a, b = _keys(seed, False)
+    order = np.argsort(a, kind="stable")
+    a, b = a[order], b[order]
+    assert group_max(a, b) == pd.Series(b).groupby(a).max().to_dict()
+    assert group_min(a, b) == pd.Series(b).groupby(a).min().to_dict()
 
 
 def test_a_table_becomes_a_dataframe_with_categoricals() -> None:

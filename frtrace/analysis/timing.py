@@ -23,6 +23,7 @@ waits it suffered earlier is not its own. See docs/stragglers.md.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +94,9 @@ more, by a median lag of half the floor or more (healthy synthetic jobs reach a 
 with a median of 0.1 ms; ranks that inherit a straggler's delay 0.82 with 1 ms; a rank 3 ms
 slower per call, 0.93 with 6 ms)."""
 
+#: Lateness below this is rounding, not time: torch records times in ns (time_created_ns;
+#: durations from CUDA events, whose resolution is about half a microsecond).
+RESOLUTION_MS = 1e-6
 TOP = 5  # the lags keep the groups and held-back collectives of this many costliest ranks
 PERIOD_ENTRIES = 4000  # a straggler's step is looked for in its newest this many calls
 PERIOD_MATCH = 0.9  # a step: the calls repeat with this period at least this often
@@ -176,32 +180,42 @@ def lag_values(ctx: Context, method: str, group_index: dict[str, int]) -> Table:
     if method == "duration":
         dur = coll["duration_ms"][finished]
         value = np.where(np.isfinite(dur), -dur, np.nan)  # later arrival = shorter wait
+        del dur
     else:
         value = _enqueued(coll["time_created_ns"][finished])
     code = coll["pg"][finished]
-    pg = index[code]
-    rank, pos = coll["rank"][finished], coll["pos"][finished]
-    local, sup = _holders(ctx, rank, code)
-    parts = [
-        {
-            "key": pg_seq_key(pg, coll["seq"][finished]),
-            "rank": rank,
-            "value": value,
-            "pos": pos,
-            "pg": pg,
-            "created": coll["time_created_ns"][finished].astype(np.int64),
-            "local": local,
-            "sup": sup,
-        }
-    ]
+    # The rank's groups are numbered over every completed collective, measured or not.
+    local, sup = _holders(ctx, coll["rank"][finished], code)
+    # Only measured ones go on: each column is built for them alone, and the two parts are
+    # joined a column at a time (at 16 M entries a column is 130 MB; this is the analysis'
+    # peak).
+    kept = np.flatnonzero(~np.isnan(value))
+    rows = finished[kept]
+    rank, pos = coll["rank"][rows], coll["pos"][rows]
+    first: dict[str, np.ndarray] = {
+        "key": pg_seq_key(index[code[kept]], coll["seq"][rows]),
+        "rank": rank,
+        "value": value[kept],
+        "pos": pos,
+        "pg": index[code[kept]],
+        "created": coll["time_created_ns"][rows].astype(np.int64),
+        "local": local[kept],
+        "sup": sup[kept],
+    }
+    del finished, value, code, local, sup, kept, rows
     if method != "duration":  # only enqueue times need the pause before each call
-        parts[0]["pause"] = _pause_before(ctx, rank, pos)
+        first["pause"] = _pause_before(ctx, rank, pos)
+    del rank, pos
+    parts = [first]
     pairs = _pair_values(ctx, method, index)
     if pairs is not None:
-        parts.append(pairs)
-    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    valid = np.flatnonzero(~np.isnan(cols["value"]))
-    return Table({k: v[valid] for k, v in cols.items()})
+        valid = np.flatnonzero(~np.isnan(pairs["value"]))
+        parts.append({k: v[valid] for k, v in pairs.items()})
+        del pairs, valid
+    cols = {}
+    for name in list(first):
+        cols[name] = np.concatenate([p.pop(name) for p in parts])
+    return Table(cols)
 
 
 def _holders(ctx: Context, rank: np.ndarray, code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -336,18 +350,25 @@ def lag_partials(values: Table, buckets: int) -> list[Table]:
         lo, hi, n = value[starts], value[ends], ends - starts + 1
         hi2 = np.where(n > 1, value[np.maximum(ends - 1, 0)], -np.inf)
     else:  # one sort by key; a key's extremes by reduceat, its values left in any order
+        # (job-sized temporaries freed as soon as read: at 16 M rows each is 130 MB)
         order = np.argsort(key, kind="stable")
         key, value = key[order], value[order]
+        del order
         new = np.r_[True, key[1:] != key[:-1]]
         starts = np.flatnonzero(new)
         n = np.diff(np.r_[starts, len(key)])
         lo = np.minimum.reduceat(value, starts)
         hi = np.maximum.reduceat(value, starts)
-        top = value == hi[np.cumsum(new) - 1]
-        tops = np.add.reduceat(top.astype(np.int64), starts)
-        below = np.maximum.reduceat(np.where(top, -np.inf, value), starts)
+        top = value == np.repeat(hi, n)
+        del new
+        tops = np.add.reduceat(top, starts, dtype=np.int64)
+        np.copyto(value, -np.inf, where=top)  # value is this function's sorted copy
+        del top
+        below = np.maximum.reduceat(value, starts)
         hi2 = np.where(n > 1, np.where(tops > 1, hi, below), -np.inf)
     part = Table({"key": key[starts], "lo": lo, "hi": hi, "hi2": hi2, "n": n})
+    if buckets == 1:
+        return [part]
     which = part["key"] % buckets
     return [part.take(which == b) for b in range(buckets)]
 
@@ -463,23 +484,79 @@ def own_lateness(ref: np.ndarray, excess: np.ndarray, wait: np.ndarray) -> np.nd
     met = ref >= 0
     at = np.where(met, ref, 0)
     own = excess - (ahead - excess - ahead[at]) - (waited - wait - waited[at])
-    return np.where(met, np.maximum(own, 0.0), 0.0)
+    # Differences of running sums leave rounding (1e-13 ms) where nothing is owed: below the
+    # clocks' resolution it is none, or every rank would have a cost and a rank among them.
+    return np.where(met & (own >= RESOLUTION_MS), own, 0.0)
 
 
-def rank_lags(values: Table, method: str, combined: list[Table], top: int) -> RankLags:
+#: rank_lags takes the ranks' values this many rows at a time (whole ranks): its temporaries
+#: are ~120 bytes a row, 2 GB at 16 M entries if taken at once, 30 MB a piece.
+LAG_CHUNK_ROWS = 1 << 18
+
+
+def rank_lags(
+    values: Table, method: str, combined: list[Table], top: int, chunk: int | None = None
+) -> RankLags:
     """These ranks' lateness against every member's arrivals, per collective and pair (the
     `combined` buckets). A collective completes at one instant on every member, so the
     latest arrival is the shortest wait's owner, and every other member waited for it: how
     much later than the next-latest member it arrived is the time it alone held the others
     up. The statistics of the lag behind the earliest member (median, p95, how often last)
-    stay as they were; the cost is the rank's own lateness (`own_lateness`), in all."""
+    stay as they were; the cost is the rank's own lateness (`own_lateness`), in all.
+
+    A rank's lateness reads only its own values and the combined ones, so the ranks are taken
+    `chunk` rows (LAG_CHUNK_ROWS) at a time, whole ranks in rank order, and joined as
+    join_lags joins partitions: the same result, a fraction of the memory."""
     empty = {k: np.empty(0) for k in _EMPTY}
     key = np.concatenate([c["key"] for c in combined]) if combined else np.empty(0, np.int64)
     if not len(key) or not len(values):
         return RankLags(empty)
     order = np.argsort(key)
-    key = key[order]
-    lo, hi, hi2 = (np.concatenate([c[k] for c in combined])[order] for k in ("lo", "hi", "hi2"))
+    met = Table({"key": key[order]})
+    for k in ("lo", "hi", "hi2"):
+        met.cols[k] = np.concatenate([c[k] for c in combined])[order]
+    del key, order
+    pieces = rank_chunks(values, chunk or LAG_CHUNK_ROWS)
+    parts = [_rank_lags(piece, method, met, top) for piece in pieces]
+    have = [p for p in parts if len(p.per_rank["rank"])]
+    if len(have) < 2:
+        return have[0] if have else RankLags(empty)
+    per_rank = {k: np.concatenate([p.per_rank[k] for p in have]) for k in _EMPTY}
+    costliest = per_rank["rank"][_costliest(per_rank, top)].tolist()
+    groups = {r: g for p in have for r, g in p.groups.items() if r in costliest}
+    details = {r: d for p in have for r, d in p.details.items() if r in costliest}
+    return RankLags(per_rank, groups, details)
+
+
+def rank_chunks(values: Table, rows: int) -> Iterator[Table]:
+    """`values` cut into pieces of whole ranks, in rank order, of about `rows` rows each (a
+    rank with more is a piece alone). Its rows come as a few runs each sorted by rank (the
+    collectives, then the sends and recvs: lag_values), so a piece is a range of each run."""
+    rank = values["rank"]
+    if len(rank) <= rows:
+        yield values
+        return
+    bounds = np.r_[0, np.flatnonzero(rank[1:] < rank[:-1]) + 1, len(rank)]
+    if len(bounds) > 8:  # not a few sorted runs: sort once
+        values = values.take(np.argsort(rank, kind="stable"))
+        rank, bounds = values["rank"], np.array([0, len(rank)])
+    per_rank = np.bincount(rank)
+    ends = np.cumsum(per_rank)
+    cuts = np.searchsorted(ends, np.arange(rows, int(ends[-1]), rows), side="left") + 1
+    edges = np.unique(np.r_[0, cuts, len(per_rank)])
+    for lo, hi in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
+        spans = []
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            start, stop = np.searchsorted(rank[a:b], [lo, hi]).tolist()
+            spans.append(np.arange(a + start, a + stop))
+        yield values.take(np.concatenate(spans))  # one piece at a time
+
+
+def _rank_lags(values: Table, method: str, met: Table, top: int) -> RankLags:
+    """rank_lags over some whole ranks' values; `met`: the combined collectives and pairs
+    sorted by key. The groups and details are kept for the ranks' `top` costliest."""
+    empty = {k: np.empty(0) for k in _EMPTY}
+    key, lo, hi, hi2 = met["key"], met["lo"], met["hi"], met["hi2"]
     at = np.minimum(np.searchsorted(key, values["key"]), len(key) - 1)
     whole = key[at] == values["key"]
     if not whole.any():

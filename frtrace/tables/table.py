@@ -221,9 +221,13 @@ def group_min(key: np.ndarray, values: np.ndarray) -> dict[int, Any]:
 
 
 def _per_key(reduce: np.ufunc, key: np.ndarray, values: np.ndarray) -> dict[int, Any]:
-    order, starts = runs(key)
-    if not len(order):
+    if not len(key):
         return {}
+    if bool((key[1:] >= key[:-1]).all()):  # sorted already (ranks in the entries table): no sort
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        out = reduce.reduceat(values, starts)
+        return dict(zip(key[starts].tolist(), out.tolist(), strict=True))
+    order, starts = runs(key)
     out = reduce.reduceat(values[order], starts)
     return dict(zip(key[order[starts]].tolist(), out.tolist(), strict=True))
 
