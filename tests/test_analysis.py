@@ -73,6 +73,23 @@ def test_small_ring_buffers_wrapped_at_different_points_stay_healthy(
     assert analysis.ok
 
 
+def test_wrapped_buffers_without_states_or_counters_are_judged_only_where_all_members_hold(
+    tmp_path: Path,
+) -> None:
+    """No state moves, no timing, no pg_status (as in gloo's dumps: fixtures/cascade_4rank):
+    the ring buffers' window alone keeps a collective that some members no longer hold from
+    reading as issued by them alone."""
+    job = simulate(JobSpec(LAYOUTS["tp2-dp2-pp4"], steps=6, buffer_size=37, enable_timing=False))
+    for dump in job.dumps.values():
+        dump.pop("pg_status", None)
+        for entry in dump["entries"]:
+            entry["state"] = "scheduled"
+    write_job(job, tmp_path)
+    first_records = {d["entries"][0]["record_id"] for d in job.dumps.values()}
+    assert len(first_records) > 1  # the ring wrapped at different points
+    assert analyze(load_trace(tmp_path)).findings == []
+
+
 def test_only_active_dumps_of_a_healthy_job_are_healthy(tmp_path: Path) -> None:
     _job, analysis = run_job(tmp_path, LAYOUTS["tp2-dp2-pp4"], only_active=True)
     assert analysis.ok

@@ -41,13 +41,13 @@ def analyze_collectives(ctx: Context) -> CollectiveResult:
     coll = ctx.view.coll
     if not len(coll):
         return CollectiveResult()
-    inside = judged(coll, ctx)
-    if not inside.all():  # a copy of the view only where a wrapped buffer makes one needed
-        coll = coll.take(inside)
-        if not len(coll):
-            return CollectiveResult()
-    del inside
+    # A group's judged window is a range of its seqs, so a key is wholly in or out of it: the
+    # keys outside are dropped from the statistics, and every finding starts from those (or
+    # from the window's rows), so the job's view is never copied (700 MB at 8,192 ranks).
     stats = _key_stats(ctx, coll)
+    stats = stats.take(judged(stats, ctx))
+    if not len(stats):
+        return CollectiveResult()
     incomplete = _incomplete_keys(ctx, stats)
     findings = _missing_findings(ctx, coll, incomplete)
     findings += _mismatch_findings(ctx, coll, stats)
@@ -404,6 +404,7 @@ def _numel_findings(ctx: Context, coll: Table) -> list[Finding]:
             | ((rule == SCATTER_NUMEL) & (inn != out * size))
         )
     )
+    bad &= judged(coll, ctx)
     if not bad.any():
         return []
     findings = []

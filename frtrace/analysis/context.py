@@ -430,7 +430,7 @@ def status_by_name(
 
 
 def judged(coll: Table, ctx: Context) -> np.ndarray:
-    """Mask of ops inside their group's judged window."""
+    """Mask of ops (or of (pg, seq) keys) inside their group's judged window."""
     lo = np.zeros(len(ctx.pg_names) or 1, dtype=np.int64)
     for pg, value in ctx.judged_lo.items():
         lo[pg] = value
