@@ -339,8 +339,9 @@ def analyze(
     ctx = build_context(trace, mismatch_cap, lags=lag_stats)
     # The stragglers read only the context: a second core computes them meanwhile (numpy
     # lets go of the interpreter lock for its sorts and gathers over the job's columns), in
-    # a job small enough for their temporaries to coexist with the findings' (+120 MB of peak
-    # memory at 1,024 ranks of 2,000 entries; at 8,192, +1 GB over a 4 GB budget).
+    # a job small enough for their temporaries to coexist with the findings' (at 8,192 ranks
+    # of 2,000 entries each step of either peaks 0.5-0.9 GB above a 3.1 GB context, within
+    # the 4 GB budget only one after the other: docs/performance.md).
     late = Background(
         lambda: stragglers(ctx, straggler_threshold / 100),
         in_thread=len(trace.table) <= CONCURRENT_ENTRIES,
