@@ -174,44 +174,52 @@ def lag_values(ctx: Context, method: str, group_index: dict[str, int]) -> Table:
     send/recv's is negative, a hash of its group, channel and slot (p2p.channel_ops), so the
     two ends of a pair meet on it."""
     coll = ctx.view.coll
-    finished = np.flatnonzero(coll["state"] == 2)
     missing = len(group_index)
     index = np.array([group_index.get(n, missing) for n in ctx.pg_names] or [0], np.int32)
+    # The sends and recvs first: their channel table is freed before the collectives' columns
+    # are built beside it.
+    pairs = _pair_values(ctx, method, index)
+    if pairs is not None:
+        valid = np.flatnonzero(~np.isnan(pairs["value"]))
+        pairs = {k: v[valid] for k, v in pairs.items()}
+        del valid
+    finished = np.flatnonzero(coll["state"] == 2)
     if method == "duration":
         dur = coll["duration_ms"][finished]
         value = np.where(np.isfinite(dur), -dur, np.nan)  # later arrival = shorter wait
         del dur
     else:
         value = _enqueued(coll["time_created_ns"][finished])
+    # Only measured ones go on, each column built for them alone and every temporary the
+    # size of the completed ones freed as soon as read (at 16 M entries one is 130 MB: this
+    # is the lateness' peak); the two parts are then joined a column at a time.
+    kept = np.flatnonzero(~np.isnan(value))
+    value = value[kept]
     code = coll["pg"][finished]
     # The rank's groups are numbered over every completed collective, measured or not.
     local, sup = _holders(ctx, coll["rank"][finished], code)
-    # Only measured ones go on: each column is built for them alone, and the two parts are
-    # joined a column at a time (at 16 M entries a column is 130 MB; this is the analysis'
-    # peak).
-    kept = np.flatnonzero(~np.isnan(value))
+    local, sup, code = local[kept], sup[kept], code[kept]
     rows = finished[kept]
+    del finished, kept
     rank, pos = coll["rank"][rows], coll["pos"][rows]
+    pg = index[code]
+    del code
     first: dict[str, np.ndarray] = {
-        "key": pg_seq_key(index[code[kept]], coll["seq"][rows]),
+        "key": pg_seq_key(pg, coll["seq"][rows]),
         "rank": rank,
-        "value": value[kept],
+        "value": value,
         "pos": pos,
-        "pg": index[code[kept]],
+        "pg": pg,
         "created": coll["time_created_ns"][rows].astype(np.int64),
-        "local": local[kept],
-        "sup": sup[kept],
+        "local": local,
+        "sup": sup,
     }
-    del finished, value, code, local, sup, kept, rows
+    del rows, value, local, sup, pg
     if method != "duration":  # only enqueue times need the pause before each call
         first["pause"] = _pause_before(ctx, rank, pos)
     del rank, pos
-    parts = [first]
-    pairs = _pair_values(ctx, method, index)
-    if pairs is not None:
-        valid = np.flatnonzero(~np.isnan(pairs["value"]))
-        parts.append({k: v[valid] for k, v in pairs.items()})
-        del pairs, valid
+    parts = [first] if pairs is None else [first, pairs]
+    del pairs
     cols = {}
     for name in list(first):
         cols[name] = np.concatenate([p.pop(name) for p in parts])
