@@ -513,8 +513,8 @@ def rank_lags(
     stay as they were; the cost is the rank's own lateness (`own_lateness`), in all.
 
     A rank's lateness reads only its own values and the combined ones, so the ranks are taken
-    `chunk` rows (LAG_CHUNK_ROWS) at a time, whole ranks in rank order, and joined as
-    join_lags joins partitions: the same result, a fraction of the memory."""
+    `chunk` rows (LAG_CHUNK_ROWS) at a time, whole ranks in rank order, and the pieces
+    `joined` as join_lags joins partitions: the same result, a fraction of the memory."""
     empty = {k: np.empty(0) for k in _EMPTY}
     key = np.concatenate([c["key"] for c in combined]) if combined else np.empty(0, np.int64)
     if not len(key) or not len(values):
@@ -525,12 +525,18 @@ def rank_lags(
         met.cols[k] = np.concatenate([c[k] for c in combined])[order]
     del key, order
     pieces = rank_chunks(values, chunk or LAG_CHUNK_ROWS)
-    parts = [_rank_lags(piece, method, met, top) for piece in pieces]
+    return joined([_rank_lags(piece, method, met, top) for piece in pieces], top)
+
+
+def joined(parts: list[RankLags], top: int) -> RankLags:
+    """Some ranks' statistics from those of pieces of them (in rank order), with the groups
+    and held-back collectives of the `top` costliest: each piece kept its own `top`, among
+    which are the whole's."""
     have = [p for p in parts if len(p.per_rank["rank"])]
     if len(have) < 2:
-        return have[0] if have else RankLags(empty)
+        return have[0] if have else RankLags({k: np.empty(0) for k in _EMPTY})
     per_rank = {k: np.concatenate([p.per_rank[k] for p in have]) for k in _EMPTY}
-    costliest = per_rank["rank"][_costliest(per_rank, top)].tolist()
+    costliest = set(per_rank["rank"][_costliest(per_rank, top)].tolist())
     groups = {r: g for p in have for r, g in p.groups.items() if r in costliest}
     details = {r: d for p in have for r, d in p.details.items() if r in costliest}
     return RankLags(per_rank, groups, details)
@@ -654,15 +660,10 @@ def join_lags(
     empty = {k: np.empty(0) for k in _EMPTY}
     if method == "none":
         return Lags("none", 0, empty, {})
-    have = [p for p in parts if len(p.per_rank["rank"])]
-    if not collectives or not have:
+    whole = joined(parts, top)
+    per_rank, groups, details = whole.per_rank, whole.groups, whole.details
+    if not collectives or not len(per_rank["rank"]):
         return Lags(method, 0, empty, {})
-    per_rank = {k: np.concatenate([p.per_rank[k] for p in have]) for k in _EMPTY}
-    groups: dict[int, list[tuple[float, int]]] = {}
-    details: dict[int, Table] = {}
-    for p in have:
-        groups.update(p.groups)
-        details.update(p.details)
     named: dict[int, list[int]] = {}
     held: dict[int, Table] = {}
     to_code = np.array([code.get(g, -1) for g in range(max(code, default=-1) + 2)], np.int64)

@@ -48,11 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from frtrace.dumps.discover import default_prefixes
+from frtrace.dumps.discover import PREFIX_ENV_VARS, default_prefixes
 
-#: frtrace.capture's default prefix (not torch's): dump_flight_recorder() writes there.
-CAPTURE_PREFIX = "/tmp/nccl_trace_rank_"
-PREFIX_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 #: What a dump's name may end with after the rank (frtrace reads all of these).
 SUFFIXES = ("", ".json", ".pkl", ".pickle", ".gz", ".json.gz", ".pkl.gz", ".pickle.gz")
 #: Handlers of the worker server that return a dump, best first, and the suffix of the file.
@@ -85,7 +82,7 @@ def _named(env: Mapping[str, str], var: str, cwd: Path | None) -> str:
 
 def writer_prefix(env: Mapping[str, str], cwd: Path | None) -> str:
     """The prefix torch 2.13's DebugInfoWriter writes `<prefix><rank>` to for this environment."""
-    for var in PREFIX_VARS:
+    for var in PREFIX_ENV_VARS:
         if var in env:
             return _named(env, var, cwd)
     cache = env.get("XDG_CACHE_HOME") or (env.get("HOME") or "/tmp") + "/.cache"
@@ -94,11 +91,12 @@ def writer_prefix(env: Mapping[str, str], cwd: Path | None) -> str:
 
 def dump_prefixes(env: Mapping[str, str], cwd: Path | None) -> list[str]:
     """Every prefix a rank with this environment may have dumped to, whichever torch it runs:
-    the one its variables name, else each release's default."""
-    if PREFIX_VARS[-1] in env:  # the name every release reads (the only one up to 2.7)
-        return list(dict.fromkeys([writer_prefix(env, cwd), _named(env, PREFIX_VARS[-1], cwd)]))
-    prefixes = [writer_prefix(env, cwd), *default_prefixes(env), CAPTURE_PREFIX]
-    return list(dict.fromkeys(prefixes))
+    those its variables name, and each release's default unless it names one every release
+    reads (the second name: the only one up to 2.7)."""
+    named = [_named(env, var, cwd) for var in PREFIX_ENV_VARS if var in env]
+    if PREFIX_ENV_VARS[-1] in env:
+        return list(dict.fromkeys(named))
+    return list(dict.fromkeys([*named, *default_prefixes(env)]))
 
 
 def files_of_rank(prefix: str, rank: int) -> list[Path]:

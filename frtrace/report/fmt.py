@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TextIO
 
 from frtrace.ranks import rank_ranges as rank_ranges  # used by every report
@@ -50,8 +50,12 @@ class Style:
 
 def who(ranks: Iterable[int]) -> str:
     """'rank 3' or 'ranks 0-2,7': the subject of a sentence about ranks."""
+    return _subject(ranks, rank_ranges)
+
+
+def _subject(ranks: Iterable[int], ranges: Callable[[list[int]], str]) -> str:
     values = sorted(set(int(r) for r in ranks))
-    return f"rank {values[0]}" if len(values) == 1 else f"ranks {rank_ranges(values)}"
+    return f"rank {values[0]}" if len(values) == 1 else f"ranks {ranges(values)}"
 
 
 def _runs(values: list[int]) -> list[str]:
@@ -116,8 +120,7 @@ def ranks_text(ranks: Iterable[int], max_chars: int = 60, count: bool = True) ->
 
 def ranks_subject(ranks: Iterable[int]) -> str:
     """'rank 3' or 'ranks 8,16,...,504 (63 ranks)': `who` for rank sets of any size."""
-    values = sorted(set(ranks))
-    return f"rank {values[0]}" if len(values) == 1 else f"ranks {ranks_text(values)}"
+    return _subject(ranks, ranks_text)
 
 
 def verb(ranks: Iterable[int], one: str, many: str) -> str:
