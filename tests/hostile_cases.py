@@ -288,6 +288,12 @@ def cases(marker: Path) -> list[Case]:
     add("stack_global_exec", "pickle", stack_global(marker), "refused")
     add("global_inside_entry", "pickle", global_inside_entry(marker), "refused")
     add("persistent_id", "pickle", b"\x80\x02P1\n.", "persistent object: refused")
+    # Protocol 0 (ASCII): the classic `cos\nsystem` call, and a good dump written that way.
+    ascii_call = f"cos\nsystem\n(S'touch {marker}'\ntR.".encode()
+    add("ascii_pickle_global", "pickle", ascii_call, "refused")
+    add("ascii_pickle_dump", "pickle", lambda: pickle.dumps(dump(), protocol=0), None)
+    # JSON written with a UTF-8 byte-order mark (Windows editors, some exporters)
+    add("json_with_bom", "pickle", b"\xef\xbb\xbf" + json.dumps(dump()).encode(), None)
     add("ext_registry", "pickle", b"\x80\x02\x82\x01.", "corrupt pickle")
     add("huge_memo_index", "pickle", b"\x80\x02]r\xff\xff\xff\x7f.", "memory")
     add("memo_get_missing", "pickle", b"\x80\x02h\x07.", "corrupt pickle")
@@ -626,6 +632,9 @@ def fs_cases(first_rank: int) -> list[Case]:
     named("escape_in_name", "trace_\x1b]0;pwned\x07_{rank}", blob(garbage), "neither a pickle")
     named("rank_2_pow_31", "trace_2147483648", blob(pickled(dump())), "max_rank")
     named("fullwidth_digit_not_a_rank", "trace_１２", blob(pickled(dump())), None)
+    # text without a log's structure, named like a dump: a broken dump of that rank
+    named("plain_text", "trace_{rank}", blob(b"not a dump at all\nno\n"), "neither a pickle")
+    named("text_then_binary", "trace_{rank}", blob(b"hello\n\x00\x01\x02"), "neither a pickle")
     return out
 
 

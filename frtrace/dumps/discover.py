@@ -6,9 +6,12 @@ Only ASCII digits make a rank, and entries that are not regular files (FIFOs, de
 folders) are reported as skipped by type, without being opened.
 
 A folder copied off the nodes may mix dumps with the job's logs and py-spy outputs: when a
-folder is given, every regular file's first KB is read (frtrace.dumps.text.sniff) and logs
-and stacks are set apart by content, whatever their names, so that a log named like a dump is
-read as a log, not reported as a broken dump.
+folder is given, regular files' first KBs are read (frtrace.dumps.text.sniff) and logs and
+stacks are set apart by content, whatever their names, so that a log named like a dump is
+read as a log, not reported as a broken dump. A file named like a dump is a log only by a
+log's structure (launcher prefixes, timestamps, tracebacks): other text there is a broken dump
+of that rank, skipped with its reason. Dumps lie in the folder or one level of sub-folders;
+logs and stacks anywhere up to MAX_TEXT_DEPTH folders down.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 
 from frtrace.dumps.limits import budgets
 from frtrace.dumps.read import file_kind
-from frtrace.dumps.text import LOG, STACKS, sniff
+from frtrace.dumps.text import LOG, STACKS, TEXT, sniff
 from frtrace.errors import FrtraceError
 
 # Where torch writes a rank's dump, `<prefix><rank>`: torch/csrc/distributed/c10d/
@@ -166,6 +169,45 @@ def _candidates(trace_dir: Path, subfolders: bool = True) -> list[tuple[Path, st
     return found
 
 
+# Logs and stacks may lie deeper than dumps: torchrun's `--redirects --log-dir D` writes
+# `D/<run_id>_<suffix>/attempt_<n>/<local_rank>/stdout.log` (torch/distributed/elastic/
+# multiprocessing/api.py, DefaultLogsSpecs.reify), often under a folder per node.
+MAX_TEXT_DEPTH = 6  # folders below the one given
+MAX_TEXT_FILES = 20_000  # files looked at below the first level
+
+
+def _deeper_files(trace_dir: Path) -> list[Path]:
+    """Regular files two to MAX_TEXT_DEPTH folders below `trace_dir` (not following links,
+    skipping hidden entries), at most MAX_TEXT_FILES of them: where logs and stacks may be."""
+    out: list[Path] = []
+    level = [p for p in _subfolders(trace_dir)]
+    for _depth in range(1, MAX_TEXT_DEPTH):
+        below: list[Path] = []
+        for folder in level:
+            for sub in _subfolders(folder):
+                below.append(sub)
+                try:
+                    children = sorted(sub.iterdir())
+                except OSError:
+                    continue
+                for child in children:
+                    if child.name.startswith(".") or _kind(child) is not None:
+                        continue
+                    out.append(child)
+                    if len(out) >= MAX_TEXT_FILES:
+                        return out
+        level = below
+    return out
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    try:
+        children = sorted(folder.iterdir())
+    except OSError:
+        return []
+    return [c for c in children if not c.name.startswith(".") and _kind(c) == "a directory"]
+
+
 def _first_segment(name: str) -> str:
     for i, ch in enumerate(name):
         if ch in _SEPARATORS:
@@ -249,6 +291,9 @@ def discover(trace_dir: str | Path | None, prefix: str | None) -> Discovery:
     stacks: list[Path] = []
     if trace_dir is not None:  # files without a rank in their name: logs, stacks, others
         candidates = split_by_content(candidates, logs, stacks, numbered=False)
+        deeper = [(p, None) for p in _deeper_files(directory)]
+        split_by_content(deeper, logs, stacks, numbered=False)
+        split_by_content(deeper, logs, stacks, numbered=True)
     inferred = prefix is None
     if prefix is None:
         prefix, others = infer_prefix([p.name for p, kind in candidates if kind is None])
@@ -291,13 +336,14 @@ def split_by_content(
 ) -> list[tuple[Path, str | None]]:
     """The candidates that may be dumps; logs and py-spy outputs among the regular files
     whose names carry a rank (`numbered`) or not are added to `logs` and `stacks`, told apart
-    by their first KB whatever their names. Rank-numbered files are read only when needed
-    (the parse says which failed): a folder of dumps costs no extra read."""
+    by their first KBs whatever their names. Rank-numbered files are read only when needed
+    (the parse says which failed): a folder of dumps costs no extra read. A file whose name
+    claims a rank is a log only by a log's structure; other text there is a broken dump."""
     keep: list[tuple[Path, str | None]] = []
     for path, kind in candidates:
         look = kind is None and (rank_from_name(path.name) is not None) == numbered
         what = sniff(path) if look else None
-        if what == LOG:
+        if what == LOG or (what == TEXT and not numbered):
             logs.append(path)
         elif what == STACKS:
             stacks.append(path)
@@ -307,8 +353,9 @@ def split_by_content(
 
 
 def reclaim_text(found: Discovery, skipped: list[Any]) -> list[Any]:
-    """Files the parse skipped that are text (logs, py-spy outputs named like dumps) are
-    moved to `found.logs` / `found.stacks`; returns the skipped files left."""
+    """Files the parse skipped that are logs or py-spy outputs by their content (named like
+    dumps) are moved to `found.logs` / `found.stacks`; returns the skipped files left (text
+    without a log's structure stays a broken dump of the rank its name claims)."""
     left = []
     for item in skipped:
         path = Path(item.file)
@@ -352,7 +399,7 @@ def discover_many(paths: list[Path], prefix: str | None) -> Discovery:
             continue
         kind = _kind(path)
         what = sniff(path) if kind is None else None
-        if what == LOG:
+        if what == LOG or (what == TEXT and rank_from_name(path.name) is None):
             logs.append(path)
         elif what == STACKS:
             stacks.append(path)

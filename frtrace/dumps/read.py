@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Any, NoReturn
 
 from frtrace.dumps.limits import Budgets, budgets
+from frtrace.dumps.text import OLD_PICKLE, UTF8_BOM
 from frtrace.errors import DumpError
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -238,10 +239,12 @@ def is_pickle(blob: bytes | bytearray) -> bool:
 
 def decode_inflated(blob: bytes | bytearray, compressed: bool) -> RawDump:
     """decode() of bytes already through inflate()."""
+    if blob[:3] == UTF8_BOM:  # JSON written by an editor or tool that marks UTF-8
+        blob = blob[3:]
     first = _NON_SPACE.search(blob)  # no stripped copy of a large blob
     if first is None:
         raise DumpError("empty file")
-    if blob[0] == _PICKLE_PROTO:
+    if blob[0] == _PICKLE_PROTO or OLD_PICKLE.match(blob):  # protocol 2+, or 0 and 1 (ASCII)
         data, fmt = load_pickle(blob), "pickle"
     elif blob[first.start()] in b"{[":
         data, fmt = _load_json(blob), "json"

@@ -21,18 +21,20 @@ from pathlib import Path
 
 from frtrace.dumps.limits import budgets
 
-SNIFF_BYTES = 1024  # what is read of a file to tell what it is
+SNIFF_BYTES = 4096  # what is read of a file to tell what it is
 CHUNK = 1 << 16
 HEAD_SHARE = 8  # a file over budget: 1/8 of the budget from its head, the rest from its tail
 
-DUMP, LOG, STACKS, BINARY, EMPTY, UNREADABLE = (
+DUMP, LOG, TEXT, STACKS, BINARY, EMPTY, UNREADABLE = (
     "dump",
-    "log",
+    "log",  # text with the structure of a log (below)
+    "text",  # other text: a log only where its name claims no rank
     "stacks",
     "binary",
     "empty",
     "unreadable",
 )
+UTF8_BOM = b"\xef\xbb\xbf"
 
 # CSI (colors, cursor moves), OSC (titles, links; ended by BEL or ST) and other ESC sequences.
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
@@ -40,18 +42,52 @@ ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@
 # `frtrace collect` writes before it.
 _STACKS_START = re.compile(r"^(?:# frtrace-collect |Process \d+: )", re.MULTILINE)
 _JSON_ARRAY = re.compile(rb'\[\s*(?:[{\["\]]|$)')
+# A pickle of protocol 0 or 1 (ASCII opcodes): a dict, list or tuple or a global first; torch
+# writes protocol 2 and later, but a pickle of any protocol is read as one (safely: no globals).
+OLD_PICKLE = re.compile(
+    rb"^(?:\((?:dp|lp|tp|I|V|S|F|N|\(|\n)|\}|\]|\)|c[A-Za-z_][\w.]{0,200}\n[A-Za-z_])"
+)
+# What only a log's lines look like (a file is a log by positive structure, never because it
+# is text): launcher prefixes (torchrun's `[<role><local_rank>]:` and the excepthook's
+# `[rank<N>]:`, torch/distributed/elastic/multiprocessing/tail_log.py and
+# distributed_c10d.py; srun --label's `<task>: `, slurm src/common/write_labelled_message.c),
+# glog headers (`W1128 12:10:20.878000 3103 file.py:874]`, c10's `[W1128 12:21:15.80 file:524]`),
+# timestamps, Python tracebacks and faulthandler, and the words torch, NCCL, torchrun and slurm
+# write (frtrace.evidence.logs cites each).
+_LOG_STRUCTURE = re.compile(
+    r"^(?:\[[^\[\]\s]{1,128}\]:"  # [nodeA:1]: [default0]: [rank3]: [17:0]:
+    r"|(?:P\d{1,6} )? {0,8}\d{1,7}: "  # srun --label
+    r"|\[?[IWEF]\d{4} \d\d:\d\d:\d\d"  # glog / c10 logging
+    r"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b"  # logging's default format
+    r"|Traceback \(most recent call last\):"
+    r'|\s+File ".{1,1024}", line \d+'
+    r"|(?:Fatal Python error|Current thread 0x|Thread 0x)"  # faulthandler
+    r"|(?:srun|slurmstepd|sbatch|salloc):"
+    r")"
+    r"|\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d"  # an ISO date and time anywhere
+    r"|\b\d\d:\d\d:\d\d\b"  # a time of day
+    r"|\[(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]| - (?:INFO|WARNING|ERROR|DEBUG) - "
+    r"|NCCL (?:INFO|WARN)|Watchdog caught|ProcessGroup(?:NCCL|Gloo)|torch\.distributed"
+    r"|ChildFailedError|torchrun",
+    re.MULTILINE,
+)
 _CONTROL = re.compile("[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
 
 
 def sniff_bytes(head: bytes) -> str:
-    """What a file is, from its first bytes: a dump (gzip, pickle, JSON), py-spy stacks, a
-    log (other text), binary, or empty."""
+    """What a file is, from its first bytes: a dump (gzip, pickle, JSON, with or without a
+    UTF-8 byte-order mark), py-spy stacks, a log (text with a log's structure), other text,
+    binary, or empty."""
+    if head[:3] == UTF8_BOM:
+        head = head[3:]
     stripped = head.lstrip()
     if not stripped:
         return EMPTY
     if head[:2] == b"\x1f\x8b" or head[:1] == b"\x80" or stripped[:1] == b"{":
         return DUMP
     if _JSON_ARRAY.match(stripped):  # not `[nodeA:0]:`, the first line of a torchrun log
+        return DUMP
+    if OLD_PICKLE.match(head):
         return DUMP
     if b"\x00" in head:  # text lines, then zeros (a log with a hole, a sparse file): text
         text_part = head[: head.index(b"\x00")]
@@ -61,7 +97,9 @@ def sniff_bytes(head: bytes) -> str:
     text = ANSI.sub("", head.decode("utf-8", "replace"))
     if len(_CONTROL.findall(text[:-4])) * 10 > max(len(text), 1):  # a cut last char is fine
         return BINARY
-    return STACKS if _STACKS_START.search(text) else LOG
+    if _STACKS_START.search(text):
+        return STACKS
+    return LOG if _LOG_STRUCTURE.search(text) else TEXT
 
 
 def open_untrusted(path: str | Path) -> int:
