@@ -180,7 +180,7 @@ def _deeper_files(trace_dir: Path) -> list[Path]:
     """Regular files two to MAX_TEXT_DEPTH folders below `trace_dir` (not following links,
     skipping hidden entries), at most MAX_TEXT_FILES of them: where logs and stacks may be."""
     out: list[Path] = []
-    level = [p for p in _subfolders(trace_dir)]
+    level = _subfolders(trace_dir)
     for _depth in range(1, MAX_TEXT_DEPTH):
         below: list[Path] = []
         for folder in level:
@@ -291,7 +291,7 @@ def discover(trace_dir: str | Path | None, prefix: str | None) -> Discovery:
     stacks: list[Path] = []
     if trace_dir is not None:  # files without a rank in their name: logs, stacks, others
         candidates = split_by_content(candidates, logs, stacks, numbered=False)
-        deeper = [(p, None) for p in _deeper_files(directory)]
+        deeper: list[tuple[Path, str | None]] = [(p, None) for p in _deeper_files(directory)]
         split_by_content(deeper, logs, stacks, numbered=False)
         split_by_content(deeper, logs, stacks, numbered=True)
     inferred = prefix is None
