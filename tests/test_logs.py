@@ -78,10 +78,13 @@ def test_the_verdict_line_names_the_culprit_and_its_host(scenario: str, tmp_path
     assert last.endswith("exit 1")
 
 
-def test_a_healthy_jobs_logs_are_ok_with_exit_0(tmp_path: Path) -> None:
+def test_a_healthy_jobs_logs_without_an_ending_are_unknown_with_exit_4(tmp_path: Path) -> None:
+    """torchrun's agents log nothing at their default level when the workers succeed: logs
+    that stop cannot show the job ended cleanly, so they never give OK."""
     result, data = report(str(logs_only("healthy", tmp_path)))
-    assert result.exit_code == 0
-    assert (data["ok"], data["root_cause"], data["findings"]) == (True, None, [])
+    assert result.exit_code == 4
+    assert (data["ok"], data["verdict"], data["root_cause"]) == (False, "unknown", None)
+    assert "do not show the job ended" in data["unseen"]["why"][0]
 
 
 def test_the_stuck_ranks_own_function_from_py_spy_is_in_the_report(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from frtrace.analysis.collectives import analyze_collectives
 from frtrace.analysis.consistency import check_one_job
 from frtrace.analysis.context import Context, build_context
 from frtrace.analysis.findings import MISMATCH_KINDS, STUCK_AFTER_MS, Finding, Kind, Note, Reason
-from frtrace.analysis.logs import log_findings
+from frtrace.analysis.logs import EndingGap, ending_gap, log_findings
 from frtrace.analysis.p2p import analyze_p2p
 from frtrace.analysis.snapshots import SnapshotComparison, compare_snapshots
 from frtrace.analysis.timing import StragglerReport, classify, lag_stats, stragglers
@@ -62,9 +62,15 @@ class Analysis:
     @property
     def unseen(self) -> Unseen | None:
         """What of the job the dumps do not show (None: it is seen whole). A job known from
-        its logs alone is judged by them (frtrace.analysis.logs), not by absent dumps."""
+        its logs alone is seen whole only where the logs show it ended cleanly
+        (frtrace.analysis.logs.ending_gap): less evidence never gives a surer answer."""
         if self.evidence is not None and not len(self.ctx.trace.file_table):
-            return None
+            gap = ending_gap(self.evidence)
+            if gap is None:
+                return None
+            ranks = sorted(self.evidence.ranks)
+            size = max(len(self.evidence.workers), len(ranks), self.evidence.world_size or 0)
+            return Unseen(size, self.evidence.world_size is not None, [], [], gap)
         return unseen(self.ctx.trace)
 
     @property
@@ -101,6 +107,7 @@ class Unseen:
     world_stated: bool
     no_file: list[int]
     unreadable: list[int]
+    logs: EndingGap | None = None  # no dump: what the logs do not show of the job's end
 
 
 def unseen(trace: Trace) -> Unseen | None:

@@ -104,6 +104,8 @@ class Reason(_Named):
     NEVER_JOINED = "never_joined"
     # logs: every rank they name waited in it: one missing from them, or inside
     ALL_WAITING = "all_waiting"
+    # logs: a check of the job's own named them (DETAIL's fingerprints, a monitored barrier)
+    NAMED_BY_CHECK = "named_by_check"
 
 
 # Work in flight this long is stuck even before its timeout (a dump taken on demand during a
@@ -157,6 +159,15 @@ class Hop:
     maybe: bool = False  # no states and members unseen: they may have completed it instead
 
 
+@dataclass(frozen=True)
+class ProcessRef:
+    """A process the evidence names without its rank (no log or label ties its pid to one):
+    the host it ran on and its pid."""
+
+    host: str
+    pid: int | None
+
+
 @dataclass
 class Finding:
     """One problem: who is to blame, where, why (`reason`), and the evidence (`facts`).
@@ -187,6 +198,8 @@ class Finding:
     chain_end: str = ""  # how the chain ends: idle, nodump, together, cycle
     ranks_waiting_on_this: int = 0
     cycle: list[Place] = field(default_factory=list)
+    # culprits the logs and stacks name only as processes: their rank is not stated anywhere
+    culprit_processes: list[ProcessRef] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # A name given as a plain str (an API user's Finding) becomes its member; an unknown

@@ -1,28 +1,48 @@
 """What the logs and stacks conclude when there is no dump: who waited where, who never came.
 
-Each rank is given one state from its evidence (frtrace.evidence): waiting in the collective
-most ranks waited in (a timeout, a lost peer, a live stack inside it), waiting in another
-one, or absent from it and why: it raised an exception of its own, a signal killed it, it
-exited with an error, its live stack is outside collectives, or the logs say nothing of it
-(it never joined, and was torn down afterwards). The ranks absent from the collective the
-others waited in are the culprits, as a dump would name them (`missing_ranks`); when several
-are absent, those with evidence of their own failure are named before those that only
-went silent (torn down by the agent after the failure), and ranks waiting elsewhere are
-named only when no rank is absent. Every rank the inputs name waiting in one collective is
-undecidable (`stuck_collective`, reason `all_waiting`): the rank they wait for may be in
-logs that were not given, or the hang is inside the collective. Nothing waiting and nothing
-failed: healthy, no finding.
+Three kinds of evidence decide, strongest first:
+1. A rank that names others: TORCH_DISTRIBUTED_DEBUG=DETAIL's collective fingerprint check
+   (each rank names the ranks whose call differs from its own; the rank most of them name is
+   the culprit, two ranks naming each other are undecidable) and a monitored barrier (rank 0
+   names the ranks that never reached it).
+2. NCCL's watchdog and group prefixes: each timed-out line says the group, the seq and the
+   writer's rank within the group; the members of that group who never logged the timed-out
+   collective, and are not waiting in another group themselves, are the culprits. A member
+   the logs never show is found by its rank within the group (the group ranks logged leave a
+   gap) and its global rank from the group's order: new_group sorts its ranks, so group rank
+   i is the i-th smallest global rank (torch/distributed/distributed_c10d.py,
+   `_new_group_with_tag`); between two members whose global ranks are as far apart as their
+   group ranks, the ranks in between are the members in between.
+3. Each rank's and each untied process's own state: waiting in the collective most wait in
+   (a timeout, a lost peer, a live stack inside it), waiting in another one, or absent from
+   it and why (an exception of its own, a signal, an error exit, a live stack outside
+   collectives, nothing). The absent with evidence of their own trouble are the culprits,
+   then the silent ones while others wait, then those waiting elsewhere. A process whose
+   rank no evidence states is named by its host and pid, never given a guessed rank.
+Every rank the inputs name waiting in one collective is undecidable (`stuck_collective`).
+Nothing waiting and nothing failed: no finding; the job is then healthy only where the logs
+show it ended (frtrace.analysis.analyze, `Analysis.unseen`).
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import itertools
+import re
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from frtrace.analysis.findings import Finding, Kind, Reason
+from frtrace.analysis.findings import Finding, Kind, ProcessRef, Reason
 from frtrace.evidence.gather import in_collective
-from frtrace.evidence.records import PEER_LOST, TIMEOUT, Evidence, RankEvidence, Wait
+from frtrace.evidence.records import (
+    PEER_LOST,
+    TIMEOUT,
+    Evidence,
+    ProcessStack,
+    RankEvidence,
+    Reported,
+    Wait,
+)
 
 WAITING = "waiting"  # in the collective most ranks waited in
 ELSEWHERE = "elsewhere"  # waiting in another collective
@@ -34,6 +54,12 @@ SILENT = "silent"  # nothing: no error, no stack, not waiting (never joined)
 
 FAILED = (RAISED, KILLED, CRASHED, STUCK)  # evidence of its own trouble
 TEARDOWN_SIGNALS = ("SIGTERM",)  # what torchelastic sends the survivors of a failure
+# Python processes on a node that are not ranks: DataLoader workers, multiprocessing's
+# helpers, compile workers (their main thread's innermost Python file says so).
+_AUX_FILES = re.compile(
+    r"torch/utils/data/_utils/|multiprocessing/(?:resource_tracker|forkserver|popen_)"
+    r"|concurrent/futures/process\.py|torch/_inductor/compile_worker"
+)
 
 
 @dataclass(frozen=True)
@@ -54,6 +80,15 @@ class RankState:
     state: str
     place: Place | None = None  # where it waited
     wait: Wait | None = None
+
+
+@dataclass(frozen=True)
+class ProcessState:
+    """A worker process no evidence ties to a rank, as its live stack shows it."""
+
+    proc: ProcessStack
+    state: str  # WAITING, ELSEWHERE or STUCK
+    place: Place | None = None
 
 
 def _best_wait(ev: RankEvidence) -> Wait | None:
@@ -94,6 +129,15 @@ def _own_failure(ev: RankEvidence) -> str | None:
     return None
 
 
+def is_auxiliary(proc: ProcessStack) -> bool:
+    """A Python process of the node that is no rank (a DataLoader worker, a helper)."""
+    main = proc.main
+    if main is None:
+        return False
+    frames = main.python_frames
+    return bool(frames) and bool(_AUX_FILES.search(frames[-1].file.replace("\\", "/")))
+
+
 def rank_states(ev: Evidence) -> tuple[dict[int, RankState], Place | None]:
     """Every rank's state, and the collective most ranks waited in (None if none waited)."""
     places: dict[int, tuple[Place, Wait | None]] = {}
@@ -101,7 +145,8 @@ def rank_states(ev: Evidence) -> tuple[dict[int, RankState], Place | None]:
         place, wait = _place_of(rev)
         if place is not None:
             places[rank] = (place, wait)
-    main = _main_place([p for p, _w in places.values()])
+    live = [_live_place(p) for p in _workers(ev)]
+    main = _main_place([p for p, _w in places.values()] + [p for p in live if p is not None])
     states: dict[int, RankState] = {}
     for rank, rev in sorted(ev.ranks.items()):
         if rank in places:
@@ -111,6 +156,29 @@ def rank_states(ev: Evidence) -> tuple[dict[int, RankState], Place | None]:
             continue
         states[rank] = RankState(rank, _own_failure(rev) or SILENT)
     return states, main
+
+
+def _workers(ev: Evidence) -> list[ProcessStack]:
+    return [p for p in ev.unmatched if not p.is_agent and not is_auxiliary(p)]
+
+
+def _live_place(proc: ProcessStack) -> Place | None:
+    op = in_collective(proc)
+    return None if op is None else Place("", "", op, None)
+
+
+def process_states(ev: Evidence, main: Place | None) -> list[ProcessState]:
+    """The untied worker processes' states, by their live stacks."""
+    out = []
+    for proc in _workers(ev):
+        place = _live_place(proc)
+        if place is None:
+            state = STUCK if proc.main is not None and proc.main.frames else SILENT
+        else:
+            state = WAITING if main is not None and _same(place, main) else ELSEWHERE
+        if state != SILENT:
+            out.append(ProcessState(proc, state, place))
+    return out
 
 
 def _same(a: Place, b: Place) -> bool:
@@ -155,14 +223,358 @@ def _culprit_facts(rev: RankEvidence, state: RankState) -> dict[str, Any]:
     return out
 
 
+def _process_facts(state: ProcessState) -> dict[str, Any]:
+    proc = state.proc
+    out: dict[str, Any] = {"state": state.state, "host": proc.host, "pid": proc.pid}
+    if proc.main is not None and proc.main.frames:
+        out["function"] = proc.main.python_frames[0].text()
+    if state.place is not None:
+        out["op"] = state.place.op
+    return out
+
+
 def log_findings(ev: Evidence) -> list[Finding]:
     """The finding the logs and stacks support (at most one), none for a healthy job."""
+    reported = reported_findings(ev)
+    if reported:
+        return reported
+    grouped = group_findings(ev)
+    if grouped:
+        return grouped
+    return state_findings(ev)
+
+
+# --- 1. ranks naming others ---------------------------------------------------------------
+
+
+def reported_findings(ev: Evidence) -> list[Finding]:
+    """A monitored barrier's or the fingerprint check's verdict, when the logs hold one."""
+    barrier = [r for r in ev.reports if r.how == "monitored_barrier"]
+    prints = [r for r in ev.reports if r.how == "fingerprint"]
+    states, _main = rank_states(ev)
+    if barrier:
+        culprits = sorted({r for report in barrier for r in report.ranks})
+        timeout = max((r.timeout_ms or 0) for r in barrier) or None
+        facts: dict[str, Any] = {"source": "logs", "decided_by": "monitored_barrier"}
+        if timeout:
+            facts["timeout_ms"] = timeout
+        return [_named(Kind.MISSING_RANKS, culprits, states, ev, facts, undecidable=False)]
+    if not prints:
+        return []
+    named: dict[int, set[int]] = defaultdict(set)  # rank -> the ranks that name it
+    writers: set[int] = set()
+    for report in prints:
+        writers.update(report.against)
+        for rank in report.ranks:
+            named[rank].update(report.against)
+    most = max(len(v) for v in named.values())
+    top = sorted(r for r, v in named.items() if len(v) == most)
+    decided = len(top) == 1 and most * 2 > len(writers)
+    culprits = top if decided else sorted(named)
+    facts = {
+        "source": "logs",
+        "decided_by": "fingerprint",
+        "named_by": {str(r): sorted(v) for r, v in sorted(named.items())},
+    }
+    kind = _fingerprint_kind(prints)
+    return [_named(kind, culprits, states, ev, facts, undecidable=not decided)]
+
+
+def _fingerprint_kind(prints: list[Reported]) -> Kind:
+    """What the fingerprints differ in: the op (type), the shapes (size), the dtypes, or the
+    sequence number alone (a rank missed or added a collective)."""
+    aspects = " ".join(r.detail for r in prints)
+    if "Op type" in aspects:
+        return Kind.TYPE_MISMATCH
+    if "Tensor shapes" in aspects:
+        return Kind.SIZE_MISMATCH
+    if "Tensor dtypes" in aspects:
+        return Kind.DTYPE_MISMATCH
+    return Kind.MISSING_RANKS
+
+
+def _named(
+    kind: Kind,
+    culprits: list[int],
+    states: dict[int, RankState],
+    ev: Evidence,
+    facts: dict[str, Any],
+    undecidable: bool,
+) -> Finding:
+    waiting = [r for r, s in states.items() if s.wait is not None and r not in culprits]
+    ops = Counter(s.place.op for r, s in states.items() if s.place is not None and s.place.op)
+    facts["culprits"] = {
+        str(r): _culprit_facts(ev.ranks[r], states[r]) for r in culprits if r in ev.ranks
+    }
+    return Finding(
+        kind=kind,
+        pg_name="",
+        pg_desc="",
+        collective_seq_id=None,
+        p2p_seq_id=None,
+        op=ops.most_common(1)[0][0] if ops else None,
+        culprit_ranks=culprits,
+        waiting_ranks=waiting,
+        expected_ranks=sorted(set(states) | set(culprits)),
+        reason=Reason.NAMED_BY_CHECK,
+        facts=facts,
+        undecidable=undecidable,
+    )
+
+
+# --- 2. NCCL's groups ------------------------------------------------------------------------
+
+
+@dataclass
+class _Group:
+    """What the logs show of one NCCL group: its members (global -> group rank), size."""
+
+    name: str
+    desc: str = ""
+    members: dict[int, int] | None = None
+    size: int | None = None
+
+
+def _groups(ev: Evidence) -> dict[str, _Group]:
+    groups: dict[str, _Group] = {}
+    for rank, rev in ev.ranks.items():
+        lines = [(g.pg_name, g.pg_desc, g.group_rank, g.size) for g in rev.groups]
+        lines += [
+            (w.pg_name, w.pg_desc, w.group_rank, None)
+            for w in rev.waits
+            if w.pg_name and w.group_rank is not None
+        ]
+        for name, desc, group_rank, size in lines:
+            g = groups.setdefault(name, _Group(name, desc, {}))
+            assert g.members is not None
+            g.members[rank] = group_rank
+            g.desc = g.desc or desc
+            if size is not None:
+                g.size = max(g.size or 0, size)
+    # the default group holds every rank, its group rank the global rank
+    # (torch/distributed/distributed_c10d.py, init_process_group)
+    world = max([*ev.ranks, (ev.world_size or 0) - 1], default=-1) + 1
+    for g in groups.values():
+        if g.desc == "default_pg" and g.members is not None:
+            g.members.update({r: r for r in ev.ranks})
+            g.size = max(g.size or 0, world)
+    # groups of one description have one size (DeviceMesh's dimensions): a sibling whose
+    # members reach a higher group rank shows a member this group's logs do not
+    widest: dict[str, int] = {}
+    for g in groups.values():
+        if g.desc and g.members:
+            seen = max(g.size or 0, max(g.members.values()) + 1)
+            widest[g.desc] = max(widest.get(g.desc, 0), seen)
+    for g in groups.values():
+        if g.desc in widest:
+            g.size = max(g.size or 0, widest[g.desc])
+    return groups
+
+
+def member_global(members: dict[int, int], group_rank: int) -> int | None:
+    """The global rank of a group member the logs never show, from the members they show:
+    group ranks follow global ranks in order (new_group sorts them), so a member between two
+    shown members whose global ranks are as far apart as their group ranks is the rank in
+    between; in a group whose shown members are all evenly spaced (DeviceMesh's groups are),
+    it is as far from them as its group rank says. None when neither holds."""
+    by_group = sorted((g, r) for r, g in members.items())
+    below = [(g, r) for g, r in by_group if g < group_rank]
+    above = [(g, r) for g, r in by_group if g > group_rank]
+    if below and above:
+        (g0, r0), (g1, r1) = below[-1], above[0]
+        if r1 - r0 == g1 - g0:
+            return r0 + (group_rank - g0)
+    pairs = list(itertools.pairwise(by_group))
+    steps = {(r1 - r0) // (g1 - g0) for (g0, r0), (g1, r1) in pairs if g1 - g0 == 1}
+    if len(steps) != 1:
+        return None
+    step = steps.pop()
+    if step <= 0 or any((r1 - r0) != (g1 - g0) * step for (g0, r0), (g1, r1) in pairs):
+        return None
+    g0, r0 = by_group[0]
+    guess = r0 + (group_rank - g0) * step
+    return guess if guess >= 0 else None
+
+
+def group_findings(ev: Evidence) -> list[Finding]:
+    """NCCL's view: in each group where members timed out, the members that did not."""
+    states, _main = rank_states(ev)
+    waits = {r: s for r, s in states.items() if s.wait is not None and s.wait.pg_name}
+    if not waits:
+        return []
+    groups = _groups(ev)
+    at: dict[tuple[str, int | None], list[int]] = defaultdict(list)
+    for rank, s in waits.items():
+        assert s.wait is not None
+        at[(s.wait.pg_name, s.wait.seq)].append(rank)
+    waiting_anywhere = set(waits)
+    candidates: list[tuple[tuple[int, int, int], Finding]] = []
+    for (name, seq), waiting in at.items():
+        g = groups.get(name, _Group(name, members={}))
+        found = _group_place(ev, states, g, seq, sorted(waiting), waiting_anywhere)
+        if found is not None:
+            failed = any(states[r].state in FAILED for r in found.culprit_ranks if r in states)
+            unknown = bool(found.facts.get("unknown_members"))
+            candidates.append(((failed, not unknown, len(waiting)), found))
+    if candidates:
+        candidates.sort(key=lambda c: c[0], reverse=True)
+        return [candidates[0][1]]
+    # every member the logs show waits where it timed out: inside the collective, or the
+    # member they wait for is not in the logs
+    (name, seq), waiting = max(at.items(), key=lambda kv: (len(kv[1]), kv[0][0]))
+    g = groups.get(name, _Group(name, members={}))
+    wait = states[waiting[0]].wait
+    assert wait is not None
+    facts: dict[str, Any] = {"source": "logs", "decided_by": "nccl_groups"}
+    facts.update(_wait_facts([w for r in waiting if (w := states[r].wait) is not None]))
+    if g.size:
+        facts["group_size"] = g.size
+    ranks = sorted(waiting)
+    return [
+        _group_finding(
+            Kind.STUCK_COLLECTIVE,
+            Reason.ALL_WAITING,
+            g,
+            seq,
+            wait.op,
+            ranks,
+            ranks,
+            dict(g.members or {}),
+            facts,
+            undecidable=True,
+        )
+    ]
+
+
+def _group_place(
+    ev: Evidence,
+    states: dict[int, RankState],
+    g: _Group,
+    seq: int | None,
+    waiting: list[int],
+    waiting_anywhere: set[int],
+) -> Finding | None:
+    """The finding at one timed-out (group, seq), or None when its members are all there
+    and agree (then it is a consequence or stuck, decided elsewhere)."""
+    members = dict(g.members or {})
+    wait = states[waiting[0]].wait
+    assert wait is not None
+    numels = {r: w.numel for r in waiting if (w := states[r].wait) is not None and w.numel}
+    facts: dict[str, Any] = {"source": "logs", "decided_by": "nccl_groups"}
+    facts.update(_wait_facts([w for r in waiting if (w := states[r].wait) is not None]))
+    if len(set(numels.values())) > 1:  # the members disagree on the size
+        counts = Counter(numels.values())
+        common, n = counts.most_common(1)[0]
+        if n * 2 > len(numels):
+            culprits = sorted(r for r, v in numels.items() if v != common)
+            undecidable = False
+        else:
+            culprits, undecidable = sorted(numels), True
+        facts["numel"] = {str(r): v for r, v in sorted(numels.items())}
+        return _group_finding(
+            Kind.SIZE_MISMATCH,
+            Reason.MINORITY_DIFFERS,
+            g,
+            seq,
+            wait.op,
+            culprits,
+            [r for r in waiting if r not in culprits],
+            members,
+            facts,
+            undecidable,
+        )
+    absent = [r for r in members if r not in waiting]
+    blocked = [r for r in absent if r in waiting_anywhere]
+    stopped = [r for r in absent if r not in waiting_anywhere]
+    unknown: list[int] = []  # group ranks of members the logs never show
+    if g.size:
+        shown = set(members.values())
+        unknown = [i for i in range(g.size) if i not in shown]
+    derived = {i: member_global(members, i) for i in unknown}
+    for rank in derived.values():
+        if rank is not None and rank not in members:
+            if rank in waiting_anywhere:
+                blocked.append(rank)
+            else:
+                stopped.append(rank)
+    hidden = sorted(i for i, rank in derived.items() if rank is None)
+    if not stopped and not hidden:
+        return None
+    if blocked:
+        facts["elsewhere"] = {str(r): _op(states[r]) for r in sorted(blocked) if r in states}
+    if hidden:
+        facts["unknown_members"] = hidden
+    culprits = sorted(set(stopped))
+    facts["culprits"] = {
+        str(r): _culprit_facts(ev.ranks[r], states[r]) if r in ev.ranks else {"state": SILENT}
+        for r in culprits
+    }
+    if g.size:
+        facts["group_size"] = g.size
+    return _group_finding(
+        Kind.MISSING_RANKS,
+        Reason.NEVER_JOINED,
+        g,
+        seq,
+        wait.op,
+        culprits,
+        waiting,
+        {**members, **{r: i for i, r in derived.items() if r is not None}},
+        facts,
+        undecidable=not culprits,
+    )
+
+
+def _group_finding(
+    kind: Kind,
+    reason: Reason,
+    g: _Group,
+    seq: int | None,
+    op: str,
+    culprits: list[int],
+    waiting: list[int],
+    members: dict[int, int],
+    facts: dict[str, Any],
+    undecidable: bool,
+) -> Finding:
+    return Finding(
+        kind=kind,
+        pg_name=g.name,
+        pg_desc=g.desc,
+        collective_seq_id=seq,
+        p2p_seq_id=None,
+        op=op or None,
+        culprit_ranks=culprits,
+        waiting_ranks=waiting,
+        expected_ranks=sorted(set(members) | set(waiting) | set(culprits)),
+        reason=reason,
+        facts=facts,
+        issued_by=waiting if kind == Kind.MISSING_RANKS else [],
+        not_issued_by=culprits if kind == Kind.MISSING_RANKS else [],
+        undecidable=undecidable,
+    )
+
+
+# --- 3. each rank's and process's state ----------------------------------------------------
+
+
+def state_findings(ev: Evidence) -> list[Finding]:
+    """The finding the ranks' and untied processes' states support."""
     states, main = rank_states(ev)
+    procs = process_states(ev, main)
     world = sorted(states)
     waiting = [r for r, s in states.items() if s.state == WAITING]
     elsewhere = [r for r, s in states.items() if s.state == ELSEWHERE]
-    culprits, failed = _culprits(states, elsewhere)
-    if main is None and not failed:
+    anyone_waits = bool(waiting) or any(p.state == WAITING for p in procs)
+    culprits, failed = _culprits(states, elsewhere, anyone_waits)
+    stuck = [p for p in procs if p.state == STUCK]
+    if not failed and stuck:  # a live stack outside collectives, its rank untold
+        culprits, failed = [], True
+    elif not culprits and not stuck:
+        stuck = [p for p in procs if p.state == ELSEWHERE] if anyone_waits else []
+    else:
+        stuck = []
+    if main is None and not failed and not stuck:
         return []  # nobody waited, nobody failed by itself
     facts: dict[str, Any] = {"source": "logs"}
     facts.update(_wait_facts([w for r in waiting if (w := states[r].wait) is not None]))
@@ -170,7 +582,12 @@ def log_findings(ev: Evidence) -> list[Finding]:
     pg_desc = main.pg_desc if main is not None else ""
     seq = main.seq if main is not None else None
     op = (main.op or None) if main is not None else None
-    if not culprits:  # every rank waits in it: the hang is inside the collective
+    waiting_procs = [p for p in procs if p.state == WAITING]
+    if waiting_procs:
+        facts["waiting_processes"] = [
+            {"host": p.proc.host, "pid": p.proc.pid} for p in waiting_procs
+        ]
+    if not culprits and not stuck:  # every rank waits in it: the hang is inside the collective
         return [
             Finding(
                 kind=Kind.STUCK_COLLECTIVE,
@@ -188,6 +605,8 @@ def log_findings(ev: Evidence) -> list[Finding]:
             )
         ]
     facts["culprits"] = {str(r): _culprit_facts(ev.ranks[r], states[r]) for r in culprits}
+    if stuck:
+        facts["processes"] = [_process_facts(p) for p in stuck]
     if elsewhere and culprits != elsewhere:
         facts["elsewhere"] = {str(r): _op(states[r]) for r in elsewhere}
     return [
@@ -205,12 +624,15 @@ def log_findings(ev: Evidence) -> list[Finding]:
             facts=facts,
             issued_by=waiting,
             not_issued_by=culprits,
-            undecidable=len(culprits) > 1 and not failed,
+            undecidable=len(culprits) + len(stuck) > 1 and not failed,
+            culprit_processes=[ProcessRef(p.proc.host, p.proc.pid) for p in stuck],
         )
     ]
 
 
-def _culprits(states: dict[int, RankState], elsewhere: list[int]) -> tuple[list[int], bool]:
+def _culprits(
+    states: dict[int, RankState], elsewhere: list[int], anyone_waits: bool
+) -> tuple[list[int], bool]:
     """The ranks to blame, and whether they failed by themselves: the absent ranks with
     evidence of their own failure; else, while others wait, every absent rank (torn down
     or never joined); else the ranks waiting in another collective."""
@@ -218,7 +640,7 @@ def _culprits(states: dict[int, RankState], elsewhere: list[int]) -> tuple[list[
     failed = [r for r in absent if states[r].state in FAILED]
     if failed:
         return failed, True
-    if absent and any(s.state == WAITING for s in states.values()):
+    if absent and anyone_waits:
         return absent, False
     return elsewhere, False
 
@@ -237,3 +659,35 @@ def _wait_facts(waits: list[Wait]) -> dict[str, Any]:
 
 def _op(state: RankState) -> str:
     return state.place.op if state.place is not None else ""
+
+
+# --- how the job ended -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EndingGap:
+    """Why logs without dumps cannot show a job healthy: the nodes whose torchrun agent
+    logged that all its workers finished, how many nodes the job has (its agents' rosters),
+    and slurm's cancels."""
+
+    nodes_done: tuple[str, ...]
+    nodes: int | None
+    cancelled: tuple[str, ...]  # slurm's words, `CANCELLED AT ...` / `DUE TO TIME LIMIT`
+
+
+def ending_gap(ev: Evidence) -> EndingGap | None:
+    """None when the logs show every node's workers finished (torchrun's agent logs `[<role>]
+    worker group successfully finished` once its workers all exited 0, torch/distributed/
+    elastic/agent/server/api.py, SimpleElasticAgent._invoke_run, and its roster says how
+    many nodes the job has); else what is missing. Nothing else proves a job ended cleanly:
+    a log that stops, or ranks that printed `done`, do not."""
+    end = ev.ending
+    cancelled = tuple(
+        f"{'the time limit ended' if e.event == 'time_limit' else 'slurm cancelled'} the job"
+        + (f" on {e.node}" if e.node else "")
+        for e in end.cancelled
+    )
+    done = end.succeeded_nodes
+    if not cancelled and end.nodes and len(set(done)) >= end.nodes and not end.failed_nodes:
+        return None
+    return EndingGap(tuple(done), end.nodes, cancelled)

@@ -1,26 +1,51 @@
-"""File what the logs, stacks and dump names say under global ranks, and name hosts.
+"""The joining step: tie every record of the logs and stacks to a global rank, a host and a pid.
 
-A log line is a rank's when it carries a rank tag (`[rank3]:`); a torchrun header names only
-the local rank on a node, so `(node, local rank)` is matched to a global rank wherever both
-appear on one line or in torchelastic's summary (which names both). A node whose one local
-rank is never matched, when exactly one global rank is unaccounted for, is that rank. py-spy
-processes are matched by their `# frtrace-collect` label, else by pid (torchelastic's
-summary and NCCL's WARN lines give pids), else, on a node, the one process outside
-collectives to the one rank the logs show not waiting. What cannot be matched is kept and
-said, never guessed.
+The readers give each record its speaker as the line states it; here speakers become ranks:
+1. Nodes. An srun task, a torchrun role that ends in `:` (`--role $(hostname):`), a per-node
+   file, a py-spy file, a dump's name or folder each stand for a node; they are one node when
+   one line carries two of them (a task's lines with a role) or when they name the same host
+   (torchelastic's summary `host :`, slurm's `srun: error: <node>: task <t>:`, the job's own
+   `host=` lines, NCCL's `host:pid:tid`, the file or folder name). A short role (`--role 17:`)
+   is the one host whose digits it is, when exactly one is.
+2. Local ranks. torchrun's header numbers are local ranks, unless a prefix template made them
+   global ranks (decided for the whole job: a line whose number and rank tag differ, or two
+   nodes showing the same number, says local). (node, local rank) -> global rank comes from
+   the rank tag on the same line, torchelastic's summary, its agent's roster, the job's own
+   lines, py-spy's `--locals` and frtrace collect's labels.
+3. Pids. (node, pid) -> rank from the summary, the agent's `failed ... (pid: P)` lines, the
+   job's lines and torch's Python logging (which states the writer's pid beside its rank tag).
+4. Stacks. A py-spy process is a rank's by its label, its (node, pid), its `--locals`; on a
+   node whose worker processes and ranks are as many, the last unmatched pair is the same; the
+   one process outside collectives on a node where one rank is not waiting is that rank (a
+   note says so). What nothing ties stays a process on a host, never a guessed rank.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import re
+from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from frtrace.dumps.discover import strip_suffixes
-from frtrace.evidence.logs import ParsedLog, Speaker, collective_of, same_folder
+from frtrace.evidence.logs import LAST_LINES, ParsedLog, collective_of, same_folder
 from frtrace.evidence.pyspy import ParsedStacks
-from frtrace.evidence.records import Evidence, ProcessStack, RankEvidence
+from frtrace.evidence.records import (
+    Ending,
+    Evidence,
+    ProcessStack,
+    RankEvidence,
+    SlurmEvent,
+    Speaker,
+    Where,
+)
+
+# How much a source's word on a node's name counts: the agent's summary and slurm name the
+# machine; the job's own lines and NCCL too; a file's or folder's name is what the user chose
+# when collecting; a torchrun role is whatever the user passed.
+_STRONG, _MEDIUM, _WEAK = 3, 2, 1
+_USELESS_HOSTS = re.compile(r"^(?:localhost(?:\.localdomain)?|127(?:\.\d{1,3}){3}|::1|0\.0\.0\.0)$")
 
 
 @dataclass(frozen=True)
@@ -61,166 +86,514 @@ def in_collective(stack: ProcessStack) -> str | None:
     return None
 
 
+def short_host(name: str) -> str:
+    """A host's name as compared: lower case, its first DNS label (not for an address)."""
+    name = name.strip().lower()
+    if re.fullmatch(r"[\d.]+|[0-9a-f:]+", name):
+        return name
+    return name.split(".", 1)[0]
+
+
+# --- nodes ---------------------------------------------------------------------------------
+
+Key = tuple[str, str]  # ("task", "3"), ("role", "nodeB"), ("file", path), ("host", name)
+
+
+class _Nodes:
+    """Union-find over what stands for a node, with the names each is given."""
+
+    def __init__(self) -> None:
+        self.parent: dict[Key, Key] = {}
+        self.names: dict[Key, Counter[str]] = defaultdict(Counter)
+        self.display: dict[str, Counter[str]] = defaultdict(Counter)  # short -> spellings
+
+    def find(self, key: Key) -> Key:
+        self.parent.setdefault(key, key)
+        while self.parent[key] != key:
+            self.parent[key] = self.parent[self.parent[key]]
+            key = self.parent[key]
+        return key
+
+    def union(self, a: Key, b: Key) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+
+    def name(self, key: Key, host: str, weight: int) -> None:
+        host = host.strip()
+        if not host or _USELESS_HOSTS.match(host.lower()):
+            return
+        short = short_host(host)
+        self.names[key][short] += weight
+        self.display[short][host] += weight
+        self.find(key)
+
+    def settle(self) -> None:
+        """Join the keys that name the same host (medium or strong words), and a short role
+        (`--role 17:`) to the one host whose digits it is."""
+        by_name: dict[str, Key] = {}
+        for key, names in list(self.names.items()):
+            for short, weight in names.items():
+                if weight < _MEDIUM and key[0] != "role":
+                    continue
+                if short in by_name:
+                    self.union(by_name[short], key)
+                else:
+                    by_name[short] = key
+        hosts = [n for n in by_name if not n.isdigit()]
+        for key in list(self.parent):
+            if key[0] != "role" or not key[1].isdigit():
+                continue
+            named = {n for k, c in self.names.items() if self.find(k) == self.find(key) for n in c}
+            if any(not n.isdigit() for n in named):
+                continue
+            digits = [h for h in hosts if re.sub(r"\D", "", h).lstrip("0") == key[1].lstrip("0")]
+            if len(digits) == 1:
+                self.union(by_name[digits[0]], key)
+
+    def host(self, key: Key) -> str:
+        """The node's name: the best-attested spelling of its best-attested name."""
+        root = self.find(key)
+        total: Counter[str] = Counter()
+        for k, names in self.names.items():
+            if self.find(k) == root:
+                total.update(names)
+        if not total:
+            return ""
+        best = max(total, key=lambda n: (not n.isdigit(), total[n], -len(n)))
+        spellings = self.display[best]
+        return max(spellings, key=lambda s: (spellings[s], -len(s)))
+
+
+def _speaker_keys(log: ParsedLog, speaker: Speaker) -> list[Key]:
+    """What in a line stands for its node: its srun task, its `--role <host>:`, its file."""
+    keys: list[Key] = []
+    if speaker.task is not None:
+        keys.append(("task", str(speaker.task)))
+    if speaker.role.endswith(":") and len(speaker.role) > 1:
+        keys.append(("role", speaker.role[:-1]))
+    if speaker.task is None:
+        keys.append(("file", log.input.path))
+    return keys
+
+
+def _node_of(nodes: _Nodes, log: ParsedLog, speaker: Speaker) -> Key:
+    return nodes.find(_speaker_keys(log, speaker)[0])
+
+
+@dataclass
+class _Join:
+    """The job's identities, as the joining step builds them."""
+
+    nodes: _Nodes = field(default_factory=_Nodes)
+    headers_global: bool = False
+    slots: dict[tuple[Key, int], int] = field(default_factory=dict)  # (node, local) -> rank
+    pids: dict[tuple[Key, int], int] = field(default_factory=dict)  # (node, pid) -> rank
+    rank_node: dict[int, Key] = field(default_factory=dict)
+
+
+def _build_nodes(
+    logs: list[ParsedLog], stacks: list[ParsedStacks], dumps: list[DumpHost]
+) -> _Nodes:
+    nodes = _Nodes()
+    for log in logs:
+        roles = set()
+        speakers = set(log.speakers) | {s for s, _e in log.exits} | {s for s, _r in log.rosters}
+        speakers |= {s for s, _a in log.agent}
+        for speaker in speakers:
+            keys = _speaker_keys(log, speaker)
+            for key in keys[1:]:
+                nodes.union(keys[0], key)
+            if speaker.role.endswith(":") and len(speaker.role) > 1:
+                roles.add(speaker.role[:-1])
+                nodes.name(("role", speaker.role[:-1]), speaker.role[:-1], _WEAK)
+        file_key: Key = ("file", log.input.path)
+        if not log.labelled:
+            nodes.find(file_key)
+            if len(roles) == 1:
+                nodes.union(file_key, ("role", roles.pop()))
+            if log.host and log.file_rank is None:
+                nodes.name(file_key, log.host, _MEDIUM)
+        for speaker, exited in log.exits:
+            nodes.name(_node_of(nodes, log, speaker), exited.host, _STRONG)
+        for speaker, claim in log.claims:
+            if claim.host and not speaker.anonymous:
+                weight = _STRONG if claim.source == "nccl" else _MEDIUM
+                nodes.name(_node_of(nodes, log, speaker), claim.host, weight)
+        for event in log.slurm:
+            for task in event.tasks:
+                nodes.name(("task", str(task)), event.node, _STRONG)
+        for _speaker, warned in log.warnings:  # NCCL names its host: filed under it below
+            nodes.name(("host", short_host(warned.host)), warned.host, _STRONG)
+        for address in log.addresses:
+            nodes.name(("host", short_host(address.host)), address.host, _STRONG)
+    for file in stacks:
+        nodes.name(("file", file.input.path), file.host, _MEDIUM)
+        for proc in file.processes:
+            if proc.label is not None and proc.label.host:
+                nodes.name(("host", short_host(proc.label.host)), proc.label.host, _STRONG)
+    for d in dumps:
+        if d.host:
+            nodes.name(("host", short_host(d.host)), d.host, _MEDIUM)
+    nodes.settle()
+    return nodes
+
+
+def _headers_global(logs: list[ParsedLog], nodes: _Nodes) -> bool:
+    """Whether torchrun's header numbers are global ranks (a prefix template) rather than
+    local ranks (torchrun's default), for the whole job."""
+    numbers: dict[Key, set[int]] = defaultdict(set)
+    agree = differ = False
+    for log in logs:
+        for s in log.speakers:
+            if s.number is None:
+                continue
+            numbers[_node_of(nodes, log, s)].add(s.number)
+            if s.rank is not None:
+                differ |= s.rank != s.number
+                agree |= s.rank == s.number and s.number > 0
+    if differ:
+        return False
+    sets = list(numbers.values())
+    shared = any(a & b for i, a in enumerate(sets) for b in sets[i + 1 :])
+    if shared:
+        return False
+    if agree and any(0 not in s for s in sets):
+        return True
+    return len(sets) > 1
+
+
+def _build_slots(logs: list[ParsedLog], stacks: list[ParsedStacks], join: _Join) -> None:
+    """(node, local rank) -> global rank, and (node, pid) -> global rank, from every source
+    that states both."""
+    nodes = join.nodes
+    for log in logs:
+        for s in log.speakers:
+            if s.number is not None and s.rank is not None and not join.headers_global:
+                join.slots[(_node_of(nodes, log, s), s.number)] = s.rank
+        for speaker, exited in log.exits:
+            node = _node_of(nodes, log, speaker)
+            if exited.rank is not None and exited.local_rank is not None:
+                join.slots[(node, exited.local_rank)] = exited.rank
+            if exited.rank is not None and exited.pid is not None:
+                join.pids[(node, exited.pid)] = exited.rank
+        for speaker, roster in log.rosters:
+            node = _node_of(nodes, log, speaker)
+            for local, rank in zip(roster.local_ranks, roster.global_ranks, strict=False):
+                join.slots[(node, local)] = rank
+        for speaker, claim in log.claims:
+            if claim.source == "job" and claim.rank is not None and claim.local_rank is not None:
+                join.slots[(_node_of(nodes, log, speaker), claim.local_rank)] = claim.rank
+    for file in stacks:
+        for proc in file.processes:
+            node = _stack_node(nodes, file.input.path, proc)
+            label = proc.label
+            if label is not None and label.rank is not None and label.local_rank is not None:
+                join.slots[(node, label.local_rank)] = label.rank
+            stated, stated_local = stated_ranks(proc)
+            if stated is not None and stated_local is not None:
+                join.slots[(node, stated_local)] = stated
+    # pids stated beside a rank (or a local rank) once the slots are known
+    for log in logs:
+        for speaker, claim in log.claims:
+            if claim.pid is None:
+                continue
+            node = _node_of(nodes, log, speaker)
+            owner = claim.rank if claim.rank is not None else _resolve(join, log, speaker)
+            if owner is None and claim.local_rank is not None:
+                owner = join.slots.get((node, claim.local_rank))
+            if owner is not None:
+                join.pids[(node, claim.pid)] = owner
+        for speaker, event in log.agent:
+            if event.event == "failed" and event.pid is not None and event.local_rank is not None:
+                node = _node_of(nodes, log, speaker)
+                failed = join.slots.get((node, event.local_rank))
+                if failed is not None:
+                    join.pids[(node, event.pid)] = failed
+
+
+def _stack_node(nodes: _Nodes, path: str, proc: ProcessStack) -> Key:
+    if proc.label is not None and proc.label.host:
+        return nodes.find(("host", short_host(proc.label.host)))
+    return nodes.find(("file", path))
+
+
+def _resolve(join: _Join, log: ParsedLog, speaker: Speaker) -> int | None:
+    """The global rank a speaker is, as far as the job's identities tell."""
+    if speaker.rank is not None:
+        return speaker.rank
+    if speaker.number is not None:
+        if join.headers_global:
+            return speaker.number
+        return join.slots.get((_node_of(join.nodes, log, speaker), speaker.number))
+    if log.file_rank is not None:
+        return log.file_rank
+    if log.file_local is not None and speaker.task is None:
+        return join.slots.get((join.nodes.find(("file", log.input.path)), log.file_local))
+    return None
+
+
 def gather(
     logs: Iterable[ParsedLog], stacks: Iterable[ParsedStacks], dumps: Iterable[DumpHost] = ()
 ) -> Evidence:
     """The evidence of every input, by global rank."""
     ev = Evidence()
-    logs, stacks = list(logs), list(stacks)
+    logs, stacks, dumps = list(logs), list(stacks), list(dumps)
+    join = _Join(nodes=_build_nodes(logs, stacks, dumps))
+    join.headers_global = _headers_global(logs, join.nodes)
+    _build_slots(logs, stacks, join)
+    _infer_last_slot(logs, join, ev, dumps)
     for d in dumps:
         r = ev.rank(d.rank)
         r.add_file(d.path)
-        r.host = r.host or d.host
+        if d.host:
+            r.host = r.host or join.nodes.host(("host", short_host(d.host)))
         ev.dump_files += 1
     ev.files.extend(log.input for log in logs)
-    slots = _slots(logs, ev)
     for log in logs:
-        ev.workers |= {(s.host, s.local) for s in log.speakers if s.local is not None}
-        ev.workers |= {(s.host, s.local) for s, _e in log.exits if s.local is not None}
+        _file_log(ev, join, log)
+    _match_stacks(ev, join, stacks)
+    ev.ending = _ending(logs, join)
+    worlds = [r.world_size for log in logs for _s, r in log.rosters if r.world_size]
+    ev.world_size = max(worlds) if worlds else None
     for log in logs:
-        _file_lines(ev, log, slots)
-    _file_warnings(ev, logs, slots)
-    _match_stacks(ev, stacks)
+        for address in log.addresses:
+            ev.addresses[address.address] = join.nodes.host(("host", short_host(address.host)))
     return ev
 
 
-def _slots(logs: list[ParsedLog], ev: Evidence) -> dict[tuple[str, int], int]:
-    """(node, local rank) -> global rank: what the logs' lines and torchelastic's summaries
-    pair, and the one pair left to infer (see _infer_last_slot)."""
-    slots: dict[tuple[str, int], int] = {}
-    for log in logs:
-        slots.update(log.slots)
-        for speaker, _exited in log.exits:
-            if speaker.local is not None and speaker.rank is not None:
-                slots[(speaker.host, speaker.local)] = speaker.rank
-    _infer_last_slot(logs, slots, ev)
-    return slots
-
-
-def _owner(
-    ev: Evidence, slots: dict[tuple[str, int], int], log: ParsedLog, speaker: Speaker
-) -> RankEvidence | None:
-    """The rank a line's writer is (its rank tag, its node's local rank, or the per-rank
-    file's rank), filed with what the line says of its node; None when not known."""
-    if speaker.rank is not None:
-        rank: int | None = speaker.rank
-    elif speaker.local is not None:
-        rank = slots.get((speaker.host, speaker.local))
-    else:
-        rank, speaker = log.file_rank, Speaker(log.host, None, None)
-    return None if rank is None else _place(ev, rank, speaker, log.input.path)
-
-
-def _file_lines(ev: Evidence, log: ParsedLog, slots: dict[tuple[str, int], int]) -> None:
-    """File one log's speakers, waits, exceptions and exits under the ranks they are."""
-    if log.file_rank is not None:  # a per-rank file, even one that names nothing
-        _place(ev, log.file_rank, Speaker(log.host, None, None), log.input.path)
-    for speaker in log.speakers:
-        _owner(ev, slots, log, speaker)
-    for speaker, wait in log.waits:
-        if (waiter := _owner(ev, slots, log, speaker)) is not None:
-            waiter.waits.append(wait)
-    for speaker, raised in log.raised:
-        if (raiser := _owner(ev, slots, log, speaker)) is not None:
-            raiser.raised.append(raised)
-    for speaker, exited in log.exits:
-        if speaker.rank is None:
-            continue
-        ended = _place(ev, speaker.rank, speaker, log.input.path)
-        ended.exits.append(exited)
-        ended.pid = ended.pid or exited.pid
-
-
-def _file_warnings(ev: Evidence, logs: list[ParsedLog], slots: dict[tuple[str, int], int]) -> None:
-    """File NCCL's WARN lines under the rank whose pid they give (known once every exit
-    is filed), else under the line's writer."""
-    by_pid = {(r.host, r.pid): r.rank for r in ev.ranks.values() if r.pid is not None}
-    for log in logs:
-        for speaker, warned in log.warnings:
-            mapped = by_pid.get((log.host, warned.pid))
-            warner = (
-                _place(ev, mapped, speaker, log.input.path)
-                if mapped is not None
-                else _owner(ev, slots, log, speaker)
-            )
-            if warner is not None:
-                warner.warnings.append(warned)
-
-
-def _place(ev: Evidence, rank: int, speaker: Speaker, path: str) -> RankEvidence:
+def _place(ev: Evidence, join: _Join, rank: int, node: Key | None, path: str) -> RankEvidence:
     r = ev.rank(rank)
     r.add_file(path)
-    if speaker.host and not r.host:
-        r.host = speaker.host
-    if speaker.local is not None and r.local_rank is None:
-        r.local_rank = speaker.local
+    if node is not None:
+        join.rank_node.setdefault(rank, node)
+        if not r.host:
+            r.host = join.nodes.host(node)
     return r
 
 
+def _file_log(ev: Evidence, join: _Join, log: ParsedLog) -> None:
+    """File one log's records under the ranks their speakers are."""
+    path = log.input.path
+    nodes = join.nodes
+
+    def owner(speaker: Speaker) -> RankEvidence | None:
+        rank = _resolve(join, log, speaker)
+        if rank is None:
+            return None
+        node = None if log.file_rank is not None else _node_of(nodes, log, speaker)
+        r = _place(ev, join, rank, node, path)
+        local = speaker.number if not join.headers_global else None
+        if local is None and log.file_local is not None:
+            local = log.file_local
+        if r.local_rank is None and local is not None:
+            r.local_rank = local
+        return r
+
+    if log.file_rank is not None:
+        _place(ev, join, log.file_rank, None, path)
+    for speaker in log.speakers:
+        owner(speaker)
+        if speaker.number is not None and not join.headers_global:
+            ev.workers.add((nodes.host(_node_of(nodes, log, speaker)) or log.host, speaker.number))
+    for speaker, wait in log.waits:
+        if (r := owner(speaker)) is not None:
+            r.waits.append(wait)
+    for speaker, raised in log.raised:
+        if (r := owner(speaker)) is not None:
+            r.raised.append(raised)
+    for speaker, group in log.groups:
+        if (r := owner(speaker)) is not None:
+            r.groups.append(group)
+    for speaker, stack in log.stacks:
+        if (r := owner(speaker)) is not None and r.stack is None:
+            r.stack = stack
+    for speaker, lines in log.last_lines.items():
+        if (r := owner(speaker)) is not None:
+            r.last_lines = [*r.last_lines, *((Where(path, n), t) for n, t in lines)]
+            r.last_lines = r.last_lines[-LAST_LINES:]
+    for speaker, exited in log.exits:
+        if exited.rank is None:
+            continue
+        node = _node_of(nodes, log, speaker)
+        r = _place(ev, join, exited.rank, node, path)
+        r.exits.append(exited)
+        r.pid = r.pid or exited.pid
+        if r.local_rank is None:
+            r.local_rank = exited.local_rank
+        if exited.local_rank is not None:
+            ev.workers.add((nodes.host(node), exited.local_rank))
+    for speaker, warned in log.warnings:
+        node = nodes.find(("host", short_host(warned.host)))
+        mapped = join.pids.get((node, warned.pid))
+        r = _place(ev, join, mapped, node, path) if mapped is not None else owner(speaker)
+        if r is not None:
+            r.warnings.append(warned)
+    for speaker, report in log.reports:
+        ev.reports.append(report)
+        owner(speaker)
+    for (node, pid), rank in join.pids.items():
+        r = ev.ranks.get(rank)
+        if r is not None and r.pid is None:
+            r.pid = pid
+            if not r.host:
+                r.host = nodes.host(node)
+
+
 def _infer_last_slot(
-    logs: list[ParsedLog], slots: dict[tuple[str, int], int], ev: Evidence
+    logs: list[ParsedLog], join: _Join, ev: Evidence, dumps: list[DumpHost]
 ) -> None:
     """One (node, local rank) never matched and one rank never named (ranks run from 0 to at
     least the number of workers the logs show): the same process (a rank that printed
     nothing with its rank on it, often the stuck one)."""
-    seen = {(s.host, s.local) for log in logs for s in log.speakers if s.local is not None}
+    if join.headers_global:
+        return
+    nodes = join.nodes
+    seen = {
+        (_node_of(nodes, log, s), s.number)
+        for log in logs
+        for s in log.speakers
+        if s.number is not None
+    }
     unmatched = sorted(
-        (host, local) for host, local in seen if local is not None and (host, local) not in slots
+        (n, local) for n, local in seen if local is not None and (n, local) not in join.slots
     )
-    named = set(slots.values()) | {
+    named = set(join.slots.values()) | {
         s.rank for log in logs for s in log.speakers if s.rank is not None
     }
-    named |= set(ev.ranks)
+    named |= {d.rank for d in dumps}
+    named |= {log.file_rank for log in logs if log.file_rank is not None}
     if not named:
         return
-    # ranks are 0..W-1, and W is at least every worker the logs show
-    world = max(max(named) + 1, len(seen | set(slots)))
+    world = max(max(named) + 1, len(seen | set(join.slots)))
     missing = sorted(set(range(world)) - named)
     if len(unmatched) == 1 and len(missing) == 1:
-        host, local = unmatched[0]
-        slots[(host, local)] = missing[0]
+        node, local = unmatched[0]
+        join.slots[(node, local)] = missing[0]
         ev.notes.append(
-            f"rank {missing[0]} is taken to be {host}'s local rank {local}: the one process "
-            "the logs never name with its rank"
+            f"rank {missing[0]} is taken to be {nodes.host(node) or 'a node'}'s local rank "
+            f"{local}: the one process the logs never name with its rank"
         )
 
 
-def _match_stacks(ev: Evidence, stacks: list[ParsedStacks]) -> None:
-    by_pid: dict[tuple[str, int], int] = {}
-    for r in ev.ranks.values():
-        if r.pid is not None:
-            by_pid[(r.host, r.pid)] = r.rank
-    left: dict[str, list[ProcessStack]] = defaultdict(list)
+def _match_stacks(ev: Evidence, join: _Join, stacks: list[ParsedStacks]) -> None:
+    nodes = join.nodes
+    left: dict[Key, list[ProcessStack]] = defaultdict(list)
     for file in stacks:
         ev.files.append(file.input)
         for proc in file.processes:
             if proc.is_agent:
                 continue
-            label = proc.label
-            rank = label.rank if label is not None else None
+            node = _stack_node(nodes, file.input.path, proc)
+            rank = _stack_rank(join, node, proc)
             if rank is None:
-                rank = by_pid.get((proc.host, proc.pid))
-            if rank is None:
-                left[proc.host].append(proc)
+                left[node].append(proc)
                 continue
-            r = ev.rank(rank)
-            r.stack = proc
-            r.add_file(file.input.path)
-            r.host = r.host or proc.host
-            r.pid = r.pid or proc.pid
-            if label is not None and label.local_rank is not None and r.local_rank is None:
-                r.local_rank = label.local_rank
-    for host, procs in left.items():
-        ranks = [r for r in ev.ranks.values() if r.host == host and r.stack is None]
-        outside = [p for p in procs if in_collective(p) is None]
-        idle = [r for r in ranks if not r.waits]
-        if len(outside) == 1 and len(idle) == 1:
-            proc, r = outside[0], idle[0]
-            r.stack, r.pid = proc, r.pid or proc.pid
-            r.add_file(proc.where.file)
-            procs.remove(proc)
-            ev.notes.append(
-                f"py-spy process {proc.pid} on {host} is taken to be rank {r.rank}: the one "
-                "process outside collectives, and the one rank on that host not waiting"
-            )
-        ev.unmatched.extend(procs)
+            _take_stack(ev, join, rank, node, proc, file.input.path)
+    for node, procs in left.items():
+        host = nodes.host(node)
+        procs = _eliminate(ev, join, node, procs)
+        for proc in procs:
+            ev.unmatched.append(proc if proc.host == host or not host else _on(proc, host))
+
+
+def _on(proc: ProcessStack, host: str) -> ProcessStack:
+    return replace(proc, host=host)
+
+
+def _stack_rank(join: _Join, node: Key, proc: ProcessStack) -> int | None:
+    label = proc.label
+    if label is not None and label.rank is not None:
+        return label.rank
+    if proc.pid is not None and (node, proc.pid) in join.pids:
+        return join.pids[(node, proc.pid)]
+    stated, local = stated_ranks(proc)
+    if stated is not None:
+        return stated
+    return join.slots.get((node, local)) if local is not None else None
+
+
+def stated_ranks(proc: ProcessStack) -> tuple[int | None, int | None]:
+    """(global rank, local rank) a process's own `--locals` hold (RANK / LOCAL_RANK, else
+    global_rank or rank / local_rank), None where they hold none."""
+    named = dict(proc.locals)
+    rank = next((named[k] for k in ("RANK", "global_rank", "rank") if k in named), None)
+    local = next((named[k] for k in ("LOCAL_RANK", "local_rank") if k in named), None)
+    return rank, local
+
+
+def _take_stack(
+    ev: Evidence, join: _Join, rank: int, node: Key, proc: ProcessStack, path: str
+) -> None:
+    r = _place(ev, join, rank, node, path)
+    r.stack = proc if proc.host == r.host or not r.host else _on(proc, r.host)
+    r.pid = r.pid or proc.pid
+    label = proc.label
+    if label is not None and label.local_rank is not None and r.local_rank is None:
+        r.local_rank = label.local_rank
+
+
+def _eliminate(
+    ev: Evidence, join: _Join, node: Key, procs: list[ProcessStack]
+) -> list[ProcessStack]:
+    """Tie what is left on a node by elimination, where the evidence allows; return the
+    processes still untied."""
+    nodes = join.nodes
+    host = nodes.host(node)
+    on_node = [
+        r
+        for r in ev.ranks.values()
+        if (r.rank in join.rank_node and nodes.find(join.rank_node[r.rank]) == node)
+        or (host and r.host == host)
+    ]
+    free = [r for r in on_node if r.stack is None]
+    matched = len(on_node) - len(free)
+    lone = len(procs) == 1 and len(free) == 1 and matched + 1 == len(on_node) > 1
+    if lone and _node_complete(join, node, len(on_node)):
+        proc, r = procs[0], free[0]
+        _take_stack(ev, join, r.rank, node, proc, proc.where.file)
+        ev.notes.append(
+            f"py-spy process {proc.pid} on {host or 'its node'} is taken to be rank {r.rank}:"
+            f" the one process and the one rank of that node left untied"
+        )
+        return []
+    outside = [p for p in procs if in_collective(p) is None]
+    idle = [r for r in free if not r.waits]
+    if len(outside) == 1 and len(idle) == 1 and len(procs) == len(free):
+        proc, r = outside[0], idle[0]
+        _take_stack(ev, join, r.rank, node, proc, proc.where.file)
+        ev.notes.append(
+            f"py-spy process {proc.pid} on {host or 'its node'} is taken to be rank {r.rank}: "
+            "the one process outside collectives, and the one rank on that host not waiting"
+        )
+        return [p for p in procs if p is not proc]
+    return procs
+
+
+def _node_complete(join: _Join, node: Key, ranks: int) -> bool:
+    """Whether the node's ranks are all known: its roster or its slots name that many."""
+    locals_ = {local for (n, local) in join.slots if join.nodes.find(n) == node}
+    return len(locals_) == ranks
+
+
+def _ending(logs: list[ParsedLog], join: _Join) -> Ending:
+    """How the logs say the job ended: nodes whose agent logged success, slurm's cancels,
+    nodes with a failure."""
+    nodes = join.nodes
+    succeeded: list[str] = []
+    failed: list[str] = []
+    cancelled: list[SlurmEvent] = []
+    for log in logs:
+        for speaker, event in log.agent:
+            host = nodes.host(_node_of(nodes, log, speaker)) or log.host or log.input.path
+            if event.event == "succeeded" and host not in succeeded:
+                succeeded.append(host)
+            elif event.event == "failed" and host not in failed:
+                failed.append(host)
+        for speaker, _exited in log.exits:
+            host = nodes.host(_node_of(nodes, log, speaker)) or log.host or log.input.path
+            if host not in failed:
+                failed.append(host)
+        cancelled += [e for e in log.slurm if e.event in ("cancelled", "time_limit")]
+    counts = [r.nodes for log in logs for _s, r in log.rosters if r.nodes]
+    return Ending(tuple(succeeded), tuple(cancelled), tuple(failed), max(counts, default=None))

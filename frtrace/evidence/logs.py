@@ -1,20 +1,20 @@
-"""Parse a job's logs (torchrun's per-node output, per-rank files) into typed records.
+"""Read one log file (a node's torchrun output, a slurm job log, a rank's own file) into typed
+records, each with who wrote it as the line states it (frtrace.evidence.prefixes).
 
-Which line is whose:
-- torchrun's `--tee` copies every worker line with the header `[<role><local_rank>]:`
-  (torch/distributed/elastic/multiprocessing/tail_log.py, TailLog.start); with
-  `--role $(hostname -s):` that reads `[nodeB:1]:`, without `--role` `[default1]:`. The
-  number is the LOCAL rank. A role ending in `:` is taken as the host name.
-- A worker's uncaught exception is written with `[rank<global>]: ` before every line
-  (torch/distributed/distributed_c10d.py, init_process_group: `_distributed_excepthook`);
-  torch's C++ log lines carry `[rank<global>]:` as well.
-- torchelastic's failure summary names each failed worker's global and local rank, exit
-  code, pid and signal (below); it is written by the node's agent, so its file is the host.
-
-What is read (each format cited where its pattern is defined below): NCCL's watchdog timeout
-and its group status, gloo's timeout and connection errors, Python tracebacks, the
-torchelastic summary, NCCL WARN lines. Everything else is skipped. The file is streamed
-within budgets (frtrace.dumps.text.read_lines).
+Nothing here decides which rank or host a speaker is: srun tasks, torchrun's local ranks and
+role names are resolved for the whole job by frtrace.evidence.gather. What is read, each format
+cited where its pattern is defined below:
+- Python tracebacks (a worker's exception; a collective's timeout or lost peer in gloo, an
+  NCCL error, a failed DETAIL check) and faulthandler's thread dumps;
+- NCCL's watchdog (timeouts, errors, the group's status) and ProcessGroupNCCL's group prefix,
+  which states the writer's rank within a group, and its initialization options;
+- TORCH_DISTRIBUTED_DEBUG=DETAIL's collective fingerprint check and monitored barriers, which
+  name the ranks that differ or never came;
+- torchelastic: the failure summary, the agent's worker events and its rendezvous roster;
+- slurm's own lines (a cancelled step or job, a task that exited or was killed);
+- NCCL's INFO and WARN lines (`host:pid:tid`), and the job's own lines that pair a rank with
+  a pid or a host.
+Everything else is skipped. The file is streamed within budgets (frtrace.dumps.text).
 """
 
 from __future__ import annotations
@@ -25,32 +25,39 @@ import signal as signals
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from frtrace.dumps.text import LineStats, read_lines
+from frtrace.evidence.prefixes import Peeled, looks_labelled, peel
 from frtrace.evidence.records import (
     COMM_ERROR,
     MAX_FRAMES,
     PEER_LOST,
     TIMEOUT,
+    Address,
+    AgentEvent,
+    Claim,
     Exited,
+    GroupLine,
     InputFile,
+    ProcessStack,
     PyFrame,
     Raised,
+    Reported,
+    Roster,
+    SlurmEvent,
+    Speaker,
+    ThreadStack,
     Wait,
     Warned,
     Where,
 )
 
+_RANK_TAG = re.compile(r"\[rank(?P<rank>\d{1,7})\]:")
 MAX_TEXT = 300  # characters kept of a message read from a log
-
-# torchrun's header, then the excepthook's / C++ logging's global rank (`[rank3]:` alone is
-# the latter, not a torchrun role named "rank").
-_RANK_TAG = re.compile(r"\[rank(?P<rank>\d{1,7})\]:\s?")
-_HEAD = re.compile(
-    r"(?:(?!\[rank\d{1,7}\]:)\[(?P<role>[^\[\]\s]{0,128}?)(?P<local>\d{1,6})\]:)?"
-    r"(?:\[rank(?P<rank>\d{1,7})\]:\s?)?"
-)
+MAX_RECORDS = 4096  # records of each kind kept per file (the last ones)
+LAST_LINES = 6  # lines kept per speaker: what a culprit wrote last
+LABEL_PROBE = 200  # lines read before deciding whether a file carries srun's labels
 
 # Python's traceback (traceback.format_exception).
 _TB_START = "Traceback (most recent call last):"
@@ -58,6 +65,17 @@ _TB_FRAME = re.compile(
     r'^\s{2}File "(?P<file>[^"]{0,1024})", line (?P<line>\d{1,9}), in (?P<fn>.{1,256})$'
 )
 _EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]{0,200}?)(?::\s?(?P<msg>.*))?$")
+
+# faulthandler (CPython Python/traceback.c, _Py_DumpTracebackThreads and dump_frame): a
+# `Fatal Python error: <reason>` or `Timeout (h:mm:ss)!` line, then per thread
+# `Thread 0x<id> (most recent call first):` (`Current thread 0x<id> ...` for the one that
+# dumps) and its frames `  File "<file>", line <n> in <function>`, innermost first.
+_FAULT_THREAD = re.compile(
+    r"^(?P<cur>Current thread|Thread) (?P<tid>0x[0-9a-fA-F]{1,16}) \(most recent call first\):"
+)
+_FAULT_FRAME = re.compile(
+    r'^\s{2}File "(?P<file>[^"]{0,1024})", line (?P<line>\d{1,9}) in (?P<fn>.{1,256})$'
+)
 
 # NCCL's watchdog (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp): WorkNCCL::checkTimeout
 # logs `<WorkNCCL::logPrefix() = "[Rank <rank>] ">Watchdog caught collective operation
@@ -76,23 +94,50 @@ _ASYNC_ERROR = re.compile(
     r"Collective WorkNCCL\(SeqNum=(?P<seq>\d{1,12}), OpType=(?P<op>\w{1,40}),.{0,200}?\) "
     r"raised the following async exception: (?P<msg>.*)"
 )
-# ProcessGroupNCCL::Watchdog::runLoop: `<logPrefix()> failure detected by watchdog at work
-# sequence id: <seq> PG status: last enqueued work: <n>, last completed work: <n>`, where
-# ProcessGroupNCCL::createLogPrefix is `[PG ID <id> PG GUID <uid>(<desc>) Rank <rank>] `
-# (without `(<desc>)` when the group has none).
-_WATCHDOG_STATUS = re.compile(
+# ProcessGroupNCCL::createLogPrefix: `[PG ID <local id> PG GUID <pg_uid>(<pg_desc>) Rank
+# <rank in the group>] ` (without `(<desc>)` when the group has none), before the lines a
+# group logs; Watchdog::runLoop: `<prefix> failure detected by watchdog at work sequence id:
+# <seq> PG status: last enqueued work: <n>, last completed work: <n>`; the constructor logs
+# `<prefix>ProcessGroupNCCL initialization options: size: <n>, global rank: <r>, ...`.
+_PG_PREFIX = re.compile(
     r"\[PG ID (?P<pgid>\d{1,9}) PG GUID (?P<uid>[^\s()\[\]]{1,256})(?:\((?P<desc>[^()]{0,256})\))?"
-    r" Rank (?P<grank>\d{1,7})\]\s+failure detected by watchdog at work sequence id: "
-    r"(?P<seq>\d{1,12}) PG status: last enqueued work: (?P<enq>-?\d{1,12}), last completed "
-    r"work: (?P<done>-?\d{1,12})"
+    r" Rank (?P<grank>\d{1,7})\]"
 )
+_WATCHDOG_STATUS = re.compile(
+    r"failure detected by watchdog at work sequence id: (?P<seq>\d{1,12}) PG status: last "
+    r"enqueued work: (?P<enq>-?\d{1,12}), last completed work: (?P<done>-?\d{1,12})"
+)
+_PG_OPTIONS = re.compile(r"size: (?P<size>\d{1,9}), global rank: (?P<global>\d{1,9})")
 # gloo (third_party/gloo/gloo/transport/tcp/unbound_buffer.cc, UnboundBuffer::waitRecv and
 # waitSend): `Timed out waiting <ms>ms for recv|send operation to complete`.
 _GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d{1,12})ms for (?P<dir>recv|send) operation")
 # gloo/transport/tcp/pair.cc, Pair::read: `Connection closed by peer <addr>` (EOF: the peer
-# went away) and `Read error <addr>: <strerror>` (ECONNRESET when it died).
-_GLOO_PEER = re.compile(r"Connection closed by peer|Read error \S{0,300}: Connection reset by peer")
+# went away) and `Read error <addr>: <strerror>` (ECONNRESET when it died); <addr> is
+# `[<ip>]:<port>`.
+_GLOO_PEER = re.compile(
+    r"(?:Connection closed by peer|Read error) (?P<addr>\[[0-9A-Fa-f.:]{1,64}\]:\d{1,5})"
+    r"(?:\.|: Connection reset by peer|$)"
+)
 _COMM_TYPES = ("DistBackendError", "DistNetworkError", "DistStoreError")
+
+# TORCH_DISTRIBUTED_DEBUG=DETAIL (torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp,
+# ProcessGroupWrapper::runCollectiveChecks, via checkCollectiveFingerprints / CollectiveFingerPrint:
+# `Detected mismatch between collectives on ranks. Rank <me> is running collective:
+# CollectiveFingerPrint(...), but Rank <other> is running collective: ...`), and
+# ProcessGroupGloo::monitoredBarrier (ProcessGroupGloo.cpp): `[Rank 0]: Rank <r> failed to
+# pass monitoredBarrier in <ms> ms`, `[Rank 0]: Ranks <r>, <r> failed to pass ...` with
+# wait_all_ranks. Both were seen in real gloo runs of torch 2.13 here.
+_FINGERPRINT = re.compile(
+    r"Detected mismatch between collectives on ranks\. Rank (?P<me>\d{1,7}) is running "
+    r"collective: CollectiveFingerPrint\((?P<mine>.{0,4000}?)\), but Rank (?P<other>\d{1,7}) is "
+    r"running collective: CollectiveFingerPrint\((?P<theirs>[^)]{0,400})"
+)
+_FP_OP = re.compile(r"OpType=(?P<op>\w{1,40})")
+_MONITORED = re.compile(
+    r"Ranks? (?P<ranks>\d{1,7}(?:, ?\d{1,7}){0,4096}) failed to pass monitoredBarrier in "
+    r"(?P<ms>\d{1,12}) ms"
+)
+_MONITORED_OK = "successfully reached monitoredBarrier"
 
 # torchelastic's summary (torch/distributed/elastic/multiprocessing/errors/__init__.py,
 # ChildFailedError.format_msg with _MSG_FORMAT_TEMPLATE and _FAILURE_FORMAT_TEMPLATE): a
@@ -109,17 +154,107 @@ _SUM_EXIT = re.compile(
 )
 _SUM_SIGNAL = re.compile(r"^\s+traceback\s+:\s*Signal \d{1,3} \((?P<sig>SIG\w{1,20})\)")
 _SUM_ROOT = "Root Cause (first observed failure):"
+# The agent (torch/distributed/elastic/multiprocessing/api.py): `failed (exitcode: <code>)
+# local_rank: <local> (pid: <pid>) of binary: <binary>` (MultiprocessContext._poll and
+# SubprocessContext._poll) and `Sending process <pid> closing signal <SIG>`
+# (SubprocessContext._close / MultiprocessContext._close); torch/distributed/elastic/agent/
+# server/api.py, SimpleElasticAgent._invoke_run: `[<role>] worker group successfully
+# finished.` and _rendezvous: `[<role>] Rendezvous complete for workers. Result:` then
+# `  <key>=<value>` lines (both at INFO).
+_AGENT_FAILED = re.compile(
+    r"failed \(exitcode: (?P<code>-?\d{1,9})\) local_rank: (?P<local>\d{1,7}) "
+    r"\(pid: (?P<pid>\d{1,12})\) of binary"
+)
+_AGENT_CLOSING = re.compile(
+    r"Sending process (?P<pid>\d{1,12}) closing signal (?P<sig>SIG\w{1,20})"
+)
+_AGENT_DONE = re.compile(r"\[(?P<role>[^\]]{0,256})\] worker group successfully finished")
+_ROSTER_START = "Rendezvous complete for workers. Result:"
+_ROSTER_FIELD = re.compile(
+    r"^\s+(?P<key>group_rank|group_world_size|local_ranks|global_ranks|global_world_sizes)="
+    r"(?P<value>.{0,100000})$"
+)
+
+# slurm's own lines. slurmstepd (src/slurmd/slurmstepd/req.c, _handle_signal_container /
+# the step's cancel): `slurmstepd: error: *** STEP <jobid>.<step> ON <node> CANCELLED AT
+# <time> ***` (`*** JOB <jobid> ON ...`; ` DUE TO TIME LIMIT` when the limit ended it);
+# srun (src/srun/srun_job.c / launch.c, the task exit report): `srun: error: <node>: task
+# <ids>: Exited with exit code <n>`, `... : Killed`, `... : Terminated`.
+_SLURM_CANCEL = re.compile(
+    r"slurmstepd(?:-\S{1,64})?: error: \*\*\* (?:JOB|STEP) \S{1,64} ON (?P<node>\S{1,256}) "
+    r"CANCELLED AT \S{1,64}(?P<limit> DUE TO TIME LIMIT)?"
+)
+_SRUN_TASK = re.compile(
+    r"srun: error: (?P<node>[^\s:]{1,256}): tasks? (?P<tasks>[\d,\-]{1,4096}): (?P<what>.{1,200})$"
+)
+_SRUN_EXIT = re.compile(r"Exited with exit code (?P<code>\d{1,5})")
+_SRUN_SIGNALS = {"Killed": "SIGKILL", "Terminated": "SIGTERM", "Aborted": "SIGABRT"}
 
 # NCCL's own output (nccl src/debug.cc, ncclDebugLog): `<host>:<pid>:<tid> [<dev>]
-# <file>:<line> NCCL WARN <message>`.
-_NCCL_WARN = re.compile(
-    r"(?P<host>[\w.\-]{1,256}):(?P<pid>\d{1,12}):\d{1,12} \[\d{1,6}\] \S{0,300} "
-    r"NCCL WARN (?P<msg>.*)"
+# NCCL INFO|WARN <message>` (WARN lines add `<file>:<line> ` before NCCL). Its bootstrap logs
+# the address each process uses (src/bootstrap.cc, bootstrapNetInit: `Bootstrap : Using
+# <ifname>:<address><port>`); WARNs about a peer name its address as `<ip><<port>>`.
+_NCCL_LINE = re.compile(
+    r"(?P<host>[\w.\-]{1,256}):(?P<pid>\d{1,12}):\d{1,12} \[[\w.\-]{1,12}\] (?:\S{1,300} )?"
+    r"NCCL (?P<level>INFO|WARN) (?P<msg>.*)"
+)
+_NCCL_BOOTSTRAP = re.compile(
+    r"Bootstrap ?: Using (?:\[\d{1,3}\])?[\w.\-]{1,64}:(?P<addr>[0-9A-Fa-f.:]{3,64})<"
+)
+_NCCL_PEER = re.compile(r"(?P<addr>\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f:]{3,64})<(?P<port>\d{1,5})>")
+
+# The job's own lines that pair its rank with a pid or a host (`rank 3 pid 1234 on node17`,
+# `[RANK=3] host=node17 pid=1234`, `rank=3 pid=1234`): words the job chose, so only a line
+# that names a rank and a pid or a host is taken, never torch's own lines (read above).
+_CLAIM_RANK = re.compile(
+    r"(?<![\w.])(?:global[_ ]rank|rank)\s{0,3}[=:]?\s{0,3}(?P<v>\d{1,7})\b", re.I
+)
+_CLAIM_LOCAL = re.compile(r"(?<![\w.])local[_ ]rank\s{0,3}[=:]?\s{0,3}(?P<v>\d{1,7})\b", re.I)
+_CLAIM_PID = re.compile(r"(?<![\w.])pid\s{0,3}[=:]?\s{0,3}(?P<v>\d{1,10})\b", re.I)
+_CLAIM_HOST = re.compile(
+    r"(?<![\w.])(?:hostname|host|node)\s{0,3}[=:]\s{0,3}(?P<v>[A-Za-z][\w.\-]{0,253})"
+    r"|\bon (?:host |node )?(?P<on>[A-Za-z][\w\-]{0,62}(?:\.[\w\-]{1,62}){0,6})\b",
+    re.I,
 )
 
 # Per-rank files: `rank3.log`, `worker_rank-3.out`.
 _RANK_FILE = re.compile(r"(?:^|[_\-.])rank[_\-]?(?P<rank>\d{1,7})$", re.IGNORECASE)
 _LOG_SUFFIXES = (".gz", ".log", ".out", ".err", ".txt", ".stdout", ".stderr", ".pyspy")
+# Words around a node's name in the files people collect (`trace-%N.out`, `pyspy_<host>.txt`,
+# `<host>.pyspy.txt`, `node-<host>.log`): not part of the name.
+_NAME_WORDS = frozenset(
+    [
+        "pyspy",
+        "py-spy",
+        "py_spy",
+        "spy",
+        "trace",
+        "traces",
+        "stack",
+        "stacks",
+        "dump",
+        "dumps",
+        "log",
+        "logs",
+        "out",
+        "err",
+        "stdout",
+        "stderr",
+        "output",
+        "slurm",
+        "job",
+        "torchrun",
+        "train",
+        "training",
+        "worker",
+        "workers",
+        "agent",
+    ]
+)
+# torchrun --redirects: `<log_dir>/<run_id>_<suffix>/attempt_<n>/<local_rank>/stdout.log`
+# (torch/distributed/elastic/multiprocessing/api.py, DefaultLogsSpecs.reify).
+_ATTEMPT = re.compile(r"attempt_\d{1,6}")
+_REDIRECT_FILE = re.compile(r"(?:stdout|stderr)(?:\.log)?")
 
 # NCCL's OpType names (torch/csrc/distributed/c10d/ProcessGroup.cpp, opTypeToString) as the
 # Python calls that issue them.
@@ -145,58 +280,84 @@ OP_NAMES = {
 }
 
 
-def _maybe(line: str) -> bool:
-    """Whether a line may say more than who wrote it (a rank tag, a traceback's start, NCCL's
-    watchdog or WARN, torchelastic's summary); the others are only glanced at. Substring
-    tests, faster than one regex of alternatives on the millions of lines of a large log."""
+def _maybe(rest: str) -> bool:
+    """Whether a line's message may say more than who wrote it; the others are only noted
+    under their writer. Substring tests, faster than one regex of alternatives on the
+    millions of lines of a large log."""
     return (
-        "[rank" in line
-        or "Traceback" in line
-        or "atchdog" in line
-        or "exception" in line
-        or "NCCL WARN" in line
-        or "Root Cause" in line
-        or (line[:1] == "[" and line.rstrip().endswith("]:"))
+        "Traceback" in rest
+        or "atchdog" in rest
+        or "exception" in rest
+        or "NCCL " in rest
+        or "Root Cause" in rest
+        or "PG ID" in rest
+        or "monitoredBarrier" in rest
+        or "mismatch between collectives" in rest
+        or "local_rank" in rest
+        or "closing signal" in rest
+        or "successfully finished" in rest
+        or "Rendezvous complete" in rest
+        or "srun" in rest
+        or "slurmstepd" in rest
+        or "most recent call first" in rest
+        or "Fatal Python error" in rest
+        or "pid" in rest
+        or "ank" in rest
+        or "ANK" in rest
+        or (rest[:1] == "[" and rest.rstrip().endswith("]:"))  # a summary's `[0]:`
     )
-
-
-MAX_RECORDS = 4096  # records of each kind kept per file (the last ones)
 
 
 def _bounded() -> deque[Any]:
     return deque(maxlen=MAX_RECORDS)
 
 
-class Speaker(NamedTuple):
-    """Who wrote a line: host, local rank (torchrun's header), global rank (a rank tag)."""
-
-    host: str
-    local: int | None
-    rank: int | None
-
-
 @dataclass
 class ParsedLog:
-    """One log file's records, each with who wrote it."""
+    """One log file's records, each with who wrote it, and what the file's place says."""
 
     input: InputFile
-    host: str  # the file's node: its torchrun role, else its folder or name
-    # the last MAX_RECORDS of each: a log of a million failures stays bounded
-    waits: deque[tuple[Speaker, Wait]] = field(default_factory=lambda: _bounded())
-    raised: deque[tuple[Speaker, Raised]] = field(default_factory=lambda: _bounded())
-    exits: deque[tuple[Speaker, Exited]] = field(default_factory=lambda: _bounded())
-    warnings: deque[tuple[Speaker, Warned]] = field(default_factory=lambda: _bounded())
-    slots: dict[tuple[str, int], int] = field(default_factory=dict)  # (host, local) -> rank
-    speakers: set[Speaker] = field(default_factory=set)
+    host: str  # the node the file's place names (its folder, its name), '' when none
+    labelled: bool = False  # lines carry srun's task labels
+    waits: deque[tuple[Speaker, Wait]] = field(default_factory=_bounded)
+    raised: deque[tuple[Speaker, Raised]] = field(default_factory=_bounded)
+    exits: deque[tuple[Speaker, Exited]] = field(default_factory=_bounded)
+    warnings: deque[tuple[Speaker, Warned]] = field(default_factory=_bounded)
+    claims: deque[tuple[Speaker, Claim]] = field(default_factory=_bounded)
+    rosters: deque[tuple[Speaker, Roster]] = field(default_factory=_bounded)
+    agent: deque[tuple[Speaker, AgentEvent]] = field(default_factory=_bounded)
+    slurm: deque[SlurmEvent] = field(default_factory=_bounded)
+    reports: deque[tuple[Speaker, Reported]] = field(default_factory=_bounded)
+    groups: deque[tuple[Speaker, GroupLine]] = field(default_factory=_bounded)
+    addresses: deque[Address] = field(default_factory=_bounded)
+    stacks: deque[tuple[Speaker, ProcessStack]] = field(default_factory=_bounded)
+    speakers: set[Speaker] = field(default_factory=set)  # every worker speaker seen
+    last_lines: dict[Speaker, deque[tuple[int, str]]] = field(default_factory=dict)
     file_rank: int | None = None  # a per-rank file: the rank in its name
+    file_local: int | None = None  # torchrun --redirects: the local rank its folder names
 
 
 def host_from_path(path: Path, root: Path | None) -> str:
-    """The node a file came from, by where it lies: its sub-folder of `root` (one folder per
-    node), else its name without the usual suffixes (`nodeB.log` -> nodeB)."""
-    if root is not None and not same_folder(path.parent, root) and path.parent.name:
-        return path.parent.name
-    name = path.name
+    """The node a file's place names: its sub-folder of `root` (one folder per node; the
+    folder above torchrun's `--redirects` layout), else its name without the usual suffixes
+    and words (`nodeB.log`, `trace-nodeB.out`, `pyspy_nodeB.txt` -> nodeB); '' when what is
+    left is no name (`slurm-1234.out`, `stdout.log`)."""
+    if root is not None and not same_folder(path.parent, root):
+        try:
+            parts = Path(os.path.relpath(path.parent, root)).parts
+        except ValueError:
+            parts = ()
+        if parts and parts[0] not in ("..", "."):
+            for part in parts:
+                if _ATTEMPT.fullmatch(part) or part.lower() in _NAME_WORDS:
+                    continue
+                if any(_ATTEMPT.fullmatch(p) for p in parts) and part == parts[-1]:
+                    break  # the local rank's folder of a --redirects layout
+                return _strip_words(part) or part
+    return _strip_words(_strip_suffixes(path.name))
+
+
+def _strip_suffixes(name: str) -> str:
     changed = True
     while changed:
         changed = False
@@ -206,6 +367,21 @@ def host_from_path(path: Path, root: Path | None) -> str:
     return name
 
 
+def _strip_words(name: str) -> str:
+    """`trace-node17` -> node17, `pyspy_node17` -> node17, `slurm-1234` -> '' (a job id)."""
+    pieces = re.split(r"([_\-.])", name)
+    words = pieces[::2]
+    start, end = 0, len(words)
+    while start < end and words[start].lower() in _NAME_WORDS:
+        start += 1
+    while end > start and words[end - 1].lower() in _NAME_WORDS:
+        end -= 1
+    if start == 0 and end == len(words):
+        return name
+    kept = "".join(pieces[2 * start : 2 * end - 1])
+    return "" if not kept or kept.isdigit() else kept
+
+
 def same_folder(a: Path, b: Path) -> bool:
     """The same folder, however each path was spelled (relative or not)."""
     return os.path.abspath(a) == os.path.abspath(b)
@@ -213,9 +389,22 @@ def same_folder(a: Path, b: Path) -> bool:
 
 def rank_from_log_name(path: Path) -> int | None:
     """The rank of a per-rank log file named like `rank3.log`, else None."""
-    stem = host_from_path(path, None)
-    m = _RANK_FILE.search(stem)
+    m = _RANK_FILE.search(_strip_suffixes(path.name))
     return int(m.group("rank")) if m else None
+
+
+def local_from_layout(path: Path) -> int | None:
+    """The local rank of a file of torchrun's `--redirects` layout
+    (`.../attempt_0/3/stdout.log` -> 3), else None."""
+    parent = path.parent
+    if (
+        _REDIRECT_FILE.fullmatch(path.name)
+        and parent.name.isdigit()
+        and len(parent.name) <= 6
+        and _ATTEMPT.fullmatch(parent.parent.name)
+    ):
+        return int(parent.name)
+    return None
 
 
 def cut(text: str, limit: int = MAX_TEXT) -> str:
@@ -239,6 +428,23 @@ class _Traceback:
 
 
 @dataclass
+class _Faults:
+    """faulthandler's dump being read: its threads, the one being read."""
+
+    start: int
+    threads: list[ThreadStack] = field(default_factory=list)
+    tid: str = ""
+    current: bool = False
+    frames: list[PyFrame] = field(default_factory=list)
+
+    def close_thread(self) -> None:
+        if self.tid and len(self.threads) < 256:
+            name = "MainThread" if self.current else ""
+            self.threads.append(ThreadStack(self.tid, "", name, tuple(self.frames[:MAX_FRAMES])))
+        self.tid, self.frames, self.current = "", [], False
+
+
+@dataclass
 class _Summary:
     """torchelastic's summary entry being read."""
 
@@ -252,87 +458,162 @@ class _Summary:
     line: int = 0
 
 
+@dataclass
+class _Roster:
+    role: str
+    line: int
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"-?\d{1,9}", text)[:100_000])
+
+
 class _Parser:
     def __init__(self, path: Path, root: Path | None) -> None:
         self.path = str(path)
-        self.file_host = host_from_path(path, root)
-        self.out = ParsedLog(InputFile(self.path, "log", self.file_host, 0), self.file_host)
+        self.out = ParsedLog(InputFile(self.path, "log", "", 0), host_from_path(path, root))
+        self.out.file_local = local_from_layout(path)
         self.tracebacks: dict[Speaker, _Traceback] = {}
-        self.summary: _Summary | None = None
-        self.root_next = False
-        self.roles: dict[str, int] = {}
-        self.speakers: dict[tuple[str, int | None, int | None], Speaker] = {}
-        self.heads: set[str] = set()  # torchrun headers already noted by `glance`
+        self.faults: dict[Speaker, _Faults] = {}
+        self.summaries: dict[int | None, _Summary] = {}  # per srun task: nodes interleave
+        self.root_next: dict[int | None, bool] = {}
+        self.rosters: dict[int | None, _Roster] = {}
+        self.probe: list[tuple[int, str]] | None = []  # lines held until labels are decided
+        self.labelled = False
 
-    def host_of(self, role: str) -> str:
-        if role.endswith(":") and len(role) > 1:
-            return role[:-1]
-        return self.file_host
-
-    def glance(self, line: str) -> None:
-        """Note the writer of a line that says nothing else (one dict lookup per line)."""
-        end = line.find("]:", 0, 160) + 2 if line[:1] == "[" else 0
-        head = line[:end]
-        if head in self.heads:
-            return
-        self.heads.add(head)
-        m = _HEAD.match(head)
-        if m is not None and m.group("local") is not None:
-            role = m.group("role")
-            self.roles[role] = self.roles.get(role, 0) + 1
-            self.speaker(role, int(m.group("local")), None)
-
-    def speaker(self, role: str, local: int | None, rank: int | None) -> Speaker:
-        """The writer of a line (made once per distinct header: most lines share a few)."""
-        key = (role, local, rank)
-        got = self.speakers.get(key)
-        if got is None:
-            got = self.speakers[key] = Speaker(self.host_of(role), local, rank)
-            if local is not None or rank is not None:
-                self.out.speakers.add(got)
-                if local is not None and rank is not None:
-                    self.out.slots[(got.host, local)] = rank
-        return got
+    # --- reading -------------------------------------------------------------------------
 
     def feed(self, number: int, line: str) -> None:
-        if not self.tracebacks and self.summary is None and not _maybe(line):
-            self.glance(line)  # most lines: nothing to read but who wrote them
+        if self.probe is not None:
+            self.probe.append((number, line))
+            if len(self.probe) >= LABEL_PROBE:
+                self.flush()
             return
-        rest = line
-        role, local, rank = "", None, None
-        if line[:1] == "[":
-            m = _HEAD.match(line)
-            if m is not None and m.end() and not (m.group("local") and _SUM_ENTRY.match(line)):
-                if m.group("local") is not None:
-                    role, local = m.group("role"), int(m.group("local"))
-                    self.roles[role] = self.roles.get(role, 0) + 1
-                if m.group("rank") is not None:
-                    rank = int(m.group("rank"))
-                rest = line[m.end() :]
-        if "\r" in rest:  # a progress bar's updates: read on as one line
-            rest = rest.replace("\r", " ")
-        speaker = self.speaker(role, local, rank)
-        if local is None and rank is None and self._summary_line(rest, number):
+        self.line(number, line)
+
+    def flush(self) -> None:
+        """Decide whether the file carries srun labels, then read the lines held so far."""
+        if self.probe is None:
             return
-        if "atchdog" in rest or "async exception" in rest:
-            self._watchdog(rest, speaker, Where(self.path, number))
-        elif speaker in self.tracebacks or rest.startswith(_TB_START):
-            self._traceback(rest, speaker, Where(self.path, number))
-        elif "NCCL WARN" in rest:
-            w = _NCCL_WARN.search(rest)
-            if w:
-                where = Where(self.path, number)
-                warned = Warned(w.group("host"), int(w.group("pid")), cut(w.group("msg")), where)
-                self.out.warnings.append((speaker, warned))
+        held, self.probe = self.probe, None
+        self.labelled = self.out.labelled = looks_labelled([text for _n, text in held])
+        for number, text in held:
+            self.line(number, text)
 
-    # --- NCCL's watchdog ---
+    def line(self, number: int, line: str) -> None:
+        if "\r" in line:  # a progress bar's updates: read on as one line
+            line = line.replace("\r", " ")
+        peeled = peel(line, self.labelled)
+        speaker, rest = peeled.speaker, peeled.rest
+        if not speaker.anonymous and (speaker.number is not None or speaker.rank is not None):
+            self.out.speakers.add(speaker)
+        if rest.strip() and not peeled.agent and not speaker.anonymous:
+            last = self.out.last_lines.get(speaker)
+            if last is None:
+                last = self.out.last_lines[speaker] = deque(maxlen=LAST_LINES)
+            last.append((number, cut(rest, 200)))
+        where = Where(self.path, number)
+        if peeled.pid is not None:
+            self._pid_line(speaker, peeled, where)
+        busy = self.tracebacks or self.faults or self.summaries or self.rosters
+        if not busy and not _maybe(rest):
+            return
+        self._message(speaker, rest, where, peeled.agent)
 
-    def _watchdog(self, text: str, speaker: Speaker, where: Where) -> None:
+    def _message(self, speaker: Speaker, rest: str, where: Where, agent: bool) -> None:
+        task = speaker.task
+        if speaker.number is None and speaker.rank is None:
+            if self._roster_line(task, rest, where):
+                return
+            if self._summary_line(task, rest, where):
+                return
+        faulthandler = speaker in self.faults or "most recent call first" in rest
+        if (faulthandler or rest.startswith("Fatal Python error")) and self._faulthandler(
+            speaker, rest, where
+        ):
+            return
+        if "atchdog" in rest or "async exception" in rest or "PG ID" in rest:
+            self._nccl_group(speaker, rest, where)
+        if "monitoredBarrier" in rest or "mismatch between collectives" in rest:
+            self._reports(speaker, rest, where)
+        if speaker in self.tracebacks or rest.startswith(_TB_START):
+            self._traceback(speaker, rest, where)
+            return
+        if "NCCL " in rest:
+            self._nccl(speaker, rest, where)
+            return
+        if (agent or "closing signal" in rest or "of binary" in rest) and self._agent(
+            speaker, rest, where
+        ):
+            return
+        if ("srun" in rest or "slurmstepd" in rest) and self._slurm(rest, where):
+            return
+        if not agent:
+            self._claim(speaker, rest, where)
+
+    # --- who is who ----------------------------------------------------------------------
+
+    def _pid_line(self, speaker: Speaker, peeled: Peeled, where: Where) -> None:
+        """torch's Python logging states the writing process's pid: a worker's when the line
+        carries its rank tag, torchrun's agent's when logged from torchrun's modules."""
+        if peeled.agent:
+            self.out.agent.append((speaker, AgentEvent("agent", where, agent_pid=peeled.pid)))
+        elif speaker.rank is not None or speaker.number is not None:
+            claim = Claim("torch-logging", where, rank=speaker.rank, pid=peeled.pid)
+            self.out.claims.append((speaker, claim))
+
+    def _claim(self, speaker: Speaker, rest: str, where: Where) -> None:
+        rank = next(
+            (
+                m
+                for m in _CLAIM_RANK.finditer(rest)
+                if not rest[: m.start()].lower().endswith("local ")
+            ),
+            None,
+        )
+        if rank is None:
+            return
+        pid = _CLAIM_PID.search(rest)
+        host = _CLAIM_HOST.search(rest)
+        name = (host.group("v") or host.group("on")) if host is not None else ""
+        if host is not None and host.group("on") and pid is None:
+            name = ""  # `... on X` only beside a pid: too loose alone
+        if pid is None and not name:
+            return
+        local = _CLAIM_LOCAL.search(rest)
+        claim = Claim(
+            "job",
+            where,
+            rank=int(rank.group("v")),
+            local_rank=int(local.group("v")) if local else None,
+            pid=int(pid.group("v")) if pid else None,
+            host=cut(name, 253),
+        )
+        self.out.claims.append((speaker, claim))
+
+    # --- NCCL ----------------------------------------------------------------------------
+
+    def _nccl_group(self, speaker: Speaker, text: str, where: Where) -> None:
+        """NCCL's watchdog lines and ProcessGroupNCCL's group prefix."""
         if speaker.rank is None:  # a rank tag after a progress bar, mid-line
             tags = list(_RANK_TAG.finditer(text))
             if tags:
                 speaker = speaker._replace(rank=int(tags[-1].group("rank")))
                 self.out.speakers.add(speaker)
+        g = _PG_PREFIX.search(text)
+        if g is not None:
+            options = _PG_OPTIONS.search(text, g.end())
+            line = GroupLine(
+                int(g.group("pgid")),
+                g.group("uid"),
+                g.group("desc") or "",
+                int(g.group("grank")),
+                where,
+                size=int(options.group("size")) if options else None,
+                global_rank=int(options.group("global")) if options else None,
+            )
+            self.out.groups.append((speaker, line))
         m = _WATCHDOG.search(text)
         if m:
             op = m.group("op")
@@ -340,12 +621,15 @@ class _Parser:
                 TIMEOUT,
                 OP_NAMES.get(op, op.lower()),
                 where,
+                pg_name=g.group("uid") if g else "",
+                pg_desc=(g.group("desc") or "") if g else "",
                 seq=int(m.group("seq")),
                 timeout_ms=int(m.group("timeout")),
-                group_rank=int(m.group("grank")) if m.group("grank") else None,
+                group_rank=int(g.group("grank")) if g else None,
                 detail=cut(text[m.start() :]),
+                numel=int(m.group("nin")),
             )
-            self.out.waits.append((speaker, wait))
+            self._add_wait(speaker, wait)
             return
         a = _ASYNC_ERROR.search(text)
         if a:
@@ -354,27 +638,34 @@ class _Parser:
                 COMM_ERROR,
                 OP_NAMES.get(op, op.lower()),
                 where,
+                pg_name=g.group("uid") if g else "",
+                pg_desc=(g.group("desc") or "") if g else "",
                 seq=int(a.group("seq")),
+                group_rank=int(g.group("grank")) if g else None,
                 detail=cut(a.group("msg")),
             )
-            self.out.waits.append((speaker, error))
+            self._add_wait(speaker, error)
             return
         s = _WATCHDOG_STATUS.search(text)
-        if s is None:
+        if s is None or g is None:
             return
         seq = int(s.group("seq"))
         found = Wait(COMM_ERROR, "", where, seq=seq)  # no timeout line before it: an error
         index = None
         for i in range(len(self.out.waits) - 1, -1, -1):  # the timeout line just before
             who, wait = self.out.waits[i]
-            if who == speaker and wait.seq == seq and not wait.pg_name:
+            if (
+                who == speaker
+                and wait.seq == seq
+                and (not wait.pg_name or wait.last_enqueued is None)
+            ):
                 found, index = wait, i
                 break
         found = replace(
             found,
-            pg_name=s.group("uid"),
-            pg_desc=s.group("desc") or "",
-            group_rank=int(s.group("grank")),
+            pg_name=g.group("uid"),
+            pg_desc=g.group("desc") or "",
+            group_rank=int(g.group("grank")),
             last_enqueued=int(s.group("enq")),
             last_completed=int(s.group("done")),
         )
@@ -383,9 +674,77 @@ class _Parser:
         else:
             self.out.waits[index] = (speaker, found)
 
-    # --- Python tracebacks ---
+    def _add_wait(self, speaker: Speaker, wait: Wait) -> None:
+        """A wait, unless the same speaker already reported it (the watchdog's abort repeats
+        its timeout in the exception it throws)."""
+        for who, seen in list(self.out.waits)[-8:]:
+            if (
+                who == speaker
+                and seen.seq == wait.seq
+                and seen.op == wait.op
+                and seen.how == wait.how
+            ):
+                if wait.pg_name and not seen.pg_name:
+                    self.out.waits.remove((who, seen))
+                    break
+                return
+        self.out.waits.append((speaker, wait))
 
-    def _traceback(self, text: str, speaker: Speaker, where: Where) -> None:
+    def _nccl(self, speaker: Speaker, text: str, where: Where) -> None:
+        m = _NCCL_LINE.search(text)
+        if m is None:
+            return
+        host, pid, msg = m.group("host"), int(m.group("pid")), m.group("msg")
+        if speaker.rank is not None or speaker.number is not None:
+            self.out.claims.append(
+                (speaker, Claim("nccl", where, rank=speaker.rank, pid=pid, host=host))
+            )
+        if m.group("level") == "WARN":
+            peer = _NCCL_PEER.search(msg)
+            warned = Warned(host, pid, cut(msg), where, peer=peer.group("addr") if peer else "")
+            self.out.warnings.append((speaker, warned))
+            return
+        b = _NCCL_BOOTSTRAP.search(msg)
+        if b is not None:
+            self.out.addresses.append(Address(host, pid, b.group("addr"), where))
+
+    # --- DETAIL --------------------------------------------------------------------------
+
+    def _reports(self, speaker: Speaker, text: str, where: Where) -> None:
+        """DETAIL's checks: the ranks a fingerprint check or a monitored barrier names."""
+        f = _FINGERPRINT.search(text)
+        if f is not None:
+            mine = _FP_OP.search(f.group("mine"))
+            theirs = _FP_OP.search(f.group("theirs"))
+            ops = f"{mine.group('op') if mine else '?'} vs {theirs.group('op') if theirs else '?'}"
+            report = Reported(
+                "fingerprint",
+                (int(f.group("other")),),
+                where,
+                detail=ops,
+                against=(int(f.group("me")),),
+            )
+            self._add_report(speaker, report)
+        m = _MONITORED.search(text)
+        if m is not None:
+            ranks = _ints(m.group("ranks"))
+            self._add_report(
+                speaker, Reported("monitored_barrier", ranks, where, timeout_ms=int(m.group("ms")))
+            )
+
+    def _add_report(self, speaker: Speaker, report: Reported) -> None:
+        for who, seen in list(self.out.reports)[-16:]:
+            if who == speaker and (seen.how, seen.ranks, seen.against) == (
+                report.how,
+                report.ranks,
+                report.against,
+            ):
+                return
+        self.out.reports.append((speaker, report))
+
+    # --- Python tracebacks and faulthandler -----------------------------------------------
+
+    def _traceback(self, speaker: Speaker, text: str, where: Where) -> None:
         if text.startswith(_TB_START):
             self.tracebacks[speaker] = _Traceback(start=where.line)
             return
@@ -413,12 +772,17 @@ class _Parser:
         frames = tuple(reversed(tb.frames))  # innermost first
         at = Where(where.file, tb.start or where.line)
         timeout = _GLOO_TIMEOUT.search(message)
+        peer = _GLOO_PEER.search(message)
         how = ""
         if timeout or "Watchdog caught collective operation timeout" in message:
             how = TIMEOUT
-        elif _GLOO_PEER.search(message):
+        elif peer is not None:
             how = PEER_LOST
         elif kind.rsplit(".", 1)[-1] in _COMM_TYPES:
+            how = COMM_ERROR
+        elif (
+            "mismatch between collectives" in message or "monitoredBarrier" in message
+        ):  # a DETAIL check failed: the collective's, not this rank's own failure
             how = COMM_ERROR
         if not how:
             raised = Raised(kind, cut(message), frames[:MAX_FRAMES], at)
@@ -432,26 +796,69 @@ class _Parser:
             timeout_ms=int(timeout.group("ms")) if timeout else None,
             call_site=call_site,
             detail=cut(f"{kind}: {message}"),
+            peer=peer.group("addr") if peer else "",
         )
         self.out.waits.append((speaker, wait))
 
-    # --- torchelastic's summary ---
+    def _faulthandler(self, speaker: Speaker, text: str, where: Where) -> bool:
+        dump = self.faults.get(speaker)
+        t = _FAULT_THREAD.match(text)
+        if t is not None:
+            if dump is None:
+                dump = self.faults[speaker] = _Faults(where.line)
+            dump.close_thread()
+            dump.tid, dump.current = t.group("tid"), t.group("cur") == "Current thread"
+            return True
+        if dump is None:
+            if text.startswith("Fatal Python error"):
+                self.faults[speaker] = _Faults(where.line)
+                return True
+            return False
+        f = _FAULT_FRAME.match(text)
+        if f is not None and dump.tid:
+            if len(dump.frames) < MAX_FRAMES:
+                dump.frames.append(
+                    PyFrame(f.group("fn").strip(), f.group("file"), int(f.group("line")))
+                )
+            return True
+        if not text.strip() or text.startswith(("Python runtime state", "Extension modules")):
+            return True
+        self._close_faults(speaker)
+        return False
 
-    def _summary_line(self, text: str, number: int) -> bool:
+    def _close_faults(self, speaker: Speaker) -> None:
+        dump = self.faults.pop(speaker, None)
+        if dump is None:
+            return
+        dump.close_thread()
+        if dump.threads:
+            stack = ProcessStack(
+                None,
+                "",
+                "",
+                tuple(dump.threads),
+                "",
+                Where(self.path, dump.start),
+                source="faulthandler",
+            )
+            self.out.stacks.append((speaker, stack))
+
+    # --- torchelastic ---------------------------------------------------------------------
+
+    def _summary_line(self, task: int | None, text: str, where: Where) -> bool:
         if text.startswith(_SUM_ROOT):
-            self._close_summary()
-            self.root_next = True
+            self._close_summary(task)
+            self.root_next[task] = True
             return True
         if _SUM_ENTRY.match(text):
-            self._close_summary()
-            self.summary = _Summary(root=self.root_next, line=number)
-            self.root_next = False
+            self._close_summary(task)
+            self.summaries[task] = _Summary(root=self.root_next.pop(task, False), line=where.line)
             return True
-        s = self.summary
+        s = self.summaries.get(task)
         if s is None:
             return False
         if text.startswith(("---", "===")) or not text.startswith(" "):
-            self._close_summary()
+            self._close_summary(task)
             return text.startswith(("---", "==="))
         if (m := _SUM_HOST.match(text)) is not None:
             s.host = m.group("host")
@@ -464,31 +871,131 @@ class _Parser:
             s.sig = s.sig or m.group("sig")
         return True
 
-    def _close_summary(self) -> None:
-        s, self.summary = self.summary, None
+    def _close_summary(self, task: int | None) -> None:
+        s = self.summaries.pop(task, None)
         if s is None or s.rank is None or s.code is None:
             return
         sig = s.sig or _signal_name(s.code)
-        exited = Exited(s.code, sig, s.pid, s.host, s.root, Where(self.path, s.line))
-        self.out.exits.append((Speaker("", s.local, s.rank), exited))
+        where = Where(self.path, s.line)
+        exited = Exited(s.code, sig, s.pid, s.host, s.root, where, s.rank, s.local)
+        self.out.exits.append((Speaker(task), exited))
+
+    def _roster_line(self, task: int | None, text: str, where: Where) -> bool:
+        building = self.rosters.get(task)
+        if building is not None:
+            f = _ROSTER_FIELD.match(text)
+            if f is not None:
+                building.fields[f.group("key")] = f.group("value")
+                return True
+            if text.startswith("  ") and "=" in text:
+                return True
+            self._close_roster(task)
+            return False
+        if _ROSTER_START in text:
+            role = text[1 : text.index("]")] if text.startswith("[") and "]" in text else ""
+            self.rosters[task] = _Roster(role, where.line)
+            return True
+        return False
+
+    def _close_roster(self, task: int | None) -> None:
+        r = self.rosters.pop(task, None)
+        if r is None:
+            return
+        local, ranks = (
+            _ints(r.fields.get("local_ranks", "")),
+            _ints(r.fields.get("global_ranks", "")),
+        )
+        if not local or len(local) != len(ranks):
+            return
+        group = _ints(r.fields.get("group_rank", ""))
+        worlds = _ints(r.fields.get("global_world_sizes", ""))
+        nodes = _ints(r.fields.get("group_world_size", ""))
+        roster = Roster(
+            r.role,
+            group[0] if group else None,
+            local,
+            ranks,
+            worlds[0] if worlds else None,
+            Where(self.path, r.line),
+            nodes[0] if nodes else None,
+        )
+        self.out.rosters.append((Speaker(task), roster))
+
+    def _agent(self, speaker: Speaker, text: str, where: Where) -> bool:
+        if (m := _AGENT_FAILED.search(text)) is not None:
+            code = int(m.group("code"))
+            event = AgentEvent(
+                "failed",
+                where,
+                pid=int(m.group("pid")),
+                local_rank=int(m.group("local")),
+                exitcode=code,
+                signal=_signal_name(code),
+            )
+        elif (m := _AGENT_CLOSING.search(text)) is not None:
+            event = AgentEvent("closing", where, pid=int(m.group("pid")), signal=m.group("sig"))
+        elif _AGENT_DONE.search(text) is not None:
+            event = AgentEvent("succeeded", where)
+        else:
+            return False
+        self.out.agent.append((Speaker(speaker.task), event))
+        return True
+
+    # --- slurm ---------------------------------------------------------------------------
+
+    def _slurm(self, text: str, where: Where) -> bool:
+        if (m := _SLURM_CANCEL.search(text)) is not None:
+            kind = "time_limit" if m.group("limit") else "cancelled"
+            self.out.slurm.append(SlurmEvent(kind, where, node=m.group("node")))
+            return True
+        if (m := _SRUN_TASK.search(text)) is not None:
+            tasks = _task_ids(m.group("tasks"))
+            what = m.group("what")
+            code = _SRUN_EXIT.search(what)
+            if code is not None:
+                event = SlurmEvent(
+                    "task_exit", where, m.group("node"), tasks, int(code.group("code"))
+                )
+            else:
+                sig = next((s for w, s in _SRUN_SIGNALS.items() if what.startswith(w)), "")
+                if not sig:
+                    return False
+                event = SlurmEvent("task_signal", where, m.group("node"), tasks, signal=sig)
+            self.out.slurm.append(event)
+            return True
+        return False
 
     def finish(self, stats: LineStats) -> ParsedLog:
-        self._close_summary()
-        host = self.file_host
-        named = {r: n for r, n in self.roles.items() if r.endswith(":") and len(r) > 1}
-        if named:  # the file's node: its most frequent `--role host:`
-            host = max(named, key=lambda r: named[r])[:-1]
+        self.flush()
+        for task in list(self.summaries):
+            self._close_summary(task)
+        for task in list(self.rosters):
+            self._close_roster(task)
+        for speaker in list(self.faults):
+            self._close_faults(speaker)
         out = self.out
-        out.host = host
-        out.exits = deque(((Speaker(host, s.local, s.rank), e) for s, e in out.exits), MAX_RECORDS)
-        if not out.speakers and not out.exits:
+        if not out.speakers and not out.exits and not out.labelled:
             out.file_rank = rank_from_log_name(Path(self.path))
-            if out.file_rank is not None and host == host_from_path(Path(self.path), None):
-                host = out.host = ""  # `rank3.log` names a rank, not a node
+            if out.file_rank is not None and out.host == host_from_path(Path(self.path), None):
+                out.host = ""  # `rank3.log` names a rank, not a node
         out.input = InputFile(
-            self.path, "log", host, stats.lines, stats.truncated, stats.binary, stats.cut
+            self.path, "log", out.host, stats.lines, stats.truncated, stats.binary, stats.cut
         )
         return out
+
+
+def _task_ids(text: str) -> tuple[int, ...]:
+    """srun's task list (`0`, `0-3`, `1,4-5`), bounded."""
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            continue
+        first, last = int(lo), int(hi) if hi else int(lo)
+        out.extend(range(first, min(last, first + 4096) + 1))
+        if len(out) > 100_000:
+            break
+    return tuple(out)
 
 
 def collective_of(frames: tuple[PyFrame, ...]) -> tuple[str, PyFrame | None]:

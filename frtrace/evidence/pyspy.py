@@ -4,16 +4,20 @@ py-spy (src/dump.rs, print_traces) writes per process `Process <pid>: <command l
 `Python v<version> (<executable>)`, a blank line, then per thread `Thread <id> (<status>)`
 with `: "<name>"` when the thread has a name, each followed by its frames innermost first,
 `    <function> (<file>:<line>)` (`    <function> (<file>)` without a line); `--locals` adds
-indented `Arguments:`/`Locals:` blocks, which are skipped. `--native` interleaves C/C++
-frames in the same shape. Nothing in it names the rank: `frtrace collect` writes
-`# frtrace-collect rank=R local_rank=L host=H pid=P` on the line before each process;
-without it, frtrace.evidence.gather matches processes to ranks by pid and by host.
+indented `Arguments:`/`Locals:` blocks of `<name>: <repr>` lines (src/dump.rs,
+print_traces), of which the ints held in RANK, LOCAL_RANK, rank, local_rank and global_rank
+are kept: a worker's own statement of its rank. `--native` interleaves C/C++ frames in the
+same shape. Nothing else in it names the rank: `frtrace collect` (and `frtrace live`) write
+`# frtrace-collect rank=R local_rank=L host=H pid=P` on the line before each process, and a
+labelled block may hold faulthandler's format instead (`Thread 0x<id> (most recent call
+first):`, `  File "<file>", line <n> in <function>`; CPython Python/traceback.c); without a
+label, frtrace.evidence.gather ties processes to ranks by pid and by host.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from frtrace.dumps.text import LineStats, read_lines
@@ -40,6 +44,15 @@ _THREAD = re.compile(
 )
 _FRAME = re.compile(
     r"^ {4}(?P<fn>\S.{0,512}?) \((?P<file>[^()]{0,1024}?)(?::(?P<line>\d{1,9}))?\)\s*$"
+)
+_LOCAL = re.compile(
+    r"^ {12}(?P<name>RANK|LOCAL_RANK|rank|local_rank|global_rank): (?P<value>\d{1,7})$"
+)
+_FAULT_THREAD = re.compile(
+    r"^(?P<cur>Current thread|Thread) (?P<tid>0x[0-9a-fA-F]{1,16}) \(most recent call first\):"
+)
+_FAULT_FRAME = re.compile(
+    r'^\s{2}File "(?P<file>[^"]{0,1024})", line (?P<line>\d{1,9}) in (?P<fn>.{1,256})$'
 )
 
 
@@ -72,45 +85,58 @@ def parse_label(text: str) -> Label | None:
 
 @dataclass
 class _Building:
-    pid: int
+    pid: int | None
     cmdline: str
     where: Where
     label: Label | None
     python: str = ""
+    source: str = "py-spy"
     threads: list[ThreadStack] = field(default_factory=list)
     thread: tuple[str, str, str] | None = None
     frames: list[PyFrame] = field(default_factory=list)
+    thread_locals: list[tuple[str, int]] = field(default_factory=list)
+    locals: list[list[tuple[str, int]]] = field(default_factory=list)  # per thread kept
 
     def close_thread(self) -> None:
         if self.thread is not None and len(self.threads) < MAX_THREADS:
             tid, status, name = self.thread
             self.threads.append(ThreadStack(tid, status, name, tuple(self.frames[:MAX_FRAMES])))
-        self.thread, self.frames = None, []
+            self.locals.append(self.thread_locals)
+        self.thread, self.frames, self.thread_locals = None, [], []
 
     def take(self, text: str) -> None:
-        """One line of the process's block: its Python version, a thread's header or one of
-        the thread's frames (within the budgets); anything else (`--locals` blocks) is
+        """One line of the process's block: its Python version, a thread's header, one of
+        the thread's frames or one of its locals (within the budgets); anything else is
         skipped."""
         if (p := _PYTHON.match(text)) is not None:
             self.python = p.group("version")
         elif (t := _THREAD.match(text)) is not None:
             self.close_thread()
             self.thread = (t.group("tid"), t.group("status"), t.group("name") or "")
-        elif (
-            self.thread is not None
-            and len(self.frames) < MAX_FRAMES
-            and (f := _FRAME.match(text)) is not None
-        ):
+        elif (t := _FAULT_THREAD.match(text)) is not None:
+            self.close_thread()
+            self.source = "faulthandler"
+            main = "MainThread" if t.group("cur") == "Current thread" else ""
+            self.thread = (t.group("tid"), "", main)
+        elif self.thread is None or len(self.frames) >= MAX_FRAMES:
+            return
+        elif (f := _FRAME.match(text)) is not None:
             line = f.group("line")
             self.frames.append(
                 PyFrame(cut(f.group("fn"), 200), cut(f.group("file"), 400), int(line or 0))
             )
+        elif (f := _FAULT_FRAME.match(text)) is not None:
+            self.frames.append(
+                PyFrame(cut(f.group("fn"), 200), cut(f.group("file"), 400), int(f.group("line")))
+            )
+        elif (v := _LOCAL.match(text)) is not None and len(self.thread_locals) < 64:
+            self.thread_locals.append((v.group("name"), int(v.group("value"))))
 
     def finish(self, host: str) -> ProcessStack:
         """The process as read, on its label's host when the label names one, else `host`
         (the file's)."""
         self.close_thread()
-        return ProcessStack(
+        stack = ProcessStack(
             self.pid,
             cut(self.cmdline),
             self.python,
@@ -118,7 +144,12 @@ class _Building:
             (self.label.host if self.label and self.label.host else host),
             self.where,
             self.label,
+            source=self.source,
         )
+        if stack.main is None:
+            return stack
+        held = self.locals[self.threads.index(stack.main)]
+        return replace(stack, locals=tuple(reversed(held)))  # the outermost frame's first
 
 
 def parse_pyspy(path: Path, root: Path | None = None) -> ParsedStacks:
@@ -142,6 +173,11 @@ def parse_pyspy(path: Path, root: Path | None = None) -> ParsedStacks:
                 where = Where(str(path), number)
                 current = _Building(int(m.group("pid")), m.group("cmd"), where, label)
                 label = None
+            elif current is None and label is not None and _FAULT_THREAD.match(text):
+                # a labelled faulthandler dump: the label names its process
+                current = _Building(label.pid, "", Where(str(path), number), label)
+                label = None
+                current.take(text)
             elif current is not None:
                 current.take(text)
     except OSError as exc:

@@ -1,15 +1,18 @@
-"""What the logs and py-spy stacks say about each rank, as typed records.
+"""What the logs and py-spy stacks say, as typed records, and the joined account by rank.
 
-The parsers (frtrace.evidence.logs, frtrace.evidence.pyspy) produce these; the matching
-(frtrace.evidence.gather) files them under global ranks; the analysis
-(frtrace.analysis.logs) reasons on them; the reports word them. Every string here was read
-from an untrusted file: reports escape it before printing.
+The readers (frtrace.evidence.logs, frtrace.evidence.pyspy) turn one file into records, each
+with who wrote it as the file states it (a `Speaker`: launcher prefixes, a rank tag); the
+joining step (frtrace.evidence.gather) resolves speakers to global ranks, hosts and pids and
+files the records under them (`Evidence`); the analysis (frtrace.analysis.logs) reasons on
+that; the reports word it. Every string here was read from an untrusted file: reports escape
+it before printing.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 # How a rank left a collective it waited in (Wait.how).
 TIMEOUT = "timeout"  # its timeout expired (gloo's wait, NCCL's watchdog)
@@ -27,6 +30,21 @@ class Where:
 
     file: str
     line: int = 0
+
+
+class Speaker(NamedTuple):
+    """Who wrote a line, as the line itself says: srun's task label, torchrun's header (its
+    role and number: the local rank, or the global rank where a prefix template says so) and
+    a global rank tag (`[rank3]:`). The joining step resolves it to a rank and a host."""
+
+    task: int | None = None
+    role: str = ""
+    number: int | None = None
+    rank: int | None = None
+
+    @property
+    def anonymous(self) -> bool:
+        return self.task is None and self.number is None and self.rank is None and not self.role
 
 
 @dataclass(frozen=True)
@@ -62,6 +80,8 @@ class Wait:
     last_completed: int | None = None
     call_site: PyFrame | None = None  # the job's own frame that called the collective
     detail: str = ""  # the error's words, cut
+    numel: int | None = None  # NCCL's NumelIn of the work that timed out
+    peer: str = ""  # the address of the peer gloo lost (`[10.0.0.5]:41235`), when named
 
 
 @dataclass(frozen=True)
@@ -81,9 +101,11 @@ class Exited:
     exitcode: int
     signal: str  # 'SIGKILL'..., '' for a normal exit code
     pid: int | None
-    host: str  # as the agent printed it (its FQDN: often useless, 'localhost')
+    host: str  # as the agent printed it (its FQDN; 'localhost' on some machines)
     root_cause: bool  # listed under "Root Cause (first observed failure)"
     where: Where
+    rank: int | None = None
+    local_rank: int | None = None
 
 
 @dataclass(frozen=True)
@@ -94,14 +116,109 @@ class Warned:
     pid: int
     message: str
     where: Where
+    peer: str = ""  # an address the message names (`10.2.0.5<33092>`): the peer
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A line that states who its writer is: a global or local rank with a pid or a host
+    (the job's own lines, torch's Python logging, NCCL's `host:pid:tid` lines, py-spy's
+    `--locals`, frtrace collect's labels). `source` says which."""
+
+    source: str
+    where: Where
+    rank: int | None = None
+    local_rank: int | None = None
+    pid: int | None = None
+    host: str = ""
+
+
+@dataclass(frozen=True)
+class Roster:
+    """torchelastic's agent after its rendezvous: which global ranks its node runs, by local
+    rank (`Rendezvous complete for workers. Result:`, logged at INFO)."""
+
+    role: str
+    group_rank: int | None  # the node's rank among the agents
+    local_ranks: tuple[int, ...]
+    global_ranks: tuple[int, ...]
+    world_size: int | None
+    where: Where
+    nodes: int | None = None  # group_world_size: how many agents (nodes) the job has
+
+
+@dataclass(frozen=True)
+class AgentEvent:
+    """torchelastic's agent on its node: a worker failed (`failed (exitcode: ...) local_rank:
+    L (pid: P)`), was sent a closing signal, or the whole group finished (`succeeded`)."""
+
+    event: str  # failed | closing | succeeded
+    where: Where
+    pid: int | None = None  # the worker's
+    local_rank: int | None = None
+    exitcode: int | None = None
+    signal: str = ""
+    agent_pid: int | None = None
+
+
+@dataclass(frozen=True)
+class SlurmEvent:
+    """A line slurm itself writes into the job's output: a step or job cancelled, a task that
+    exited or was killed."""
+
+    event: str  # cancelled | time_limit | task_exit | task_signal | aborted
+    where: Where
+    node: str = ""
+    tasks: tuple[int, ...] = ()
+    exitcode: int | None = None
+    signal: str = ""
+
+
+@dataclass(frozen=True)
+class Reported:
+    """One rank naming others: a monitored barrier's ranks that failed to pass, or the
+    collective fingerprint check of TORCH_DISTRIBUTED_DEBUG=DETAIL naming the ranks whose
+    call differs."""
+
+    how: str  # monitored_barrier | fingerprint
+    ranks: tuple[int, ...]  # the ranks named as failing or differing
+    where: Where
+    detail: str = ""
+    timeout_ms: int | None = None
+    against: tuple[int, ...] = ()  # fingerprint: the ranks whose call the named ones differ from
+
+
+@dataclass(frozen=True)
+class GroupLine:
+    """ProcessGroupNCCL's log prefix `[PG ID <id> PG GUID <name>(<desc>) Rank <group rank>]`
+    on a line, with the group's size and the writer's global rank when its initialization
+    options are logged."""
+
+    pg_id: int
+    pg_name: str
+    pg_desc: str
+    group_rank: int
+    where: Where
+    size: int | None = None
+    global_rank: int | None = None
+
+
+@dataclass(frozen=True)
+class Address:
+    """A host's own network address, as NCCL's bootstrap logs it."""
+
+    host: str
+    pid: int
+    address: str
+    where: Where
 
 
 @dataclass(frozen=True)
 class ThreadStack:
-    """One thread of a py-spy dump: frames innermost first."""
+    """One thread of a py-spy dump or a faulthandler traceback: frames innermost first."""
 
     tid: str
-    status: str  # idle, active, active+gil...
+    status: str  # idle, active, active+gil... ('' from faulthandler)
     name: str
     frames: tuple[PyFrame, ...]
 
@@ -116,7 +233,7 @@ class ThreadStack:
 
 @dataclass(frozen=True)
 class Label:
-    """`# frtrace-collect rank=R local_rank=L host=H pid=P`, written before a py-spy block."""
+    """`# frtrace-collect rank=R local_rank=L host=H pid=P`, written before a stacks block."""
 
     rank: int | None
     local_rank: int | None
@@ -126,19 +243,24 @@ class Label:
 
 @dataclass(frozen=True)
 class ProcessStack:
-    """One process of a py-spy dump."""
+    """One process of a py-spy dump (or a faulthandler dump a log or a label ties to one)."""
 
-    pid: int
+    pid: int | None  # None: a faulthandler dump whose process the file does not name
     cmdline: str
     python: str
     threads: tuple[ThreadStack, ...]
-    host: str  # the label's, else the file's
+    host: str  # the label's, else the file's (resolved by the joining step)
     where: Where
     label: Label | None = None
+    # `py-spy dump --locals`: the ints the main thread's frames hold in the names
+    # RANK/LOCAL_RANK/rank/local_rank/global_rank (outermost frame's value first)
+    locals: tuple[tuple[str, int], ...] = ()
+    source: str = "py-spy"  # or "faulthandler"
 
     @property
     def main(self) -> ThreadStack | None:
-        """The main thread (py-spy names it MainThread), else the first thread listed."""
+        """The main thread (py-spy names it MainThread; faulthandler marks the current
+        thread), else the first thread listed."""
         for t in self.threads:
             if t.name == "MainThread":
                 return t
@@ -163,7 +285,9 @@ class RankEvidence:
     raised: list[Raised] = field(default_factory=list)
     exits: list[Exited] = field(default_factory=list)
     warnings: list[Warned] = field(default_factory=list)
+    groups: list[GroupLine] = field(default_factory=list)
     stack: ProcessStack | None = None
+    last_lines: list[tuple[Where, str]] = field(default_factory=list)  # what it wrote last
 
     def add_file(self, path: str) -> None:
         if path not in self.files:
@@ -187,18 +311,33 @@ class InputFile:
     cut_lines: int = 0  # lines longer than the budget, cut
 
 
+@dataclass(frozen=True)
+class Ending:
+    """How the job ended as far as the logs tell: each node's agent that said its workers
+    all succeeded, and what stopped it otherwise (a cancel, a failure summary)."""
+
+    succeeded_nodes: tuple[str, ...] = ()  # hosts whose agent logged success
+    cancelled: tuple[SlurmEvent, ...] = ()
+    failed_nodes: tuple[str, ...] = ()  # hosts with a failure summary or a failed worker
+    nodes: int | None = None  # how many nodes the job has, as its agents' rosters say
+
+
 @dataclass
 class Evidence:
     """The logs' and stacks' account of the job, by global rank."""
 
     ranks: dict[int, RankEvidence] = field(default_factory=dict)
     files: list[InputFile] = field(default_factory=list)
-    unmatched: list[ProcessStack] = field(default_factory=list)  # stacks no rank claimed
+    unmatched: list[ProcessStack] = field(default_factory=list)  # worker stacks no rank claimed
     notes: list[str] = field(default_factory=list)
     dump_files: int = 0
     # every worker process the logs show, as (node, local rank): a healthy job's logs may
     # name no global rank at all
     workers: set[tuple[str, int]] = field(default_factory=set)
+    reports: list[Reported] = field(default_factory=list)  # ranks naming others
+    ending: Ending = field(default_factory=Ending)
+    world_size: int | None = None  # as torchelastic's roster or the logs state it
+    addresses: dict[str, str] = field(default_factory=dict)  # network address -> host
 
     def rank(self, rank: int) -> RankEvidence:
         got = self.ranks.get(rank)
@@ -225,5 +364,5 @@ class Evidence:
 
     @property
     def stacks(self) -> int:
-        """Processes whose py-spy stacks were read (matched to a rank or not)."""
+        """Processes whose stacks were read (matched to a rank or not)."""
         return sum(1 for ev in self.ranks.values() if ev.stack is not None) + len(self.unmatched)

@@ -12,8 +12,9 @@ import shlex
 from typing import Any
 
 from frtrace.analysis.analyze import Analysis
+from frtrace.analysis.findings import ProcessRef
 from frtrace.evidence.gather import in_collective
-from frtrace.evidence.records import Evidence, RankEvidence
+from frtrace.evidence.records import Evidence, ProcessStack, RankEvidence
 from frtrace.report.fmt import ranks_text
 
 STACK_FRAMES = 3  # live frames shown per culprit in the text report
@@ -106,18 +107,84 @@ def culprit_rows(analysis: Analysis, rank: int, frames: int | None) -> list[tupl
         if exited.signal:
             what += f" (exit code {exited.exitcode})"
         rows.append(("ended by", what + " per torchelastic's summary"))
-    stack = rev.stack
-    if stack is not None and stack.main is not None:
-        op = in_collective(stack)
-        where = f"inside {op or 'a collective'}" if op is not None else "outside collectives"
-        live = stack.main.python_frames
-        shown = live if frames is None else live[:frames]
-        rows.append(("live stack", f"{where} (py-spy, innermost first):"))
-        rows += [("", f"  {f.function}  {f.file}{f':{f.line}' if f.line else ''}") for f in shown]
+    if rev.stack is not None:
+        rows += _live_rows(rev.stack, frames)
+    if rev.last_lines and not (rev.raised or rev.stack):
+        where, text = rev.last_lines[-1]
+        at = f" ({_name(where.file, root)}{f':{where.line}' if where.line else ''})"
+        rows.append(("last line", f"{text}{at}"))
     step = next_step(rev) if from_logs(rev) else ""  # a dump's name alone says no more
     if step:
         rows.append(("next step", step))
     return rows
+
+
+def _live_rows(stack: ProcessStack, frames: int | None) -> list[tuple[str, str]]:
+    """A live stack as report rows: where it is, then its innermost frames."""
+    if stack.main is None:
+        return []
+    op = in_collective(stack)
+    where = f"inside {op or 'a collective'}" if op is not None else "outside collectives"
+    live = stack.main.python_frames
+    shown = live if frames is None else live[:frames]
+    rows = [("live stack", f"{where} ({stack.source}, innermost first):")]
+    rows += [("", f"  {f.function}  {f.file}{f':{f.line}' if f.line else ''}") for f in shown]
+    return rows
+
+
+def process_of(analysis: Analysis, ref: ProcessRef) -> ProcessStack | None:
+    """The live stack of a process the evidence names without its rank."""
+    ev = analysis.evidence
+    if ev is None:
+        return None
+    return next((p for p in ev.unmatched if p.pid == ref.pid and p.host == ref.host), None)
+
+
+def process_rows(analysis: Analysis, ref: ProcessRef, frames: int | None) -> list[tuple[str, str]]:
+    """(label, text) rows saying what the stacks show of a culprit process whose rank no
+    evidence states."""
+    who = f"pid {ref.pid}" + (f" on {ref.host}" if ref.host else "")
+    rows = [("culprit", f"{who} (no log or label ties it to a rank)")]
+    proc = process_of(analysis, ref)
+    if proc is not None:
+        rows.append(("files", _name(proc.where.file, analysis.ctx.trace.trace_dir)))
+        rows += _live_rows(proc, frames)
+    host = shlex.quote(ref.host) if ref.host else ""
+    if ref.pid is not None:
+        step = (f"ssh {host} " if host else "") + f"py-spy dump --pid {ref.pid}  (if it still runs)"
+        rows.append(("next step", step))
+    return rows
+
+
+def process_evidence(analysis: Analysis, ref: ProcessRef) -> dict[str, Any]:
+    """What the stacks show of a culprit process, for the JSON report (`rank` null)."""
+    proc = process_of(analysis, ref)
+    shown: list[dict[str, Any]] = []
+    if proc is not None and proc.main is not None:
+        shown.append(_live_stack(proc))
+    return {
+        "rank": None,
+        "host": ref.host or None,
+        "local_rank": None,
+        "pid": ref.pid,
+        "files": [proc.where.file] if proc is not None else [],
+        "evidence": shown,
+        "next_step": (f"ssh {ref.host} " if ref.host else "")
+        + f"py-spy dump --pid {ref.pid}  (if it still runs)",
+    }
+
+
+def _live_stack(stack: ProcessStack) -> dict[str, Any]:
+    assert stack.main is not None
+    return {
+        "source": stack.source,
+        "file": stack.where.file,
+        "line": stack.where.line,
+        "shows": "live_stack",
+        "pid": stack.pid,
+        "in_collective": in_collective(stack),
+        "frames": [f.text() for f in stack.main.frames],
+    }
 
 
 def from_logs(rev: RankEvidence) -> bool:
@@ -199,16 +266,10 @@ def culprit_evidence(analysis: Analysis, rank: int) -> dict[str, Any] | None:
             }
         )
     if rev.stack is not None and rev.stack.main is not None:
+        shown.append(_live_stack(rev.stack))
+    for where, text in rev.last_lines[-3:]:
         shown.append(
-            {
-                "source": "py-spy",
-                "file": rev.stack.where.file,
-                "line": rev.stack.where.line,
-                "shows": "live_stack",
-                "pid": rev.stack.pid,
-                "in_collective": in_collective(rev.stack),
-                "frames": [f.text() for f in rev.stack.main.frames],
-            }
+            {"source": "log", "file": where.file, "line": where.line, "shows": "line", "text": text}
         )
     return {
         "rank": rank,

@@ -11,7 +11,7 @@ from importlib import resources
 from typing import Any
 
 from frtrace.analysis.analyze import Analysis
-from frtrace.report.evidence import culprit_evidence
+from frtrace.report.evidence import culprit_evidence, process_evidence
 from frtrace.report.view import ReportView, Shown
 from frtrace.report.wording import where
 
@@ -25,10 +25,12 @@ def report_dict(view: ReportView) -> dict[str, Any]:
     trace = analysis.ctx.trace
     findings = [finding_dict(s) for s in view.findings]
     root = finding_dict(view.root) if view.root is not None else None
-    if root is not None:
+    if root is not None and view.root is not None:
         root["hosts"] = view.hosts
         shown = [culprit_evidence(analysis, r) for r in view.culprits[:CULPRITS_SHOWN]]
-        root["culprit_evidence"] = [e for e in shown if e is not None]
+        refs = view.root.finding.culprit_processes[:CULPRITS_SHOWN]
+        evidence = [e for e in shown if e is not None]
+        root["culprit_evidence"] = evidence + [process_evidence(analysis, p) for p in refs]
         if view.findings and view.findings[0] is view.root:
             findings[0] = root  # the root cause is the first finding, in full
     return {
@@ -97,6 +99,7 @@ def finding_dict(shown: Shown) -> dict[str, object]:
         "p2p_seq_id": f.p2p_seq_id,
         "op": f.op,
         "culprit_ranks": [int(r) for r in f.culprit_ranks],
+        "culprit_processes": [{"host": p.host, "pid": p.pid} for p in f.culprit_processes],
         "waiting_ranks": [int(r) for r in f.waiting_ranks],
         "expected_ranks": [int(r) for r in f.expected_ranks],
         "secondary": f.secondary,

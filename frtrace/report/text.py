@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from frtrace.analysis.findings import Finding
-from frtrace.report.evidence import culprit_rows, inputs_summary, ranks_seen
+from frtrace.report.evidence import culprit_rows, inputs_summary, process_rows, ranks_seen
 from frtrace.report.fmt import ELLIPSIS, Style, ranks_subject, ranks_text
 from frtrace.report.summary import loaded_summary
 from frtrace.report.view import CAUSE, ROOT, ReportView, Shown
@@ -267,11 +267,13 @@ def _root_block(
         if f.pg_name or f.pg_desc
         else f"not in the logs; ranks they name {ranks_text(f.expected_ranks)}"
     )
-    rows = [
-        ("culprit ranks", ranks_text(f.culprit_ranks)),
-        ("waiting ranks", ranks_text(f.waiting_ranks)),
-        ("group", group),
-    ]
+    rows = [("culprit ranks", ranks_text(f.culprit_ranks))]
+    if f.culprit_processes:
+        pids = [f"pid {p.pid}" + (f" on {p.host}" if p.host else "") for p in f.culprit_processes]
+        if not f.culprit_ranks:
+            rows = []
+        rows.append(("culprit process", ", ".join(pids) + " (rank not in the logs)"))
+    rows += [("waiting ranks", ranks_text(f.waiting_ranks)), ("group", group)]
     if view.hosts:
         rows.append(("culprit hosts", ", ".join(view.hosts)))
     if verbose:
@@ -290,9 +292,12 @@ def _root_block(
     live = None if full_stacks else (STACK_HEAD if verbose else STACK_BRIEF)
     for r in f.culprit_ranks[: 2 if verbose else 1]:
         rows += culprit_rows(analysis, r, live)
+    if not f.culprit_ranks:
+        for ref in f.culprit_processes[: 2 if verbose else 1]:
+            rows += process_rows(analysis, ref, live)
     for key, value in rows:
         wrapped = wrap(value, width, f"  {key:<16}", " " * 18)
-        if key in ("culprit ranks", "culprit hosts"):
+        if key in ("culprit ranks", "culprit hosts", "culprit process"):
             wrapped = [style.red(w) for w in wrapped]
         lines += wrapped
     if view.decided:

@@ -228,7 +228,7 @@ def build_view(analysis: Analysis) -> ReportView:
         verdict=_verdict(analysis),
         culprits=culprits,
         waiting=waiting,
-        hosts=hosts_of(analysis, culprits),
+        hosts=culprit_hosts(analysis, root_finding),
         notes=[note_text(n) for n in analysis.notes],
         unseen=analysis.unseen,
         unseen_lines=unseen_lines(analysis.unseen) if analysis.unseen is not None else [],
@@ -238,6 +238,14 @@ def build_view(analysis: Analysis) -> ReportView:
         decided=decided_line(root_finding) if root_finding is not None else "",
         roles=roles,
     )
+
+
+def culprit_hosts(analysis: Analysis, f: Finding | None) -> list[str]:
+    """The hosts of a finding's culprits: its ranks', then its untied processes'."""
+    if f is None:
+        return []
+    hosts = hosts_of(analysis, f.culprit_ranks)
+    return hosts + [p.host for p in f.culprit_processes if p.host and p.host not in hosts]
 
 
 def _role(f: Finding, root: Finding | None) -> str:
@@ -301,13 +309,16 @@ def _verdict(analysis: Analysis) -> Verdict:
         text = f"no desync, mismatch or missing rank found in {n} ranks"
         return Verdict("OK", f"OK: {text}", ok, undetermined)
     from_logs = not len(analysis.ctx.trace.file_table)
-    state = "HUNG" if analysis.blocked or (from_logs and f.waiting_ranks) else "FAILED"
-    hosts = hosts_of(analysis, f.culprit_ranks)
+    waited = f.waiting_ranks or f.facts.get("waiting_processes")
+    state = "HUNG" if analysis.blocked or (from_logs and waited) else "FAILED"
+    hosts = culprit_hosts(analysis, f)
     on = f" on {', '.join(hosts[:3])}{',...' if len(hosts) > 3 else ''}" if hosts else ""
-    text = (
-        f"{state}: root cause {f.kind}, culprit {ranks_subject(f.culprit_ranks)}{on}, "
-        f"{where(f.place)}"
-    )
+    if f.culprit_ranks:
+        who = ranks_subject(f.culprit_ranks)
+    else:
+        pids = ", ".join(str(p.pid) for p in f.culprit_processes[:3])
+        who = f"pid{'s' if len(f.culprit_processes) > 1 else ''} {pids} (rank unknown)"
+    text = f"{state}: root cause {f.kind}, culprit {who}{on}, {where(f.place)}"
     return Verdict(state, text, ok, undetermined)
 
 

@@ -402,22 +402,67 @@ def _never_joined(f: Finding) -> str:
     what = f.op or "a collective"
     if f.pg_name or f.pg_desc:
         what += f" at {where(f.place)}"
-    if waiting:
+    procs = list(f.facts.get("processes", []))
+    unknown = list(f.facts.get("unknown_members", []))
+    blamed = who(culprits) if culprits else ""
+    if procs:
+        pids = _processes_text(procs)
+        blamed = f"{blamed} and {pids}" if blamed else pids
+    if unknown:
+        members = f"group rank{'s' if len(unknown) > 1 else ''} {rank_ranges(unknown, 6)}"
+        blamed = f"{blamed} and {members}" if blamed else members
+    if waiting or f.facts.get("waiting_processes"):
         how = _HOW.get(str(f.facts.get("how", "")), "")
         timeout = f.facts.get("timeout_ms")
         if how == _HOW["timeout"] and timeout:
             how += f" ({float(timeout) / 1e3:g} s)"
-        head = (
-            f"{who(waiting)} waited in {what}{' ' + how if how else ''}; {who(culprits)} never "
-            f"joined it"
-        )
+        waiters = who(waiting) if waiting else "processes"
+        head = f"{waiters} waited in {what}{' ' + how if how else ''}; {blamed} never joined it"
     else:
         head = "no rank was seen waiting in a collective"
     states = f.facts.get("culprits", {})
     parts = [f"rank {r} {culprit_state(states.get(str(r), {}))}" for r in culprits[:4]]
     if len(culprits) > 4:
         parts.append(f"{len(culprits) - 4} more alike")
+    parts += [f"{_processes_text([p])} {culprit_state(p)}" for p in procs[:4]]
+    if unknown:
+        parts.append(
+            f"{members} of the group {'are' if len(unknown) > 1 else 'is'} in no log (its "
+            "global rank cannot be told from the members the logs show)"
+        )
     return f"{head}: {'; '.join(parts)} (from the logs)"
+
+
+def _processes_text(procs: list[dict[str, object]]) -> str:
+    """`pid 4123 on node17 (its rank not in the logs)`, for processes untied to a rank."""
+    shown = [
+        f"pid {p.get('pid')}" + (f" on {p.get('host')}" if p.get("host") else "") for p in procs
+    ]
+    return f"{', '.join(shown[:4])} (rank not in the logs)"
+
+
+def _named_by_check(f: Finding) -> str:
+    culprits = f.culprit_ranks
+    if f.facts.get("decided_by") == "monitored_barrier":
+        timeout = f.facts.get("timeout_ms")
+        within = f" in {float(timeout) / 1e3:g} s" if timeout else ""
+        return (
+            f"rank 0's monitored barrier names {who(culprits)}: {verb(culprits, 'it', 'they')} "
+            f"never reached it{within} (TORCH_DISTRIBUTED_DEBUG=DETAIL; from the logs)"
+        )
+    named_by = f.facts.get("named_by", {})
+    if f.undecidable:
+        return (
+            f"the collective fingerprint check (TORCH_DISTRIBUTED_DEBUG=DETAIL) finds "
+            f"{who(culprits)} calling different collectives, and no majority says which "
+            "differs: undecidable, all named (from the logs)"
+        )
+    namers = sorted({int(r) for v in named_by.values() for r in v} - set(culprits))
+    return (
+        f"the collective fingerprint check (TORCH_DISTRIBUTED_DEBUG=DETAIL) of {who(namers)} "
+        f"names {who(culprits)}: {verb(culprits, 'its', 'their')} call differs from theirs "
+        "(from the logs)"
+    )
 
 
 def _all_waiting(f: Finding) -> str:
@@ -482,6 +527,7 @@ _DETAIL: dict[str, Callable[[Finding], str]] = {
     "same_stall": _same_stall,
     "never_joined": _never_joined,
     "all_waiting": _all_waiting,
+    "named_by_check": _named_by_check,
 }
 
 
@@ -724,6 +770,9 @@ def note_text(note: Note) -> str:
 def unseen_lines(unseen: object) -> list[str]:
     """What of the job the dumps do not show, one sentence each (engine.Unseen)."""
     lines = []
+    gap = getattr(unseen, "logs", None)
+    if gap is not None:
+        return [logs_gap_line(gap)]
     size = int(getattr(unseen, "world_size", 0))
     if not getattr(unseen, "world_stated", True):
         lines.append(
@@ -746,6 +795,28 @@ def unseen_lines(unseen: object) -> list[str]:
             f"{verb(unreadable, 'it', 'they')} did is unknown"
         )
     return lines
+
+
+def logs_gap_line(gap: object) -> str:
+    """Why logs alone do not show the job healthy (analysis.logs.EndingGap)."""
+    cancelled = list(getattr(gap, "cancelled", ()))
+    done = list(getattr(gap, "nodes_done", ()))
+    nodes = getattr(gap, "nodes", None)
+    if cancelled:
+        why = f"{cancelled[0]} before it ended, and no rank is seen failing or stuck"
+    elif done and nodes:
+        why = f"the agents of {len(done)} of its {nodes} nodes logged that their workers finished"
+    elif done:
+        why = (
+            f"the agents of {', '.join(done[:4])} logged that their workers finished, but no "
+            "roster says how many nodes the job had"
+        )
+    else:
+        why = (
+            "no torchrun agent logged that its workers finished (it does with LOGLEVEL=INFO: "
+            "`worker group successfully finished`), so nothing shows every rank ended cleanly"
+        )
+    return f"there is no dump, and the logs do not show the job ended: {why}"
 
 
 def mixed_jobs(conflicts: dict[str, list[list[int]]], split: object) -> str:
