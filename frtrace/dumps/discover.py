@@ -26,7 +26,7 @@ from typing import Any
 
 from frtrace.dumps.limits import budgets
 from frtrace.dumps.read import file_kind
-from frtrace.dumps.text import LOG, STACKS, TEXT, sniff
+from frtrace.dumps.text import EMPTY, LOG, STACKS, TEXT, sniff
 from frtrace.errors import FrtraceError
 
 # Where torch writes a rank's dump, `<prefix><rank>`: torch/csrc/distributed/c10d/
@@ -343,7 +343,7 @@ def split_by_content(
     for path, kind in candidates:
         look = kind is None and (rank_from_name(path.name) is not None) == numbered
         what = sniff(path) if look else None
-        if what == LOG or (what == TEXT and not numbered):
+        if what == LOG or (what in (TEXT, EMPTY) and not numbered):  # `rank3.log`, empty
             logs.append(path)
         elif what == STACKS:
             stacks.append(path)

@@ -354,7 +354,8 @@ def host_from_path(path: Path, root: Path | None) -> str:
                 if any(_ATTEMPT.fullmatch(p) for p in parts) and part == parts[-1]:
                     break  # the local rank's folder of a --redirects layout
                 return _strip_words(part) or part
-    return _strip_words(_strip_suffixes(path.name))
+    name = _strip_suffixes(path.name)
+    return "" if _RANK_FILE.search(name) else _strip_words(name)  # `rank3.log`: no node
 
 
 def _strip_suffixes(name: str) -> str:
@@ -974,10 +975,8 @@ class _Parser:
         for speaker in list(self.faults):
             self._close_faults(speaker)
         out = self.out
-        if not out.speakers and not out.exits and not out.labelled:
+        if not out.labelled:
             out.file_rank = rank_from_log_name(Path(self.path))
-            if out.file_rank is not None and out.host == host_from_path(Path(self.path), None):
-                out.host = ""  # `rank3.log` names a rank, not a node
         out.input = InputFile(
             self.path, "log", out.host, stats.lines, stats.truncated, stats.binary, stats.cut
         )
