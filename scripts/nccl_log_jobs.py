@@ -49,7 +49,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from frtrace.synth import Fault, JobSpec, Layout, SyntheticJob, simulate
+from frtrace.synth import Fault, JobSpec, Layout, SyntheticJob, simulate, write_job
 from frtrace.synth.logs import Cluster, LogStyle, Rendered, render
 
 SPLIT_SEED = {"tune": 0, "heldout": 1000}
@@ -278,8 +278,12 @@ def log_files(
 
 
 def write_dumps(job: SyntheticJob, cluster: Cluster, evidence: Path, per_host: bool) -> None:
-    """Each rank's dump as torch's default writer names it (`nccl_trace_rank_<rank>`, a pickle
-    of protocol 2 like frtrace.synth.writer), flat or in one folder per host."""
+    """Each rank's dump as torch's default writer names it (`nccl_trace_rank_<rank>`): flat,
+    by frtrace.synth.write_job; or in one folder per host of this cluster (write_job's own
+    per-host folders assume its host names), pickled the same way (protocol 2)."""
+    if not per_host:
+        write_job(job, evidence)
+        return
     for rank in sorted(job.dumps):
         if rank in job.omit_ranks:
             continue
