@@ -797,9 +797,14 @@ def _render_hang(
         )
     for node in range(len(cluster.hosts)):
         _render_agent(out, w, cluster, node, node_end[node], death, style, rng)
-    out.logged_ranks = sorted(
-        r for r in range(world) if by_rank[r] and by_rank[r][0][0] < death[r][0]
-    )
+    # The ranks whose timeout made it into the logs (a checkTimeout line was kept).
+    out.logged_ranks = [
+        r for r in range(world) if any(_is_timeout(text) for _, _, text in out.worker[r])
+    ]
+
+
+def _is_timeout(text: str) -> bool:
+    return f"{PG_FILE}:{LINE['check_timeout']}] " in text and "Watchdog caught" in text
 
 
 def _render_net_warn(
@@ -961,7 +966,9 @@ def _render_rank(
             )
         if style.faulthandler:
             _render_faulthandler(lines, w, t_end + 2 * MS, st, waits.get(rank, []))
-    out.worker[rank].extend(line for line in lines if line[0] < death[0] + 50 * MS)
+    # A SIGTERM ends the process at once; an abort lets its own last words out first.
+    until = death[0] + (50 * MS if death[1] == -6 else 0)
+    out.worker[rank].extend(line for line in lines if line[0] < until)
 
 
 def pg0_status(dump: Dump) -> tuple[int, int]:
