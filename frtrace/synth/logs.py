@@ -33,9 +33,12 @@ of a python 3.13 venv, `Watchdog::run` at :2203), except `initialization options
 2.5.1 log, id 69752868257; the build above published none); the agent's are torch 2.13's.
 
 What is not rendered (no source, or too far from one): py-spy, the user's own prints, NCCL's
-`Abort COMPLETE` and comm-destroy lines, torch's INFO lines other than the options line, the
-agent's SignalException traceback when the scheduler ends it, slurm's own messages, CPython's
-`Extension modules:` list after a fatal error.
+`Abort COMPLETE` and comm-destroy lines, the 2-rank communicators unbatched send/recv create
+lazily, torch's INFO lines other than the options line, the agent's SignalException traceback
+when the scheduler ends it, slurm's own messages, CPython's `Extension modules:` list after a
+fatal error. A NET/IB completion error is rendered as the WARN line only, ahead of the timeouts
+of its collective; in a real job NCCL would usually also hand torch an async error (`Collective
+... raised the following async exception`), which is not rendered.
 """
 
 from __future__ import annotations
