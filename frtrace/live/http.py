@@ -4,12 +4,13 @@ The worker server (torch/csrc/distributed/c10d/control_plane/WorkerServer.cpp, t
 `WorkerServer` constructor) answers `GET /handler/` with a JSON list of handler names and
 `POST /handler/<name>` with what the handler wrote, status 404 for an unknown name and 500
 when the handler throws. It has no authentication, so whatever answers at an address is
-untrusted: a request has a deadline for the whole exchange (a watchdog closes the socket,
-so a server that sends one byte a second cannot stretch it), an answer has a size bound
-(checked against Content-Length before reading, and while reading), a redirect is an error
-(http.client follows none; its target is never contacted), and nothing received is
-executed or interpreted here: bodies are written to files that the dump and stack readers
-read under their own budgets.
+untrusted: a request has a deadline for the whole exchange (every read of its socket waits
+only until then, so a server that sends one byte a second cannot stretch it), an answer has
+a size bound (checked against Content-Length before reading, and while reading), a
+redirect is an error (http.client follows none; its target is never contacted), and
+nothing received is executed or interpreted here: bodies are written to files that the dump
+and stack readers read under their own budgets. The host name is resolved before the
+deadline applies (getaddrinfo cannot be cut short).
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ import http.client
 import os
 import re
 import socket
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 _CHUNK = 1 << 16
 _ERROR_BODY = 4096  # bytes of a failed answer read for its message
@@ -71,6 +71,46 @@ def parse_worker(text: str) -> Worker:
     return Worker(host, port)
 
 
+class _DeadlineSocket(socket.socket):
+    """A socket whose every read waits at most until the deadline: a server that sends one
+    byte a second, in its headers or its body, cannot stretch the exchange past it."""
+
+    deadline = 0.0
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("deadline passed")
+        self.settimeout(left)
+        return super().recv_into(buffer, nbytes, flags)
+
+
+class _Connection(http.client.HTTPConnection):
+    """http.client's connection over a _DeadlineSocket."""
+
+    def __init__(self, worker: Worker, deadline: float) -> None:
+        super().__init__(worker.host.strip("[]"), worker.port)
+        self.deadline = deadline
+
+    def connect(self) -> None:
+        error: OSError = OSError("no address")
+        for family, kind, proto, _name, address in socket.getaddrinfo(
+            self.host, self.port, type=socket.SOCK_STREAM
+        ):
+            sock = _DeadlineSocket(family, kind, proto)
+            sock.deadline = self.deadline
+            try:
+                sock.settimeout(max(0.001, self.deadline - time.monotonic()))
+                sock.connect(address)
+            except OSError as exc:
+                sock.close()
+                error = exc
+                continue
+            self.sock = sock
+            return
+        raise error
+
+
 def request(
     worker: Worker,
     method: str,
@@ -85,9 +125,7 @@ def request(
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise FetchError("no time left before the deadline", unreachable=True)
-    conn = http.client.HTTPConnection(worker.host.strip("[]"), worker.port, timeout=remaining)
-    cut = threading.Event()
-    watchdog: threading.Timer | None = None
+    conn = _Connection(worker, deadline)
     try:
         try:
             conn.connect()
@@ -95,41 +133,23 @@ def request(
             raise FetchError(f"no connection within {remaining:.1f} s", True) from exc
         except OSError as exc:
             raise FetchError(_os_reason(exc), unreachable=True) from exc
-        watchdog = threading.Timer(deadline - time.monotonic(), _cut, (conn, cut))
-        watchdog.daemon = True
-        watchdog.start()
         conn.request(method, path, headers={"Connection": "close", "Accept-Encoding": "identity"})
         resp = conn.getresponse()
         _check_status(resp, limit)
-        late = FetchError(f"no whole answer within {remaining:.1f} s", unreachable=True)
         if out is None:
-            body = _read(resp, limit)
-            if cut.is_set():  # the watchdog's shutdown reads as an end of file
-                raise late
-            return body
-        _stream(resp, limit, out, lambda: cut.is_set() and late)
+            return _read(resp, limit)
+        _stream(resp, limit, out)
         return b""
     except FetchError:
         raise
-    except (http.client.HTTPException, OSError, ValueError) as exc:
-        if cut.is_set() or isinstance(exc, TimeoutError):
-            raise FetchError(f"no whole answer within {remaining:.1f} s", True) from exc
-        if isinstance(exc, http.client.HTTPException):
-            raise FetchError(f"not an HTTP answer ({type(exc).__name__})") from exc
+    except TimeoutError as exc:
+        raise FetchError(f"no whole answer within {remaining:.1f} s", unreachable=True) from exc
+    except http.client.HTTPException as exc:
+        raise FetchError(f"not an HTTP answer ({type(exc).__name__})") from exc
+    except (OSError, ValueError) as exc:
         raise FetchError(_os_reason(exc) if isinstance(exc, OSError) else str(exc)[:200]) from exc
     finally:
-        if watchdog is not None:
-            watchdog.cancel()
         conn.close()
-
-
-def _cut(conn: http.client.HTTPConnection, cut: threading.Event) -> None:
-    """The deadline passed: end the exchange whatever the server is doing."""
-    cut.set()
-    sock = conn.sock
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _os_reason(exc: OSError) -> str:
@@ -163,10 +183,8 @@ def _read(resp: http.client.HTTPResponse, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _stream(
-    resp: http.client.HTTPResponse, limit: int, out: Path, late: Callable[[], object]
-) -> None:
-    """The body into `out`, renamed into place only when whole and in time."""
+def _stream(resp: http.client.HTTPResponse, limit: int, out: Path) -> None:
+    """The body into `out`, renamed into place only when whole."""
     part = out.with_name(f".{out.name}.part")
     size = 0
     try:
@@ -176,9 +194,6 @@ def _stream(
                 if size > limit:
                     raise FetchError(f"an answer over the limit of {limit:,} bytes")
                 f.write(chunk)
-        error = late()
-        if isinstance(error, FetchError):
-            raise error
         os.replace(part, out)
     finally:
         with contextlib.suppress(FileNotFoundError):
