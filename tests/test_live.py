@@ -335,9 +335,11 @@ class _Handler(BaseHTTPRequestHandler):
     do_POST = do_GET
 
 
-def _send(h: BaseHTTPRequestHandler, body: bytes, status: int = 200, **headers: str) -> None:
+def _send(
+    h: BaseHTTPRequestHandler, body: bytes, status: int = 200, headers: dict[str, str] | None = None
+) -> None:
     h.send_response(status)
-    for name, value in {"Content-Length": str(len(body)), **headers}.items():
+    for name, value in {"Content-Length": str(len(body)), **(headers or {})}.items():
         h.send_header(name, value)
     h.end_headers()
     h.wfile.write(body)
@@ -396,7 +398,7 @@ WRONG_TYPES = json.dumps(
 )
 HOSTILE: dict[str, tuple[Callable[..., None], str]] = {
     "huge_declared": (
-        _listing_then(lambda h: _send(h, b"", **{"Content-Length": str(10**12)})),
+        _listing_then(lambda h: _send(h, b"", headers={"Content-Length": str(10**12)})),
         "no Flight Recorder (fr_trace_json: an answer of 1,000,000,000,000 bytes, over the "
         "limit of 1,000,000)",
     ),
@@ -462,7 +464,7 @@ def test_a_hostile_worker_costs_one_line_and_the_others_are_analyzed(
 
 def test_a_redirect_is_not_followed(good_workers: list[_Server]) -> None:
     target = _Server(_good(0))
-    redirect = _Server(lambda h: _send(h, b"", 302, Location=f"{target.url}/handler/"))
+    redirect = _Server(lambda h: _send(h, b"", 302, {"Location": f"{target.url}/handler/"}))
     try:
         result = _live_with(good_workers, redirect.url)
     finally:
