@@ -298,6 +298,32 @@ def test_watch_on_a_slow_but_moving_job_says_it_moves_and_never_settles(moving_j
     assert "settled" not in result.stderr
 
 
+def test_ctrl_c_ends_a_watch_with_130_and_leaves_no_folder_behind(
+    moving_job: Job, tmp_path: Path
+) -> None:
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    err = tmp_path / "stderr"
+    with open(err, "w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "frtrace", "live", "--store", f"127.0.0.1:{moving_job.port}",
+             "--watch", "1"],
+            stdout=subprocess.DEVNULL, stderr=stderr, env=_env(TMPDIR=str(spool)),
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + RUN_WITHIN_S
+        while ": round 2 " not in err.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        status = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert status == 130, err.read_text()
+    assert list(spool.iterdir()) == []
+
+
 # --- hostile workers: test servers on 127.0.0.1 ---------------------------------------
 
 GOOD_DUMPS = FIXTURES / "tutorial_json"
