@@ -389,6 +389,9 @@ def _live(options: dict[str, Any], report: Any) -> int:
     except (FrtraceError, click.BadParameter) as exc:
         _error(exc.format_message() if isinstance(exc, click.BadParameter) else str(exc))
         return EXIT_UNUSABLE
+    if options["rounds"] is not None and options["watch"] is None:
+        _error("--rounds goes with --watch SECONDS")
+        return EXIT_UNUSABLE
     save: Path | None = options["save"]
     if save is not None:
         if save.exists() and (not save.is_dir() or any(save.iterdir())):

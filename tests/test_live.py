@@ -561,6 +561,14 @@ def test_no_store_and_no_worker_says_how_to_name_the_job() -> None:
     assert "give --store HOST:PORT" in result.stderr
 
 
+def test_rounds_without_watch_is_a_usage_error() -> None:
+    result = frtrace("live", "--worker", "http://127.0.0.1:1", "--rounds", "3")
+    assert (result.returncode, result.stderr) == (
+        2,
+        "frtrace: error: --rounds goes with --watch SECONDS\n",
+    )
+
+
 def test_a_refused_connection_is_unreachable() -> None:
     with pytest.raises(FetchError) as caught:
         request(Worker("127.0.0.1", _free_port()), "GET", "/handler/", time.monotonic() + 2, 10)
