@@ -114,3 +114,28 @@ def _current_rank() -> int:
     except ImportError:
         pass
     return int(os.environ.get("RANK", "0"))
+
+
+def start_debug_server(port: int = 25999, worker_port: int = 0, **options: Any) -> None:
+    """Start PyTorch's debug server on this rank, so that `frtrace live` can ask it for its
+    Flight Recorder and stacks while the job hangs. Call it once on every rank, after
+    ``init_process_group``.
+
+    It is ``torch.distributed.debug.start_debug_server`` (torch 2.10 and later), which reads
+    ``RANK``, ``MASTER_ADDR`` and ``MASTER_PORT`` from the environment (torchrun sets them),
+    serves HTTP on ``worker_port`` (0: any free port) on every interface, and registers
+    ``http://<host name>:<port>`` in the job's TCPStore; rank 0 also starts a page on
+    ``port`` in a process of its own. There is no authentication: anyone who reaches the
+    port can run the handlers (py-spy, the profiler). Trusted networks only.
+    """
+    missing = [v for v in ("RANK", "MASTER_ADDR", "MASTER_PORT") if not os.environ.get(v)]
+    if missing:
+        raise RuntimeError(
+            f"the debug server reads {', '.join(missing)} from the environment: start the job "
+            "with torchrun, or set them as it does"
+        )
+    try:
+        from torch.distributed.debug import start_debug_server as start
+    except ImportError as exc:
+        raise RuntimeError("PyTorch's debug server needs torch 2.10 or later") from exc
+    start(port=port, worker_port=worker_port, **options)

@@ -60,7 +60,8 @@ Subcommands (the first argument; a folder named like one is analyzed as ./collec
   srun --overlap --jobid=$JOB --nodes=$N --ntasks-per-node=1 frtrace collect /shared/inc-42/%h
   pdsh -w node[01-16] frtrace collect /shared/inc-42/%h
   frtrace history reports/               which hosts and ranks were the culprit, how often
-  frtrace collect --help, frtrace history --help
+  frtrace live                           a running job, over PyTorch's debug server
+  frtrace collect --help, frtrace history --help, frtrace live --help
 
 \b
 Exit status:
@@ -286,6 +287,13 @@ def cli(**options: Any) -> None:
     no dump, the logs alone name the culprit. Several folders and files may be given.
     """
 
+    report_and_exit(options)
+
+
+def report_and_exit(options: dict[str, Any]) -> NoReturn:
+    """Load, analyze and report as `options` say, and exit with the status: FrtraceError and
+    bad option values are one line and status 2, anything else one line and status 3 (the
+    traceback with --debug). `frtrace live` ends with this on the folder it wrote."""
     debug = options["debug"]
     for stream in (sys.stdout, sys.stderr):  # a name no locale can encode is still printed
         with contextlib.suppress(AttributeError, ValueError, OSError):
@@ -675,7 +683,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     try:
         if is_subcommand(args):
-            run_subcommand(args)
+            run_subcommand(args, report_and_exit)
         else:
             cli.main(args=expand_multi_values(args), prog_name="frtrace")
     except SystemExit as done:

@@ -11,11 +11,19 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import NoReturn
 
 EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_UNKNOWN = 4  # no finding, but the job is not seen whole: cannot tell it is healthy
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a tool killed by SIGPIPE
+_AT_STOP: list[Callable[[], None]] = []
+
+
+def at_stop(action: Callable[[], None]) -> None:
+    """Run `action` (removing a temporary folder) when a signal ends the run at once, which
+    skips every `finally`: `frtrace live` fetches into a folder of its own."""
+    _AT_STOP.append(action)
 
 
 def stop_on_signals() -> None:
@@ -41,6 +49,9 @@ def _stop(signum: int, _frame: object) -> None:
     abort = getattr(sys.modules.get("frtrace.tables.workers"), "abort", None)
     if abort is not None:
         abort()
+    for action in _AT_STOP:
+        with contextlib.suppress(Exception):
+            action()
     if signum == signal.SIGINT:  # on a terminal: the prompt below the ^C and any progress line
         try:
             if os.isatty(2):

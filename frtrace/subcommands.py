@@ -1,10 +1,11 @@
-"""`frtrace collect` and `frtrace history`: subcommands beside the analysis.
+"""`frtrace collect`, `frtrace history` and `frtrace live`: subcommands beside the analysis.
 
-`frtrace` with a first argument `collect` or `history` runs these (frtrace.cli.main picks
-them before the analysis' options are parsed); anything else is the analysis, so a folder
-literally named `collect` is analyzed as `frtrace ./collect` (or `frtrace -- collect`).
-Neither subcommand imports numpy or pandas. Results go to stdout, progress and warnings to
-stderr.
+`frtrace` with a first argument `collect`, `history` or `live` runs these (frtrace.cli.main
+picks them before the analysis' options are parsed); anything else is the analysis, so a
+folder literally named `collect` is analyzed as `frtrace ./collect` (or `frtrace -- collect`).
+collect and history import neither numpy nor pandas. `live` writes what it fetched into a
+folder and hands it to the analysis of `frtrace DIR`, which frtrace.cli passes in (it is the
+layer above). Results go to stdout, progress and warnings to stderr.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import click
 from frtrace.errors import first_line
 from frtrace.exits import quiet_broken_pipe
 
-SUBCOMMANDS = ("collect", "history")
+SUBCOMMANDS = ("collect", "history", "live")
 EXIT_OK, EXIT_PARTIAL, EXIT_UNUSABLE, EXIT_INTERNAL, EXIT_PYSPY = 0, 1, 2, 3, 4
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -262,17 +263,318 @@ def _history(reports: tuple[str, ...], fmt: str, kinds: tuple[str, ...]) -> int:
     return EXIT_OK
 
 
+LIVE_EPILOG = """\b
+Examples (from any machine that reaches the job's nodes; nothing is copied):
+  frtrace live                           the job of $MASTER_ADDR:$MASTER_PORT, as its ranks see it
+  frtrace live --store node01:29500      the job whose TCPStore listens there (needs torch)
+  frtrace live --worker http://node01:41235 --worker http://node02:38811
+                                         each rank's worker server, rank 0 first (no torch)
+  frtrace live --worker 3=http://node02:38811   one rank, named
+  frtrace live --watch 10                ask every 10 s until nothing moves (Ctrl-C stops)
+  frtrace live --save /shared/inc-42     keep what was fetched; later: frtrace /shared/inc-42
+
+\b
+The job must have called torch.distributed.debug.start_debug_server() after
+init_process_group (torch 2.10 and later; frtrace.capture.start_debug_server wraps it). Its
+servers have no authentication: trusted networks only. See docs/live.md.
+
+\b
+Exit status: as `frtrace DIR` (0 OK, 1 HUNG/FAILED/STOPPED, 4 UNKNOWN: a rank that did not
+answer counts as unseen), 2 usage error or no rank answered, 3 internal error, 130 Ctrl-C.
+"""
+
+
+@click.command(
+    "live",
+    context_settings=_CONTEXT,
+    epilog=LIVE_EPILOG,
+    short_help="Diagnose a running job over PyTorch's debug server.",
+)
+@click.option(
+    "--store",
+    metavar="HOST:PORT",
+    help="The job's TCPStore, where each rank registered its worker server; reading it needs "
+    "torch [default: $MASTER_ADDR:$MASTER_PORT].",
+)
+@click.option(
+    "--worker",
+    "workers",
+    multiple=True,
+    metavar="[RANK=]URL",
+    help="A rank's worker server, http://HOST:PORT (repeatable; without RANK=, the n-th "
+    "--worker is rank n-1). Needs no torch.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Longest wait for one rank's answers (its recorder and its stacks).",
+)
+@click.option(
+    "--watch",
+    type=click.FloatRange(min=0.1),
+    default=None,
+    metavar="SECONDS",
+    help="Ask again every SECONDS, saying what moved; stop with the verdict once nothing "
+    "moves and the root cause stays the same (or on Ctrl-C).",
+)
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=2),
+    default=None,
+    metavar="N",
+    help="With --watch: at most N rounds, then the verdict.",
+)
+@click.option(
+    "--save",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Keep what was fetched in DIR (a new or empty folder) as dump and stack files, for "
+    "`frtrace DIR` later; with --watch, one folder DIR/round-<k> per round.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="Text report or the JSON report.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the JSON report to this file.",
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the report as one self-contained HTML page to this file.",
+)
+@click.option("--print-stack-trace", "stacks", is_flag=True, help="Show whole stacks.")
+@click.option(
+    "--world-size",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="The job's rank count, where no dump states it (as for `frtrace DIR`).",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Say what was inferred and repaired.")
+@click.option("--debug", is_flag=True, help="Show Python tracebacks of internal errors.")
+@click.pass_obj
+def live_command(report: Any, debug: bool, **options: Any) -> None:
+    """Diagnose a job while it hangs: ask every rank's debug server (PyTorch's
+    torch.distributed.debug) for its Flight Recorder and its stacks, then analyze them as
+    `frtrace DIR` analyzes dumps, with each rank's live stack in the report.
+    """
+    options["debug"] = debug
+    _run(lambda: _live(options, report), debug)
+
+
+def _live(options: dict[str, Any], report: Any) -> int:
+    """Fetch, write, then the analysis of `frtrace DIR` on what was written (`report`
+    exits with its status); a temporary folder is removed however the command ends."""
+    import shutil
+    import tempfile
+
+    from frtrace.errors import FrtraceError
+    from frtrace.exits import at_stop
+
+    try:
+        workers, source = _live_workers(options)
+    except (FrtraceError, click.BadParameter) as exc:
+        _error(exc.format_message() if isinstance(exc, click.BadParameter) else str(exc))
+        return EXIT_UNUSABLE
+    if options["rounds"] is not None and options["watch"] is None:
+        _error("--rounds goes with --watch SECONDS")
+        return EXIT_UNUSABLE
+    save: Path | None = options["save"]
+    if save is not None:
+        if save.exists() and (not save.is_dir() or any(save.iterdir())):
+            _error(f"--save {save}: not a new or empty folder (what was fetched goes there)")
+            return EXIT_UNUSABLE
+        base = save
+        base.mkdir(parents=True, exist_ok=True)
+    else:
+        base = Path(tempfile.mkdtemp(prefix="frtrace-live-"))
+        at_stop(lambda: shutil.rmtree(base, ignore_errors=True))
+    try:
+        if options["watch"] is None:
+            fetched = _live_round(workers, base, options, source)
+            if fetched is None:
+                return EXIT_UNUSABLE
+            _say_saved(save, base)
+            return int(report(_analysis_options(options, base, None)))
+        return _live_watch(workers, base, options, source, report, save is not None)
+    except FrtraceError as exc:  # a round's folder held no usable dump, say
+        _error(str(exc))
+        return EXIT_UNUSABLE
+    finally:
+        if save is None:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def _live_workers(options: dict[str, Any]) -> tuple[dict[int, Any], str]:
+    """The ranks to ask and their worker servers, from --worker or the store; lines on
+    stderr for store entries that are not addresses."""
+    import os
+
+    from frtrace.errors import FrtraceError
+    from frtrace.live.http import parse_worker
+    from frtrace.live.store import read_store
+    from frtrace.report.live_report import store_lines
+
+    if options["workers"]:
+        if options["store"]:
+            raise FrtraceError("give --store or --worker, not both")
+        workers: dict[int, Any] = {}
+        for n, value in enumerate(options["workers"]):
+            rank_text, sep, url = value.partition("=")
+            if not sep:
+                rank, url = n, value
+            elif rank_text.isascii() and rank_text.isdigit() and len(rank_text) <= 7:
+                rank = int(rank_text)
+            else:
+                raise click.BadParameter(f"'{value}': RANK=URL wants a rank", param_hint="--worker")
+            if rank in workers:
+                raise click.BadParameter(f"two addresses for rank {rank}", param_hint="--worker")
+            try:
+                workers[rank] = parse_worker(url)
+            except ValueError as exc:
+                raise click.BadParameter(f"'{value}': {exc}", param_hint="--worker") from exc
+        return workers, "--worker addresses"
+    where = options["store"]
+    if not where:
+        addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+        if not addr or not port:
+            raise FrtraceError(
+                "no job to ask: give --store HOST:PORT (the job's MASTER_ADDR:MASTER_PORT), "
+                "set MASTER_ADDR and MASTER_PORT, or give each rank's --worker URL"
+            )
+        where = f"{addr}:{port}"
+    host, sep, port_text = where.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text[:6]) < 65536:
+        raise click.BadParameter(f"'{where}' is not HOST:PORT", param_hint="--store")
+    found = read_store(host, int(port_text), min(options["timeout"], 30.0))
+    for line in store_lines(found.bad):
+        click.echo(line, err=True)
+    return found.workers, f"the store at {where}"
+
+
+def _live_round(workers: dict[int, Any], folder: Path, options: dict[str, Any], source: str) -> Any:
+    """One fetch into `folder`, said on stderr; None (and the error said) when no rank
+    gave its recorder."""
+    from frtrace.live.fetch import fetch_all
+    from frtrace.report.live_report import rank_lines, summary
+
+    fetched = fetch_all(workers, folder, options["timeout"])
+    for line in rank_lines(fetched):
+        click.echo(line, err=True)
+    click.echo(summary(fetched, source), err=True)
+    if not fetched.answered:
+        _error("no rank gave its Flight Recorder: nothing to analyze")
+        return None
+    return fetched
+
+
+def _live_watch(
+    workers: dict[int, Any],
+    base: Path,
+    options: dict[str, Any],
+    source: str,
+    report: Any,
+    keep: bool,
+) -> int:
+    """Rounds every --watch seconds until settled (or --rounds), then the report of the
+    last round with what moved since the one before."""
+    import shutil
+    import time
+
+    from frtrace.live.watch import Round, analyze_round, settled
+    from frtrace.report.live_report import round_line, settled_line
+
+    started = time.monotonic()
+    previous: Round | None = None
+    number = 0
+    while True:
+        asked = time.monotonic()
+        number += 1
+        folder = base / f"round-{number}"
+        if _live_round(workers, folder, options, source) is None:
+            return EXIT_UNUSABLE
+        older = previous.trace if previous is not None else None
+        trace, analysis = analyze_round(folder, options["world_size"], older)
+        click.echo(round_line(number, asked - started, analysis), err=True)
+        if previous is not None and settled(previous.analysis, analysis):
+            click.echo(settled_line(number), err=True)
+            break
+        if options["rounds"] is not None and number >= options["rounds"]:
+            break
+        if previous is not None and not keep:  # only the last two rounds are compared
+            shutil.rmtree(previous.folder, ignore_errors=True)
+        previous = Round(number, folder, trace, analysis, asked - started)
+        time.sleep(max(0.0, options["watch"] - (time.monotonic() - asked)))
+    if keep:
+        _say_saved(base, base)
+    since = previous.folder if previous is not None else None
+    return int(report(_analysis_options(options, folder, since)))
+
+
+def _say_saved(save: Path | None, folder: Path) -> None:
+    if save is not None:
+        from frtrace.report.fmt import safe
+
+        click.echo(f"frtrace live: kept what was fetched in {safe(str(folder))}", err=True)
+
+
+def _analysis_options(options: dict[str, Any], folder: Path, since: Path | None) -> dict[str, Any]:
+    """The options of `frtrace FOLDER [--since SINCE]` with live's report options."""
+    from frtrace.live.fetch import PREFIX
+
+    return {
+        "trace_dir": (str(folder),),
+        "prefix": PREFIX,
+        "raw": False,
+        "selected_ranks": (),
+        "pg_filters": (),
+        "fmt": options["fmt"],
+        "stacks": options["stacks"],
+        "output": options["output"],
+        "mismatch_cap": 10,
+        "allow_incomplete_ranks": False,
+        "jobs": None,
+        "html_path": options["html_path"],
+        "since_dir": None if since is None else str(since),
+        "fail_on": (),
+        "world_size": options["world_size"],
+        "straggler_threshold": 5.0,
+        "engine": "local",
+        "scheduler": None,
+        "raw_output": None,
+        "verbose": options["verbose"],
+        "debug": options["debug"],
+    }
+
+
 def subcommand(name: str) -> click.Command:
     """The click command of a subcommand name (see SUBCOMMANDS)."""
-    return collect_command if name == "collect" else history_command
+    commands = {"collect": collect_command, "history": history_command, "live": live_command}
+    return commands[name]
 
 
-def run_subcommand(args: list[str]) -> None:
-    """`frtrace collect ...` / `frtrace history ...`: args start with the subcommand."""
+def run_subcommand(args: list[str], report: Any = None) -> None:
+    """`frtrace collect ...` / `history ...` / `live ...`: args start with the subcommand.
+    `report(options)` is the analysis of `frtrace DIR` (frtrace.cli.report_and_exit), which
+    `live` runs on the folder it wrote."""
     command = subcommand(args[0])
     if len(args) == 1 and Path(args[0]).is_dir():
         click.echo(f"note: to analyze the folder ./{args[0]}, run: frtrace ./{args[0]}", err=True)
-    command.main(args=args[1:], prog_name=f"frtrace {args[0]}")
+    command.main(args=args[1:], prog_name=f"frtrace {args[0]}", obj=report)
 
 
 def is_subcommand(args: list[str]) -> bool:
