@@ -529,7 +529,6 @@ def test_a_worker_cannot_pass_its_stacks_off_as_another_ranks(
     assert "forged_function" not in by_rank.get(0, "")
 
 
-@pytest.mark.xfail(reason="faulthandler reader not merged yet", strict=False)
 def test_the_culprits_faulthandler_stack_is_shown_when_py_spy_is_not_there(
     good_workers: list[_Server],
 ) -> None:

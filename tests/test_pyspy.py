@@ -26,7 +26,7 @@ def test_every_process_of_a_nodes_file_is_read_with_its_frames_innermost_first()
     parsed = parse_pyspy(LOGS / "stuck" / "nodeB.pyspy.txt")
     pids = _truth("stuck")["pids"]
     assert isinstance(pids, dict)
-    assert sorted(p.pid for p in parsed.processes) == sorted([pids["2"], pids["3"]])
+    assert sorted(p.pid or 0 for p in parsed.processes) == sorted([pids["2"], pids["3"]])
     by_pid = {p.pid: p for p in parsed.processes}
     waiting, stuck = by_pid[pids["2"]], by_pid[pids["3"]]
     assert waiting.main is not None and stuck.main is not None
