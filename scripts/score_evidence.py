@@ -13,7 +13,8 @@ and the raw evidence text, never frtrace's own reasoning:
   where nothing proves the world whole);
 - culprit: the root cause names exactly the culprit's rank, or, with no rank named, exactly
   its process (host and pid);
-- host: the culprit's host is among the root cause's hosts (compared by short name);
+- host: the culprit's host is among the root cause's hosts (compared by short name), where
+  the evidence names that host at all (in a file's text or path);
 - what it was doing, where the evidence holds it: the function it is stuck in when a py-spy
   file holds its pid, the exception type when a traceback of it is in the logs, the signal
   when torchelastic's summary names it.
@@ -133,15 +134,17 @@ def judge(scenario: Path) -> Verdict:
         v.culprit_ok = v.host_ok = False
         v.problems.append("no root cause")
         return v
-    _judge_culprit(v, truth, culprit, root)
     text = evidence_text(folder)
+    paths = "\n".join(str(p.relative_to(folder)) for p in folder.rglob("*"))
+    _judge_culprit(v, truth, culprit, root, f"{text}\n{paths}")
     _judge_detail(v, culprit, root, text)
     return v
 
 
 def _judge_culprit(
-    v: Verdict, truth: dict[str, Any], culprit: dict[str, Any], root: dict[str, Any]
+    v: Verdict, truth: dict[str, Any], culprit: dict[str, Any], root: dict[str, Any], text: str
 ) -> None:
+    """The culprit named exactly; its host named where the evidence names it at all."""
     ranks = sorted(culprit.get("ranks") or [culprit["rank"]])
     named = sorted(root["culprit_ranks"])
     procs = root.get("culprit_processes", [])
@@ -158,7 +161,9 @@ def _judge_culprit(
         v.problems.append(f"culprit {ranks} (pid {culprit.get('pid')}), said {v.said}")
     want = short(culprit.get("host"))
     hosts = [short(h) for h in root.get("hosts", [])]
-    v.host_ok = bool(want) and want in hosts
+    if not want or not re.search(rf"(?<![\w-]){re.escape(want)}(?![\w-])", text, re.I):
+        return  # the evidence never names the culprit's host
+    v.host_ok = want in hosts
     if not v.host_ok:
         v.problems.append(f"host {culprit.get('host')!r}, said {root.get('hosts')}")
 
@@ -169,7 +174,8 @@ def _judge_detail(v: Verdict, culprit: dict[str, Any], root: dict[str, Any], tex
     checks: list[tuple[str, str]] = []
     pid = culprit.get("pid")
     function = culprit.get("function")
-    if function and pid and re.search(rf"^Process {pid}:|pid={pid}\b", text, re.M):
+    stacked = rf"^Process {pid}:|^# frtrace-collect .*pid={pid}\b"
+    if function and pid and re.search(stacked, text, re.M):
         checks.append(("function", function))
     exception = culprit.get("exception")
     if exception and re.search(rf"\[rank{culprit.get('rank')}\]: {re.escape(exception)}\b", text):

@@ -417,9 +417,13 @@ def analyze(
     for f in findings:
         if not f.secondary:
             classify(ctx, f, waits.blocked)
-    if evidence is not None and not len(trace.file_table):  # no dump: the logs decide
-        findings = log_findings(evidence)
-        root_cause = findings[0] if findings else None
+    if evidence is not None and (not len(trace.file_table) or root_cause is None):
+        # no dump, or dumps that show no fault: the logs and stacks decide (a rank killed
+        # before it could dump, a cut job) -- they never overrule a fault the dumps show
+        found = log_findings(evidence)
+        if found or not len(trace.file_table):
+            findings = found
+            root_cause = findings[0] if findings else None
     return Analysis(
         ctx, findings, root_cause, waits.blocked, notes, stragglers=late.result(), evidence=evidence
     )

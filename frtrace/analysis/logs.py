@@ -217,17 +217,29 @@ def _culprit_facts(rev: RankEvidence, state: RankState) -> dict[str, Any]:
     if exited is not None:
         out.update(exitcode=exited.exitcode, signal=exited.signal)
     if rev.stack is not None and rev.stack.main is not None and rev.stack.main.frames:
-        out["function"] = rev.stack.main.python_frames[0].text()
+        out.update(_where_stuck(rev.stack))
     if state.place is not None:
         out["op"] = state.place.op
+    return out
+
+
+def _where_stuck(stack: ProcessStack) -> dict[str, Any]:
+    """The function of the job's own code its main thread is in, and the standard library
+    call it waits in, if any (`queue.get`)."""
+    main = stack.main
+    if main is None or not main.frames:
+        return {}
+    own, innermost = main.own_frames, main.python_frames
+    out: dict[str, Any] = {"function": own[0].text() if own else innermost[0].text()}
+    if own and innermost and own[0] is not innermost[0]:
+        out["waiting_in"] = innermost[0].function
     return out
 
 
 def _process_facts(state: ProcessState) -> dict[str, Any]:
     proc = state.proc
     out: dict[str, Any] = {"state": state.state, "host": proc.host, "pid": proc.pid}
-    if proc.main is not None and proc.main.frames:
-        out["function"] = proc.main.python_frames[0].text()
+    out.update(_where_stuck(proc))
     if state.place is not None:
         out["op"] = state.place.op
     return out
@@ -378,12 +390,9 @@ def member_global(members: dict[int, int], group_rank: int) -> int | None:
     between; in a group whose shown members are all evenly spaced (DeviceMesh's groups are),
     it is as far from them as its group rank says. None when neither holds."""
     by_group = sorted((g, r) for r, g in members.items())
-    below = [(g, r) for g, r in by_group if g < group_rank]
-    above = [(g, r) for g, r in by_group if g > group_rank]
-    if below and above:
-        (g0, r0), (g1, r1) = below[-1], above[0]
-        if r1 - r0 == g1 - g0:
-            return r0 + (group_rank - g0)
+    lowest, highest = member_range(members, group_rank, -1)
+    if lowest == highest:  # distinct sorted integers: no room for another
+        return lowest
     pairs = list(itertools.pairwise(by_group))
     steps = {(r1 - r0) // (g1 - g0) for (g0, r0), (g1, r1) in pairs if g1 - g0 == 1}
     if len(steps) != 1:
@@ -396,47 +405,95 @@ def member_global(members: dict[int, int], group_rank: int) -> int | None:
     return guess if guess >= 0 else None
 
 
+def member_range(members: dict[int, int], group_rank: int, top: int) -> tuple[int, int]:
+    """The global ranks a group member could be, from the members the logs show: group ranks
+    follow global ranks in order, so it lies between its shown neighbours with room for the
+    members between (`top`: the highest global rank known)."""
+    by_group = sorted((g, r) for r, g in members.items())
+    below = [(g, r) for g, r in by_group if g < group_rank]
+    above = [(g, r) for g, r in by_group if g > group_rank]
+    lowest = below[-1][1] + (group_rank - below[-1][0]) if below else group_rank
+    highest = above[0][1] - (above[0][0] - group_rank) if above else top
+    return lowest, highest
+
+
 def group_findings(ev: Evidence) -> list[Finding]:
-    """NCCL's view: in each group where members timed out, the members that did not."""
+    """NCCL's view: in each group where members timed out, the members that did not. A rank
+    absent from several timed-out groups explains more of the hang than one absent from
+    one (where many are absent, most were only torn down before they could log), so the
+    culprit is the absentee the most groups wait for."""
     states, _main = rank_states(ev)
-    waits = {r: s for r, s in states.items() if s.wait is not None and s.wait.pg_name}
-    if not waits:
+    at: dict[tuple[str, int | None], set[int]] = defaultdict(set)
+    waits: dict[tuple[str, int | None], dict[int, Wait]] = defaultdict(dict)
+    for rank, rev in ev.ranks.items():
+        for w in rev.waits:
+            if w.pg_name:
+                at[(w.pg_name, w.seq)].add(rank)
+                waits[(w.pg_name, w.seq)][rank] = w
+    if not at:
         return []
     groups = _groups(ev)
-    at: dict[tuple[str, int | None], list[int]] = defaultdict(list)
-    for rank, s in waits.items():
-        assert s.wait is not None
-        at[(s.wait.pg_name, s.wait.seq)].append(rank)
-    waiting_anywhere = set(waits)
-    candidates: list[tuple[tuple[int, int, int], Finding]] = []
-    for (name, seq), waiting in at.items():
+    waiting_anywhere = set().union(*at.values())
+    found: dict[tuple[str, int | None], Finding] = {}
+    for name, seq in at:
         g = groups.get(name, _Group(name, members={}))
-        found = _group_place(ev, states, g, seq, sorted(waiting), waiting_anywhere)
-        if found is not None:
-            failed = any(states[r].state in FAILED for r in found.culprit_ranks if r in states)
-            unknown = bool(found.facts.get("unknown_members"))
-            candidates.append(((failed, not unknown, len(waiting)), found))
-    if candidates:
-        candidates.sort(key=lambda c: c[0], reverse=True)
-        return [candidates[0][1]]
+        siblings = {
+            r
+            for other in groups.values()
+            if other.desc == g.desc and other.name != name
+            for r in (other.members or {})
+        }
+        place = _group_place(ev, states, g, seq, waits[(name, seq)], waiting_anywhere, siblings)
+        if place is not None:
+            found[(name, seq)] = place
+    mismatched = [f for f in found.values() if f.kind == Kind.SIZE_MISMATCH]
+    if mismatched:
+        return [max(mismatched, key=lambda f: (len(f.waiting_ranks), f.pg_name))]
+    explains: Counter[int] = Counter()
+    behind: Counter[int] = Counter()
+    for f in found.values():
+        for r in f.culprit_ranks:
+            explains[r] += 1
+            behind[r] += len(f.waiting_ranks)
+    if explains:
+
+        def weight(r: int) -> tuple[bool, int, int]:
+            return (r in states and states[r].state in FAILED, explains[r], behind[r])
+
+        best = max(weight(r) for r in explains)
+        chosen = sorted(r for r in explains if weight(r) == best)
+        root = max(
+            (f for f in found.values() if chosen[0] in f.culprit_ranks),
+            key=lambda f: (len(f.waiting_ranks), f.pg_name),
+        )
+        others = [r for r in root.culprit_ranks if r not in chosen]
+        if others:
+            root.facts["also_absent"] = others
+        root.culprit_ranks = root.not_issued_by = chosen
+        root.facts["culprits"] = {
+            k: v for k, v in root.facts.get("culprits", {}).items() if int(k) in chosen
+        }
+        root.undecidable = len(chosen) > 1
+        return [root]
+    if found:  # members the logs never show, their global ranks untold
+        return [max(found.values(), key=lambda f: (len(f.waiting_ranks), f.pg_name))]
     # every member the logs show waits where it timed out: inside the collective, or the
     # member they wait for is not in the logs
     (name, seq), waiting = max(at.items(), key=lambda kv: (len(kv[1]), kv[0][0]))
     g = groups.get(name, _Group(name, members={}))
-    wait = states[waiting[0]].wait
-    assert wait is not None
     facts: dict[str, Any] = {"source": "logs", "decided_by": "nccl_groups"}
-    facts.update(_wait_facts([w for r in waiting if (w := states[r].wait) is not None]))
+    facts.update(_wait_facts(list(waits[(name, seq)].values())))
     if g.size:
         facts["group_size"] = g.size
     ranks = sorted(waiting)
+    op = next(iter(waits[(name, seq)].values())).op
     return [
         _group_finding(
             Kind.STUCK_COLLECTIVE,
             Reason.ALL_WAITING,
             g,
             seq,
-            wait.op,
+            op,
             ranks,
             ranks,
             dict(g.members or {}),
@@ -451,17 +508,20 @@ def _group_place(
     states: dict[int, RankState],
     g: _Group,
     seq: int | None,
-    waiting: list[int],
+    at: dict[int, Wait],
     waiting_anywhere: set[int],
+    siblings: set[int],
 ) -> Finding | None:
-    """The finding at one timed-out (group, seq), or None when its members are all there
-    and agree (then it is a consequence or stuck, decided elsewhere)."""
+    """The finding at one timed-out (group, seq) where ranks `at` waited, or None when its
+    members are all there and agree (then it is a consequence or stuck, decided elsewhere).
+    A member the logs never show is the one rank its group rank's place in the order leaves
+    (not waiting, in no sibling group of the same description), or one of those ranks."""
     members = dict(g.members or {})
-    wait = states[waiting[0]].wait
-    assert wait is not None
-    numels = {r: w.numel for r in waiting if (w := states[r].wait) is not None and w.numel}
+    waiting = sorted(at)
+    wait = at[waiting[0]]
+    numels = {r: w.numel for r, w in at.items() if w.numel}
     facts: dict[str, Any] = {"source": "logs", "decided_by": "nccl_groups"}
-    facts.update(_wait_facts([w for r in waiting if (w := states[r].wait) is not None]))
+    facts.update(_wait_facts(list(at.values())))
     if len(set(numels.values())) > 1:  # the members disagree on the size
         counts = Counter(numels.values())
         common, n = counts.most_common(1)[0]
@@ -491,13 +551,28 @@ def _group_place(
         shown = set(members.values())
         unknown = [i for i in range(g.size) if i not in shown]
     derived = {i: member_global(members, i) for i in unknown}
-    for rank in derived.values():
+    candidates: set[int] = set()
+    for i, rank in list(derived.items()):
+        if rank is None:
+            lowest, highest = member_range(members, i, max(ev.ranks, default=-1))
+            fits = [
+                r
+                for r in ev.ranks
+                if lowest <= r <= highest and r not in members and r not in siblings
+            ]
+            if len(fits) == 1:
+                derived[i] = rank = fits[0]
+            elif fits and not any(r in waiting_anywhere for r in fits):
+                candidates.update(fits)
         if rank is not None and rank not in members:
             if rank in waiting_anywhere:
                 blocked.append(rank)
             else:
                 stopped.append(rank)
     hidden = sorted(i for i, rank in derived.items() if rank is None)
+    if candidates and not stopped:
+        facts["candidates"] = sorted(candidates)
+        stopped = sorted(candidates)
     if not stopped and not hidden:
         return None
     if blocked:
@@ -686,6 +761,9 @@ def ending_gap(ev: Evidence) -> EndingGap | None:
         f"{'the time limit ended' if e.event == 'time_limit' else 'slurm cancelled'} the job"
         + (f" on {e.node}" if e.node else "")
         for e in end.cancelled
+    ) + tuple(
+        f"torchrun's agents were sent {sig} (a cancel or a time limit) and ended the workers"
+        for sig in end.signalled
     )
     done = end.succeeded_nodes
     if not cancelled and end.nodes and len(set(done)) >= end.nodes and not end.failed_nodes:

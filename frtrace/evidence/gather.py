@@ -32,8 +32,11 @@ from frtrace.dumps.discover import strip_suffixes
 from frtrace.evidence.logs import LAST_LINES, ParsedLog, collective_of, same_folder
 from frtrace.evidence.pyspy import ParsedStacks
 from frtrace.evidence.records import (
+    AgentEvent,
     Ending,
     Evidence,
+    Exited,
+    InputFile,
     ProcessStack,
     RankEvidence,
     SlurmEvent,
@@ -57,10 +60,23 @@ class DumpHost:
     host: str
 
 
+# Words of dump file names (torch's `nccl_trace_rank_`, `comm_lib_trace_rank_`, users' `fr_`):
+# an inferred prefix that goes past the last of them has eaten into the host's name.
+_DUMP_WORDS = frozenset(
+    ["nccl", "comm", "lib", "trace", "rank", "fr", "flight", "recorder", "dump", "torch"]
+)
+
+
 def dump_host(path: Path, prefix: str, root: Path | None) -> str:
     """The host in a dump's name (`nccl_trace_rank_node03-host_27` -> node03-host), else its
-    sub-folder of `root` (one folder per node), else ''."""
+    sub-folder of `root` (one folder per node), else ''. The prefix inferred from a family
+    of names stops where their hosts first differ (`nccl_trace_rank_train-a3-`): only its
+    part up to its last dump word is taken off."""
     stem = strip_suffixes(path.name)
+    pieces = re.split(r"([_\-.])", prefix)
+    words = [i for i in range(0, len(pieces), 2) if pieces[i].lower() in _DUMP_WORDS]
+    if words and words[-1] + 2 < len(pieces):  # up to the separator after the last dump word
+        prefix = "".join(pieces[: words[-1] + 2])
     middle = stem[len(prefix) :] if prefix and stem.startswith(prefix) else ""
     middle = middle.rstrip("0123456789").rstrip("_-.")
     if middle:
@@ -105,6 +121,7 @@ class _Nodes:
     def __init__(self) -> None:
         self.parent: dict[Key, Key] = {}
         self.names: dict[Key, Counter[str]] = defaultdict(Counter)
+        self.strongest: dict[str, int] = defaultdict(int)  # short name -> its best source
         self.display: dict[str, Counter[str]] = defaultdict(Counter)  # short -> spellings
 
     def find(self, key: Key) -> Key:
@@ -125,6 +142,7 @@ class _Nodes:
             return
         short = short_host(host)
         self.names[key][short] += weight
+        self.strongest[short] = max(self.strongest[short], weight)
         self.display[short][host] += weight
         self.find(key)
 
@@ -151,8 +169,11 @@ class _Nodes:
             if len(digits) == 1:
                 self.union(by_name[digits[0]], key)
 
-    def host(self, key: Key) -> str:
-        """The node's name: the best-attested spelling of its best-attested name."""
+    def host(self, key: Key | None) -> str:
+        """The node's name: the best-attested spelling of its best-attested name ('' for an
+        unknown node)."""
+        if key is None:
+            return ""
         root = self.find(key)
         total: Counter[str] = Counter()
         for k, names in self.names.items():
@@ -160,25 +181,69 @@ class _Nodes:
                 total.update(names)
         if not total:
             return ""
-        best = max(total, key=lambda n: (not n.isdigit(), total[n], -len(n)))
+        best = max(total, key=lambda n: (not n.isdigit(), self.strongest[n], total[n], -len(n)))
         spellings = self.display[best]
         return max(spellings, key=lambda s: (spellings[s], -len(s)))
 
 
+def useful_host(name: str) -> bool:
+    """A host name that names a machine (not `localhost`, not a loopback address)."""
+    return bool(name.strip()) and not _USELESS_HOSTS.match(name.strip().lower())
+
+
+def per_node(log: ParsedLog) -> bool:
+    """Whether a file holds one node's output, so that its place (folder, name) names that
+    node and its unlabelled lines are that node's: no srun labels, at most one torchrun
+    `--role <host>:`, one agent, one host in torchelastic's summary. A job-wide file (every
+    node's output interleaved without labels) names no node by itself."""
+    if log.labelled:
+        return False
+    roles = {s.role for s in log.speakers if s.role.endswith(":") and len(s.role) > 1}
+    hosts = {short_host(e.host) for _s, e in log.exits if useful_host(e.host)}
+    return len(roles) <= 1 and len(hosts) <= 1 and len(log.agent_pids) <= 1
+
+
 def _speaker_keys(log: ParsedLog, speaker: Speaker) -> list[Key]:
-    """What in a line stands for its node: its srun task, its `--role <host>:`, its file."""
+    """What in a line stands for its node: its srun task, its `--role <host>:`, its file (a
+    one-node file); none in a job-wide file without labels or roles."""
     keys: list[Key] = []
     if speaker.task is not None:
         keys.append(("task", str(speaker.task)))
     if speaker.role.endswith(":") and len(speaker.role) > 1:
         keys.append(("role", speaker.role[:-1]))
-    if speaker.task is None:
+    if speaker.task is None and per_node(log):
         keys.append(("file", log.input.path))
     return keys
 
 
-def _node_of(nodes: _Nodes, log: ParsedLog, speaker: Speaker) -> Key:
-    return nodes.find(_speaker_keys(log, speaker)[0])
+def _node_of(nodes: _Nodes, log: ParsedLog, speaker: Speaker) -> Key | None:
+    keys = _speaker_keys(log, speaker)
+    return nodes.find(keys[0]) if keys else None
+
+
+def _exit_keys(log: ParsedLog, speaker: Speaker, exited: Exited) -> list[Key]:
+    """A torchelastic summary entry's node: where its agent wrote it, and the host it names."""
+    keys = _speaker_keys(log, speaker)
+    if useful_host(exited.host):
+        keys.append(("host", short_host(exited.host)))
+    return keys
+
+
+def _exit_node(nodes: _Nodes, log: ParsedLog, speaker: Speaker, exited: Exited) -> Key | None:
+    keys = _exit_keys(log, speaker, exited)
+    return nodes.find(keys[0]) if keys else None
+
+
+def _agent_keys(log: ParsedLog, speaker: Speaker, event: AgentEvent) -> list[Key]:
+    keys = _speaker_keys(log, speaker)
+    if event.agent_pid is not None:
+        keys.append(("agent", f"{log.input.path}:{event.agent_pid}"))
+    return keys
+
+
+def _agent_node(nodes: _Nodes, log: ParsedLog, speaker: Speaker, event: AgentEvent) -> Key | None:
+    keys = _agent_keys(log, speaker, event)
+    return nodes.find(keys[0]) if keys else None
 
 
 @dataclass
@@ -197,9 +262,8 @@ def _build_nodes(
 ) -> _Nodes:
     nodes = _Nodes()
     for log in logs:
+        speakers = set(log.speakers) | {s for s, _r in log.rosters}
         roles = set()
-        speakers = set(log.speakers) | {s for s, _e in log.exits} | {s for s, _r in log.rosters}
-        speakers |= {s for s, _a in log.agent}
         for speaker in speakers:
             keys = _speaker_keys(log, speaker)
             for key in keys[1:]:
@@ -208,25 +272,41 @@ def _build_nodes(
                 roles.add(speaker.role[:-1])
                 nodes.name(("role", speaker.role[:-1]), speaker.role[:-1], _WEAK)
         file_key: Key = ("file", log.input.path)
-        if not log.labelled:
+        if per_node(log):
             nodes.find(file_key)
             if len(roles) == 1:
                 nodes.union(file_key, ("role", roles.pop()))
             if log.host and log.file_rank is None:
                 nodes.name(file_key, log.host, _MEDIUM)
+        by_pid: dict[int, Key] = {}
         for speaker, exited in log.exits:
-            nodes.name(_node_of(nodes, log, speaker), exited.host, _STRONG)
+            keys = _exit_keys(log, speaker, exited)
+            for key in keys[1:]:
+                nodes.union(keys[0], key)
+            if keys:
+                nodes.name(keys[0], exited.host, _STRONG)
+                if exited.pid is not None:
+                    by_pid[exited.pid] = keys[0]
+        for speaker, event in log.agent:
+            keys = _agent_keys(log, speaker, event)
+            for key in keys[1:]:
+                nodes.union(keys[0], key)
+            if keys and event.pid is not None and event.pid in by_pid:  # the agent's worker
+                nodes.union(by_pid[event.pid], keys[0])
         for speaker, claim in log.claims:
-            if claim.host and not speaker.anonymous:
+            node = _node_of(nodes, log, speaker)
+            if claim.host and node is not None:
                 weight = _STRONG if claim.source == "nccl" else _MEDIUM
-                nodes.name(_node_of(nodes, log, speaker), claim.host, weight)
-        for event in log.slurm:
-            for task in event.tasks:
-                nodes.name(("task", str(task)), event.node, _STRONG)
+                nodes.name(node, claim.host, weight)
+        for slurm in log.slurm:
+            for task in slurm.tasks:
+                nodes.name(("task", str(task)), slurm.node, _STRONG)
         for _speaker, warned in log.warnings:  # NCCL names its host: filed under it below
             nodes.name(("host", short_host(warned.host)), warned.host, _STRONG)
         for address in log.addresses:
             nodes.name(("host", short_host(address.host)), address.host, _STRONG)
+        for _n, comm in log.comms:
+            nodes.name(("host", short_host(comm.host)), comm.host, _STRONG)
     for file in stacks:
         nodes.name(("file", file.input.path), file.host, _MEDIUM)
         for proc in file.processes:
@@ -246,9 +326,10 @@ def _headers_global(logs: list[ParsedLog], nodes: _Nodes) -> bool:
     agree = differ = False
     for log in logs:
         for s in log.speakers:
-            if s.number is None:
+            node = _node_of(nodes, log, s)
+            if s.number is None or node is None:
                 continue
-            numbers[_node_of(nodes, log, s)].add(s.number)
+            numbers[node].add(s.number)
             if s.rank is not None:
                 differ |= s.rank != s.number
                 agree |= s.rank == s.number and s.number > 0
@@ -265,51 +346,66 @@ def _headers_global(logs: list[ParsedLog], nodes: _Nodes) -> bool:
 
 def _build_slots(logs: list[ParsedLog], stacks: list[ParsedStacks], join: _Join) -> None:
     """(node, local rank) -> global rank, and (node, pid) -> global rank, from every source
-    that states both."""
+    that states both (where the node is known)."""
     nodes = join.nodes
+    slots, pids = join.slots, join.pids
     for log in logs:
         for s in log.speakers:
-            if s.number is not None and s.rank is not None and not join.headers_global:
-                join.slots[(_node_of(nodes, log, s), s.number)] = s.rank
+            node = _node_of(nodes, log, s)
+            if s.number is not None and s.rank is not None and not join.headers_global and node:
+                slots[(node, s.number)] = s.rank
         for speaker, exited in log.exits:
-            node = _node_of(nodes, log, speaker)
-            if exited.rank is not None and exited.local_rank is not None:
-                join.slots[(node, exited.local_rank)] = exited.rank
-            if exited.rank is not None and exited.pid is not None:
-                join.pids[(node, exited.pid)] = exited.rank
+            node = _exit_node(nodes, log, speaker, exited)
+            if node is None or exited.rank is None:
+                continue
+            if exited.local_rank is not None:
+                slots[(node, exited.local_rank)] = exited.rank
+            if exited.pid is not None:
+                pids[(node, exited.pid)] = exited.rank
         for speaker, roster in log.rosters:
             node = _node_of(nodes, log, speaker)
             for local, rank in zip(roster.local_ranks, roster.global_ranks, strict=False):
-                join.slots[(node, local)] = rank
+                if node is not None:
+                    slots[(node, local)] = rank
         for speaker, claim in log.claims:
-            if claim.source == "job" and claim.rank is not None and claim.local_rank is not None:
-                join.slots[(_node_of(nodes, log, speaker), claim.local_rank)] = claim.rank
+            node = _node_of(nodes, log, speaker)
+            stated = claim.source == "job" and claim.rank is not None
+            if stated and claim.local_rank is not None and node is not None:
+                slots[(node, claim.local_rank)] = int(claim.rank or 0)
     for file in stacks:
         for proc in file.processes:
-            node = _stack_node(nodes, file.input.path, proc)
+            where = _stack_node(nodes, file.input.path, proc)
             label = proc.label
             if label is not None and label.rank is not None and label.local_rank is not None:
-                join.slots[(node, label.local_rank)] = label.rank
-            stated, stated_local = stated_ranks(proc)
-            if stated is not None and stated_local is not None:
-                join.slots[(node, stated_local)] = stated
+                slots[(where, label.local_rank)] = label.rank
+            said, said_local = stated_ranks(proc)
+            if said is not None and said_local is not None:
+                slots[(where, said_local)] = said
+    # NCCL's communicator of the most ranks is the world's (the default group's): a rank in
+    # it is the process's global rank (nccl src/init.cc logs each communicator it joins)
+    world = max((n for log in logs for n, _c in log.comms), default=0)
+    for log in logs:
+        for n, comm in log.comms:
+            if n == world and comm.pid is not None and comm.rank is not None:
+                pids[(nodes.find(("host", short_host(comm.host))), comm.pid)] = comm.rank
     # pids stated beside a rank (or a local rank) once the slots are known
     for log in logs:
         for speaker, claim in log.claims:
-            if claim.pid is None:
-                continue
             node = _node_of(nodes, log, speaker)
+            if claim.pid is None or node is None:
+                continue
             owner = claim.rank if claim.rank is not None else _resolve(join, log, speaker)
             if owner is None and claim.local_rank is not None:
-                owner = join.slots.get((node, claim.local_rank))
+                owner = slots.get((node, claim.local_rank))
             if owner is not None:
-                join.pids[(node, claim.pid)] = owner
+                pids[(node, claim.pid)] = owner
         for speaker, event in log.agent:
-            if event.event == "failed" and event.pid is not None and event.local_rank is not None:
-                node = _node_of(nodes, log, speaker)
-                failed = join.slots.get((node, event.local_rank))
-                if failed is not None:
-                    join.pids[(node, event.pid)] = failed
+            node = _agent_node(nodes, log, speaker, event)
+            if event.event != "failed" or event.pid is None or event.local_rank is None:
+                continue
+            failed = slots.get((node, event.local_rank)) if node is not None else None
+            if node is not None and failed is not None:
+                pids[(node, event.pid)] = failed
 
 
 def _stack_node(nodes: _Nodes, path: str, proc: ProcessStack) -> Key:
@@ -325,7 +421,8 @@ def _resolve(join: _Join, log: ParsedLog, speaker: Speaker) -> int | None:
     if speaker.number is not None:
         if join.headers_global:
             return speaker.number
-        return join.slots.get((_node_of(join.nodes, log, speaker), speaker.number))
+        node = _node_of(join.nodes, log, speaker)
+        return None if node is None else join.slots.get((node, speaker.number))
     if log.file_rank is not None:
         return log.file_rank
     if log.file_local is not None and speaker.task is None:
@@ -349,22 +446,50 @@ def gather(
         if d.host:
             r.host = r.host or join.nodes.host(("host", short_host(d.host)))
         ev.dump_files += 1
-    ev.files.extend(log.input for log in logs)
+    ev.files.extend(_resolved(join, log.input, per_node(log)) for log in logs)
     for log in logs:
         _file_log(ev, join, log)
     _match_stacks(ev, join, stacks)
     ev.ending = _ending(logs, join)
     worlds = [r.world_size for log in logs for _s, r in log.rosters if r.world_size]
+    worlds += [n for log in logs for n, _c in log.comms]
     ev.world_size = max(worlds) if worlds else None
+    ev.job_seen = any(_says_anything(log) for log in logs) or any(s.processes for s in stacks)
+    for (node, _pid), rank in join.pids.items():  # ranks known only by their pid
+        if rank not in ev.ranks:
+            _place(ev, join, rank, node, "")
     for log in logs:
         for address in log.addresses:
             ev.addresses[address.address] = join.nodes.host(("host", short_host(address.host)))
     return ev
 
 
+def _resolved(join: _Join, read: InputFile, one_node: bool) -> InputFile:
+    """A file read, with the name of the node it holds as the joining step resolved it."""
+    host = join.nodes.host(("file", read.path)) if one_node else ""
+    return replace(read, host=host or read.host) if host != read.host else read
+
+
+def _says_anything(log: ParsedLog) -> bool:
+    """Whether a log holds anything of a distributed job (a rank's line, torchrun's agent,
+    slurm, NCCL), not only lines of no one's."""
+    return bool(
+        log.speakers
+        or log.agent_pids
+        or log.exits
+        or log.slurm
+        or log.comms
+        or log.addresses
+        or log.waits
+        or log.warnings
+        or log.file_rank is not None
+    )
+
+
 def _place(ev: Evidence, join: _Join, rank: int, node: Key | None, path: str) -> RankEvidence:
     r = ev.rank(rank)
-    r.add_file(path)
+    if path:
+        r.add_file(path)
     if node is not None:
         join.rank_node.setdefault(rank, node)
         if not r.host:
@@ -415,7 +540,7 @@ def _file_log(ev: Evidence, join: _Join, log: ParsedLog) -> None:
     for speaker, exited in log.exits:
         if exited.rank is None:
             continue
-        node = _node_of(nodes, log, speaker)
+        node = _exit_node(nodes, log, speaker, exited)
         r = _place(ev, join, exited.rank, node, path)
         r.exits.append(exited)
         r.pid = r.pid or exited.pid
@@ -450,10 +575,10 @@ def _infer_last_slot(
         return
     nodes = join.nodes
     seen = {
-        (_node_of(nodes, log, s), s.number)
+        (node, s.number)
         for log in logs
         for s in log.speakers
-        if s.number is not None
+        if s.number is not None and (node := _node_of(nodes, log, s)) is not None
     }
     unmatched = sorted(
         (n, local) for n, local in seen if local is not None and (n, local) not in join.slots
@@ -480,7 +605,7 @@ def _match_stacks(ev: Evidence, join: _Join, stacks: list[ParsedStacks]) -> None
     nodes = join.nodes
     left: dict[Key, list[ProcessStack]] = defaultdict(list)
     for file in stacks:
-        ev.files.append(file.input)
+        ev.files.append(_resolved(join, file.input, True))
         for proc in file.processes:
             if proc.is_agent:
                 continue
@@ -585,15 +710,20 @@ def _ending(logs: list[ParsedLog], join: _Join) -> Ending:
     cancelled: list[SlurmEvent] = []
     for log in logs:
         for speaker, event in log.agent:
-            host = nodes.host(_node_of(nodes, log, speaker)) or log.host or log.input.path
+            node = _agent_node(nodes, log, speaker, event)
+            host = nodes.host(node) or (str(node) if node is not None else log.input.path)
             if event.event == "succeeded" and host not in succeeded:
                 succeeded.append(host)
             elif event.event == "failed" and host not in failed:
                 failed.append(host)
-        for speaker, _exited in log.exits:
-            host = nodes.host(_node_of(nodes, log, speaker)) or log.host or log.input.path
+        for speaker, exited in log.exits:
+            node = _exit_node(nodes, log, speaker, exited)
+            host = nodes.host(node) or (str(node) if node is not None else log.input.path)
             if host not in failed:
                 failed.append(host)
         cancelled += [e for e in log.slurm if e.event in ("cancelled", "time_limit")]
     counts = [r.nodes for log in logs for _s, r in log.rosters if r.nodes]
-    return Ending(tuple(succeeded), tuple(cancelled), tuple(failed), max(counts, default=None))
+    signals = sorted({e.signal for log in logs for _s, e in log.agent if e.event == "signalled"})
+    return Ending(
+        tuple(succeeded), tuple(cancelled), tuple(failed), max(counts, default=None), tuple(signals)
+    )

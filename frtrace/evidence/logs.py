@@ -168,6 +168,10 @@ _AGENT_FAILED = re.compile(
 _AGENT_CLOSING = re.compile(
     r"Sending process (?P<pid>\d{1,12}) closing signal (?P<sig>SIG\w{1,20})"
 )
+# SimpleElasticAgent.run, when the agent itself is signalled (a cancel, a time limit):
+# `Received <signal> death signal, shutting down workers` (<signal> is the Signals member,
+# printed as `15` or `Signals.SIGTERM` by Python version).
+_AGENT_SIGNALLED = re.compile(r"Received (?P<sig>\S{1,40}) death signal, shutting down workers")
 _AGENT_DONE = re.compile(r"\[(?P<role>[^\]]{0,256})\] worker group successfully finished")
 _ROSTER_START = "Rendezvous complete for workers. Result:"
 _ROSTER_FIELD = re.compile(
@@ -201,6 +205,11 @@ _NCCL_LINE = re.compile(
 _NCCL_BOOTSTRAP = re.compile(
     r"Bootstrap ?: Using (?:\[\d{1,3}\])?[\w.\-]{1,64}:(?P<addr>[0-9A-Fa-f.:]{3,64})<"
 )
+# src/init.cc, ncclCommInitRankFunc: `<func> comm <ptr> rank <r> nranks <n> cudaDev <d> ...
+# - Init COMPLETE`: the process's rank in one communicator of n ranks.
+_NCCL_COMM = re.compile(
+    r"comm 0x[0-9a-fA-F]{1,16} rank (?P<rank>\d{1,7}) nranks (?P<n>\d{1,7}) .{0,200}Init COMPLETE"
+)
 _NCCL_PEER = re.compile(r"(?P<addr>\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f:]{3,64})<(?P<port>\d{1,5})>")
 
 # The job's own lines that pair its rank with a pid or a host (`rank 3 pid 1234 on node17`,
@@ -225,9 +234,8 @@ _LOG_SUFFIXES = (".gz", ".log", ".out", ".err", ".txt", ".stdout", ".stderr", ".
 _NAME_WORDS = frozenset(
     [
         "pyspy",
-        "py-spy",
-        "py_spy",
         "spy",
+        "py",
         "trace",
         "traces",
         "stack",
@@ -240,15 +248,7 @@ _NAME_WORDS = frozenset(
         "err",
         "stdout",
         "stderr",
-        "output",
         "slurm",
-        "job",
-        "torchrun",
-        "train",
-        "training",
-        "worker",
-        "workers",
-        "agent",
     ]
 )
 # torchrun --redirects: `<log_dir>/<run_id>_<suffix>/attempt_<n>/<local_rank>/stdout.log`
@@ -296,6 +296,7 @@ def _maybe(rest: str) -> bool:
         or "local_rank" in rest
         or "closing signal" in rest
         or "successfully finished" in rest
+        or "death signal" in rest
         or "Rendezvous complete" in rest
         or "srun" in rest
         or "slurmstepd" in rest
@@ -326,6 +327,8 @@ class ParsedLog:
     claims: deque[tuple[Speaker, Claim]] = field(default_factory=_bounded)
     rosters: deque[tuple[Speaker, Roster]] = field(default_factory=_bounded)
     agent: deque[tuple[Speaker, AgentEvent]] = field(default_factory=_bounded)
+    agent_pids: set[int] = field(default_factory=set)  # torchrun agents that wrote here
+    comms: deque[tuple[int, Claim]] = field(default_factory=_bounded)  # (nranks, rank in it)
     slurm: deque[SlurmEvent] = field(default_factory=_bounded)
     reports: deque[tuple[Speaker, Reported]] = field(default_factory=_bounded)
     groups: deque[tuple[Speaker, GroupLine]] = field(default_factory=_bounded)
@@ -509,7 +512,7 @@ class _Parser:
         speaker, rest = peeled.speaker, peeled.rest
         if not speaker.anonymous and (speaker.number is not None or speaker.rank is not None):
             self.out.speakers.add(speaker)
-        if rest.strip() and not peeled.agent and not speaker.anonymous:
+        if rest.strip() and not peeled.logged and not speaker.anonymous:  # the job's own
             last = self.out.last_lines.get(speaker)
             if last is None:
                 last = self.out.last_lines[speaker] = deque(maxlen=LAST_LINES)
@@ -520,9 +523,11 @@ class _Parser:
         busy = self.tracebacks or self.faults or self.summaries or self.rosters
         if not busy and not _maybe(rest):
             return
-        self._message(speaker, rest, where, peeled.agent)
+        self._message(speaker, rest, where, peeled.pid if peeled.agent else None)
 
-    def _message(self, speaker: Speaker, rest: str, where: Where, agent: bool) -> None:
+    def _message(self, speaker: Speaker, rest: str, where: Where, agent: int | None) -> None:
+        """Read what one line's message says (`agent`: the pid of torchrun's agent that
+        logged it, None for a worker's line)."""
         task = speaker.task
         if speaker.number is None and speaker.rank is None:
             if self._roster_line(task, rest, where):
@@ -544,13 +549,12 @@ class _Parser:
         if "NCCL " in rest:
             self._nccl(speaker, rest, where)
             return
-        if (agent or "closing signal" in rest or "of binary" in rest) and self._agent(
-            speaker, rest, where
-        ):
+        agent_line = agent is not None or "closing signal" in rest or "of binary" in rest
+        if agent_line and self._agent(speaker, rest, where, agent):
             return
         if ("srun" in rest or "slurmstepd" in rest) and self._slurm(rest, where):
             return
-        if not agent:
+        if agent is None:
             self._claim(speaker, rest, where)
 
     # --- who is who ----------------------------------------------------------------------
@@ -559,7 +563,8 @@ class _Parser:
         """torch's Python logging states the writing process's pid: a worker's when the line
         carries its rank tag, torchrun's agent's when logged from torchrun's modules."""
         if peeled.agent:
-            self.out.agent.append((speaker, AgentEvent("agent", where, agent_pid=peeled.pid)))
+            if len(self.out.agent_pids) < MAX_RECORDS and peeled.pid is not None:
+                self.out.agent_pids.add(peeled.pid)
         elif speaker.rank is not None or speaker.number is not None:
             claim = Claim("torch-logging", where, rank=speaker.rank, pid=peeled.pid)
             self.out.claims.append((speaker, claim))
@@ -708,6 +713,11 @@ class _Parser:
         b = _NCCL_BOOTSTRAP.search(msg)
         if b is not None:
             self.out.addresses.append(Address(host, pid, b.group("addr"), where))
+            return
+        c = _NCCL_COMM.search(msg)
+        if c is not None:
+            comm = Claim("nccl-comm", where, rank=int(c.group("rank")), pid=pid, host=host)
+            self.out.comms.append((int(c.group("n")), comm))
 
     # --- DETAIL --------------------------------------------------------------------------
 
@@ -922,7 +932,7 @@ class _Parser:
         )
         self.out.rosters.append((Speaker(task), roster))
 
-    def _agent(self, speaker: Speaker, text: str, where: Where) -> bool:
+    def _agent(self, speaker: Speaker, text: str, where: Where, agent: int | None) -> bool:
         if (m := _AGENT_FAILED.search(text)) is not None:
             code = int(m.group("code"))
             event = AgentEvent(
@@ -932,11 +942,18 @@ class _Parser:
                 local_rank=int(m.group("local")),
                 exitcode=code,
                 signal=_signal_name(code),
+                agent_pid=agent,
             )
         elif (m := _AGENT_CLOSING.search(text)) is not None:
-            event = AgentEvent("closing", where, pid=int(m.group("pid")), signal=m.group("sig"))
+            pid, sig = int(m.group("pid")), m.group("sig")
+            event = AgentEvent("closing", where, pid=pid, signal=sig, agent_pid=agent)
         elif _AGENT_DONE.search(text) is not None:
-            event = AgentEvent("succeeded", where)
+            event = AgentEvent("succeeded", where, agent_pid=agent)
+        elif (m := _AGENT_SIGNALLED.search(text)) is not None:
+            sig = m.group("sig").rsplit(".", 1)[-1]
+            if sig.isdigit():
+                sig = _signal_name(-int(sig)) or sig
+            event = AgentEvent("signalled", where, signal=sig, agent_pid=agent)
         else:
             return False
         self.out.agent.append((Speaker(speaker.task), event))

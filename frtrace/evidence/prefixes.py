@@ -54,6 +54,7 @@ class Peeled(NamedTuple):
     pid: int | None
     rest: str
     agent: bool = False
+    logged: bool = False  # written by torch's or c10's logging (a log header was peeled)
 
 
 def srun_task(line: str) -> tuple[int | None, str]:
@@ -85,12 +86,12 @@ def peel(line: str, labelled: bool) -> Peeled:
             rank = int(t.group("rank"))
             line = line[t.end() :]
     pid: int | None = None
-    agent = False
+    agent = logged = False
     first = line[:1]
     if first in "VIWEC[" and line:
         p = _PY_HEADER.match(line)
         if p is not None:
-            pid = int(p.group("pid"))
+            pid, logged = int(p.group("pid")), True
             agent = p.group("path").startswith(_AGENT_PATHS)
             if p.group("rank") is not None:
                 rank = int(p.group("rank"))
@@ -98,8 +99,8 @@ def peel(line: str, labelled: bool) -> Peeled:
         elif first == "[":
             c = _C10_HEADER.match(line)
             if c is not None:
-                line = line[c.end() :]
-    return Peeled(Speaker(task, role, number, rank), pid, line, agent)
+                line, logged = line[c.end() :], True
+    return Peeled(Speaker(task, role, number, rank), pid, line, agent, logged)
 
 
 def looks_labelled(lines: list[str]) -> bool:

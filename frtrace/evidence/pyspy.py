@@ -122,9 +122,10 @@ class _Building:
             return
         elif (f := _FRAME.match(text)) is not None:
             line = f.group("line")
-            self.frames.append(
-                PyFrame(cut(f.group("fn"), 200), cut(f.group("file"), 400), int(line or 0))
-            )
+            frame = PyFrame(cut(f.group("fn"), 200), cut(f.group("file"), 400), int(line or 0))
+            # `--native` frames past the innermost Python one crowd out the job's frames
+            if not (frame.native and any(not f.native for f in self.frames)):
+                self.frames.append(frame)
         elif (f := _FAULT_FRAME.match(text)) is not None:
             self.frames.append(
                 PyFrame(cut(f.group("fn"), 200), cut(f.group("file"), 400), int(f.group("line")))

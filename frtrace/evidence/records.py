@@ -22,6 +22,13 @@ COMM_ERROR = "comm_error"  # another communication error (DistBackendError, NCCL
 # Innermost Python frames kept per exception or thread.
 MAX_FRAMES = 12
 _NATIVE = re.compile(r"\.(?:so(?:\.[\w.]+)?|dylib|dll|exe)$|^\?\?$")
+# The standard library's modules a thread waits in (py-spy prints their base names, tracebacks
+# their paths): a frame of theirs is how a thread waits, not where the job is.
+_WAITING_MODULES = re.compile(
+    r"(?:^|/)(?:threading|queue|selectors|socket|subprocess|ssl|contextlib|_base|"
+    r"connection|synchronize|popen_fork|popen_spawn_posix|pool|tasks|base_events|events|"
+    r"runners|locks|queues)\.py$"
+)
 
 
 @dataclass(frozen=True)
@@ -152,7 +159,7 @@ class AgentEvent:
     """torchelastic's agent on its node: a worker failed (`failed (exitcode: ...) local_rank:
     L (pid: P)`), was sent a closing signal, or the whole group finished (`succeeded`)."""
 
-    event: str  # failed | closing | succeeded
+    event: str  # failed | closing | succeeded | signalled (the agent itself)
     where: Where
     pid: int | None = None  # the worker's
     local_rank: int | None = None
@@ -229,6 +236,17 @@ class ThreadStack:
             if not frame.native:
                 return self.frames[i:]
         return self.frames
+
+    @property
+    def own_frames(self) -> tuple[PyFrame, ...]:
+        """The frames from the innermost one of the job's own code on: the standard
+        library's waiting calls (a queue's get, a lock, a select) say how it waits, the
+        frame that called them says where."""
+        frames = self.python_frames
+        for i, frame in enumerate(frames):
+            if not _WAITING_MODULES.search(frame.file.replace("\\", "/")):
+                return frames[i:]
+        return frames
 
 
 @dataclass(frozen=True)
@@ -320,6 +338,7 @@ class Ending:
     cancelled: tuple[SlurmEvent, ...] = ()
     failed_nodes: tuple[str, ...] = ()  # hosts with a failure summary or a failed worker
     nodes: int | None = None  # how many nodes the job has, as its agents' rosters say
+    signalled: tuple[str, ...] = ()  # signals torchrun's agents received (a cancel)
 
 
 @dataclass
@@ -338,6 +357,7 @@ class Evidence:
     ending: Ending = field(default_factory=Ending)
     world_size: int | None = None  # as torchelastic's roster or the logs state it
     addresses: dict[str, str] = field(default_factory=dict)  # network address -> host
+    job_seen: bool = False  # the logs or stacks show a distributed job at all
 
     def rank(self, rank: int) -> RankEvidence:
         got = self.ranks.get(rank)

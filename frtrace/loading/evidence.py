@@ -102,7 +102,7 @@ def _logs_only(found: Discovery, skipped: list[Skipped]) -> Trace:
     """No usable dump: the Trace of the logs and stacks, if they name any rank at all."""
     trace = empty_trace(found, skipped)
     evidence = read_evidence(found, trace.skipped)
-    if evidence is None or not (evidence.ranks or evidence.workers):
+    if evidence is None or not (evidence.ranks or evidence.workers or evidence.job_seen):
         texts = [p for p in [*found.logs, *found.stacks] if rank_from_name(p.name) is not None]
         if not found.files and not found.skipped and not texts:  # nothing like a dump there
             raise FrtraceError(f"no dump files found in {found.trace_dir}")

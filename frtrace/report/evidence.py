@@ -126,6 +126,9 @@ def _live_rows(stack: ProcessStack, frames: int | None) -> list[tuple[str, str]]
     op = in_collective(stack)
     where = f"inside {op or 'a collective'}" if op is not None else "outside collectives"
     live = stack.main.python_frames
+    own = stack.main.own_frames
+    if frames is not None and own and live.index(own[0]) >= frames:  # the job's own frame
+        live = (live[0], *own)  # after the waiting call it made, past the library's
     shown = live if frames is None else live[:frames]
     rows = [("live stack", f"{where} ({stack.source}, innermost first):")]
     rows += [("", f"  {f.function}  {f.file}{f':{f.line}' if f.line else ''}") for f in shown]

@@ -497,10 +497,11 @@ def _report(
         if waits:
             lines += ["", *waits]
     if view.unseen is not None:
+        what = "the logs and stacks" if view.unseen.logs is not None else "the dumps"
         head = (
-            "CANNOT TELL: the dumps do not show the whole job"
+            f"CANNOT TELL: {what} do not show the whole job"
             if view.verdict.undetermined
-            else ("NOT SEEN: what the dumps do not show")
+            else (f"NOT SEEN: what {what} do not show")
         )
         lines += ["", style.bold(head)]
         for line in view.unseen_lines:

@@ -303,7 +303,12 @@ def _verdict(analysis: Analysis) -> Verdict:
         return Verdict("STOPPED", f"STOPPED: {text}", ok, undetermined)
     n = rank_count(analysis)
     if f is None and undetermined:
-        text = f"no finding in the {n} rank(s) read, but the job is not seen whole"
+        seen = (
+            "the logs do not show how it ended"
+            if analysis.unseen and analysis.unseen.logs
+            else ("the job is not seen whole")
+        )
+        text = f"no finding in the {n} rank(s) read, but {seen}"
         return Verdict("UNKNOWN", f"UNKNOWN: {text}", ok, undetermined)
     if f is None:
         text = f"no desync, mismatch or missing rank found in {n} ranks"
@@ -315,9 +320,11 @@ def _verdict(analysis: Analysis) -> Verdict:
     on = f" on {', '.join(hosts[:3])}{',...' if len(hosts) > 3 else ''}" if hosts else ""
     if f.culprit_ranks:
         who = ranks_subject(f.culprit_ranks)
-    else:
+    elif f.culprit_processes:
         pids = ", ".join(str(p.pid) for p in f.culprit_processes[:3])
         who = f"pid{'s' if len(f.culprit_processes) > 1 else ''} {pids} (rank unknown)"
+    else:
+        who = "not in the inputs"
     text = f"{state}: root cause {f.kind}, culprit {who}{on}, {where(f.place)}"
     return Verdict(state, text, ok, undetermined)
 

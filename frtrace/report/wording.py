@@ -489,7 +489,8 @@ def culprit_state(facts: dict[str, object]) -> str:
     if state == "crashed":
         return f"exited with code {facts.get('exitcode')} and no traceback"
     if state == "stuck":
-        return f"is stuck outside collectives, in {facts.get('function')}"
+        waiting = f" (waiting in {facts['waiting_in']})" if facts.get("waiting_in") else ""
+        return f"is stuck outside collectives, in {facts.get('function')}{waiting}"
     if state == "elsewhere":
         return f"waited in {facts.get('op') or 'another collective'} instead"
     torn = " (the agent ended it with SIGTERM afterwards)" if signal == "SIGTERM" else ""
