@@ -20,13 +20,18 @@ The job
 -------
 2 or 3 ``torchrun`` agents on this machine stand for nodes (1 to 3 workers each, at most 6 in
 all), ``--rdzv-backend c10d --rdzv-endpoint 127.0.0.1:<free port> --local-addr 127.0.0.1``.
-Each agent runs in its own UTS namespace (``unshare --uts sh -c 'hostname NAME; exec
-torchrun ...'``), so ``hostname``, torchelastic's ``host :`` field and the workers'
-``socket.gethostname()`` are the node's name (without root, no renaming: the real name is
-recorded). The training program (scripts/evidence_worker.py, copied into a private work folder
+Each agent runs in its own UTS and mount namespaces (``unshare --uts --mount sh -c 'hostname
+NAME && mount --bind <hosts> /etc/hosts && exec torchrun ...'``), so ``hostname``, torchelastic's
+``host :`` field and the workers' ``socket.gethostname()`` are the node's name, and a private
+``/etc/hosts`` resolves every node's name (``127.0.1.<n>``, the node's own line first) as a
+cluster's would, so gloo binds to the node's address without a warning. Without root
+(``unshare`` refused) nothing is renamed and the real host name is recorded.
+
+The training program (scripts/evidence_worker.py, copied into a private work folder
 as ``train.py``, ``pretrain.py``, ... with the culprit's function names drawn per job) runs a
 few steps of collectives on gloo (all_reduce, with broadcast, all_gather, barrier and in some
-jobs an all_reduce on a ``new_group`` sub-group) with a 15-25 s process-group timeout. The
+jobs an all_reduce on a ``new_group`` sub-group) with a 15-25 s process-group timeout (at least
+18 s when stacks are taken or the job is cancelled, so that the timeout never fires first). The
 culprit (any global rank) carries the fault at a drawn step:
 
 - ``stuck_loader``: sleeps in a function of its own (name drawn: ``read_shard``, ...);
@@ -68,9 +73,12 @@ Axes (``style`` in expected.json)
   whether ``rank``/``local_rank`` or ``RANK``/``LOCAL_RANK`` are locals of the main function);
   ``labelled`` (the real ``frtrace collect OUT/%h --under <agent pid>`` run in the node's
   namespace: ``# frtrace-collect rank=R local_rank=L host=H pid=P`` before each block).
-- ``cancelled`` (hung faults only): after the stacks (and dumps) are taken, the on-call kills
-  every process of the job (``cancel_mode``: SIGTERM then SIGKILL, or SIGKILL at once) before
-  the timeout fires: no torchelastic summary. Otherwise the gloo timeout fires.
+- ``cancelled`` (hung faults only): after the stacks (and dumps) are taken, the on-call ends
+  the job before the timeout fires (no torchelastic summary); ``cancel_mode``: ``term_kill``
+  (scancel: SIGTERM to every process of the job, SIGKILL to what is left after 5 s),
+  ``kill`` (SIGKILL to every process at once) or ``term_agents`` (SIGTERM to each torchrun
+  agent by hand, which stops its workers; no slurm cancel lines). Otherwise the gloo timeout
+  fires and torchelastic writes its summary.
 - ``dumps``: Flight Recorder dumps (``frtrace.capture``), in ``dump_layout`` ``per_node``
   (``<host>/nccl_trace_rank_<host>_<rank>``), ``dumps_dir`` (``dumps/<host>/trace_<rank>``)
   or ``flat`` (``trace_<rank>``); ``dumps_when``: ``on_failure`` (the culprit before its
@@ -163,7 +171,10 @@ PROGRESS_FORMATS = (
     "it {step} | loss {loss:.4f}",
 )
 DUMP_LAYOUTS = ("per_node", "dumps_dir", "flat")
-CANCEL_MODES = ("term_kill", "kill")
+#: term_kill: scancel (slurm signals every process of the step SIGTERM, SIGKILL after KillWait,
+#: here a few seconds); kill: SIGKILL to every process at once (scancel -s KILL, a reboot);
+#: term_agents: `kill <torchrun pid>` on each node by hand (torchelastic stops its workers).
+CANCEL_MODES = ("term_kill", "kill", "term_agents")
 LOGLEVELS = ("default", "info")
 RANK_LOCALS = ("lower", "upper", "env")
 SLURM_VERSIONS = ("24.11", "25.05")
@@ -219,7 +230,7 @@ RDZV_IDS = ("job{jobid}", "pretrain-{jobid}", "ddp-run", "llm-{jobid}")
 JOB_DEADLINE_S = 90.0
 READY_DEADLINE_S = 65.0
 SETTLE_S = 2.0
-TERM_GRACE_S = 3.0
+TERM_GRACE_S = 5.0
 
 
 # --- the draw ----------------------------------------------------------------------------------
@@ -388,7 +399,7 @@ def _settle(s: dict[str, Any], rng: random.Random) -> None:
         s["cancel_mode"] = None
     s["hold"] = fault == "healthy" and s["pyspy"] != "none"
     if s["pyspy"] != "none" or s["cancelled"]:
-        s["timeout_s"] = max(s["timeout_s"], 22) + rng.randint(0, 3)
+        s["timeout_s"] = max(s["timeout_s"], 18) + rng.randint(0, 5)
     s["timeout_s"] = min(s["timeout_s"], 25)
     if s["pyspy"] == "none":
         s["pyspy_name"] = s["pyspy_dir"] = None
@@ -654,10 +665,11 @@ class Job:
         self.lock = threading.Lock()
         self.srun_log: IO[bytes] | None = None
         self.started = time.monotonic()
+        self.started_wall = time.time()
         self.hosts = list(s["hosts"])  # without renaming, still the files' and roles' names
         self.pyspy_files: dict[str, str] = {}
-        self.notes: list[str] = []
         self.pyspy_done: float | None = None
+        self.timing: dict[str, float] = {}
 
     # -- paths
 
@@ -667,7 +679,10 @@ class Job:
 
     def pyspy_path(self, host: str) -> Path:
         if self.s["pyspy"] == "labelled":  # frtrace collect OUT/%h: its own file name
-            short = short_name(host if self.rename else socket.gethostname())
+            if not self.rename:  # every node has this machine's name: OUT/<drawn name>
+                real = short_name(socket.gethostname())
+                return self.evidence / self.s["pyspy_dir"] / short_name(host) / f"pyspy_{real}.txt"
+            short = short_name(host)
             return self.evidence / self.s["pyspy_dir"] / short / f"pyspy_{short}.txt"
         name = self.s["pyspy_name"].format(host=host, short=short_name(host))
         return self.evidence / (self.s["pyspy_dir"] + name)
@@ -827,7 +842,7 @@ class Job:
             node.reader.join(timeout=15)
         node.ended = time.monotonic()
         node.code = code
-        if self.srun_log is not None and code != 0 and not self.s["cancelled"]:
+        if self.srun_log is not None and code != 0 and not self.scancel():
             with self.lock:
                 line = _slurm_task_exit(short_name(node.host), node.index, code)
                 self.srun_log.write(line.encode())
@@ -860,6 +875,7 @@ class Job:
             if self.markers("failed"):
                 raise JobFailed("a collective failed before every rank was in place")
             time.sleep(0.2)
+        self.timing["in_place_s"] = round(self.elapsed(), 1)
         time.sleep(SETTLE_S)
         for node in self.nodes:
             node.descendants = _descendants(node.proc.pid)
@@ -896,10 +912,12 @@ class Job:
                         )
             self.pyspy_files[node.host] = str(path.relative_to(self.evidence))
         self.pyspy_done = time.time()
+        self.timing["stacks_taken_s"] = round(self.elapsed(), 1)
 
     def _collect(self, node: Node, spy: str) -> None:
         """The real `frtrace collect OUT/%h --under <agent>`, inside the node's namespace."""
-        out = str(self.evidence / self.s["pyspy_dir"]) + "/%h"
+        out = str(self.pyspy_path(node.host).parent if not self.rename else "")
+        out = out or str(self.evidence / self.s["pyspy_dir"]) + "/%h"
         cmd = [sys.executable, "-m", "frtrace", "collect", out, "--under", str(node.proc.pid)]
         cmd += ["--py-spy", spy] + (["--native"] if self.s["pyspy_native"] else [])
         if self.rename:
@@ -947,16 +965,23 @@ class Job:
         if len(self.markers("dumped")) < world:
             raise JobFailed(f"dumps on request: {sorted(self.markers('dumped'))} of {world}")
 
+    def scancel(self) -> bool:
+        """The job is cancelled through slurm (its lines say so)."""
+        return self.s["cancelled"] and self.s["cancel_mode"] in ("term_kill", "kill")
+
     def cancel(self) -> None:
-        """The on-call cancels the job: every process of every node is signalled."""
+        """The on-call cancels the job (cancel_mode)."""
         s = self.s
         if self.markers("failed"):
             raise JobFailed("a timeout fired before the cancel")
         sig = signal.SIGKILL if s["cancel_mode"] == "kill" else signal.SIGTERM
-        if s["slurm_lines"]:
+        if s["slurm_lines"] and self.scancel():
             self._slurm_cancel_lines(sig)
         pids = [p for n in self.nodes for p in [n.proc.pid, *_descendants(n.proc.pid)]]
-        _signal_all(pids, sig)
+        if s["cancel_mode"] == "term_agents":
+            _signal_all([n.proc.pid for n in self.nodes], sig)
+        else:
+            _signal_all(pids, sig)
         if sig == signal.SIGTERM:
             deadline = time.monotonic() + TERM_GRACE_S
             while time.monotonic() < deadline and any(_alive(p) for p in pids):
@@ -1146,7 +1171,11 @@ def _check_and_expect(job: Job) -> dict[str, Any]:
     if s["hold"]:
         style["hold_function"] = s["functions"]["forward_backward"]
     style["agent_exit_codes"] = {n.host: n.code for n in job.nodes}
-    style["notes"] = job.notes
+    failed = job.markers("failed")
+    if failed:  # seconds since the start when the first rank saw its collective fail
+        job.timing["first_failure_s"] = round(min(failed.values()) - job.started_wall, 1)
+    job.timing["ended_s"] = round(max(n.ended or 0 for n in job.nodes) - job.started, 1)
+    style["timing"] = job.timing
     return {
         "schema": SCHEMA,
         "id": s["id"],
@@ -1310,10 +1339,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed-base", type=int)
     parser.add_argument("--only", nargs="+", metavar="ID")
     parser.add_argument("--keep-going", action="store_true")
+    # to try the path taken without root: nodes keep this machine's name
+    parser.add_argument("--no-rename", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
     args.out.mkdir(parents=True, exist_ok=True)
-    rename = _can_unshare()
+    rename = not args.no_rename and _can_unshare()
     if not rename:
         print("unshare --uts is not allowed here: nodes keep this machine's name", flush=True)
     summary_path = args.out / "summary.json"
