@@ -78,7 +78,9 @@ Axes (``style`` in expected.json)
   (scancel: SIGTERM to every process of the job, SIGKILL to what is left after 5 s),
   ``kill`` (SIGKILL to every process at once) or ``term_agents`` (SIGTERM to each torchrun
   agent by hand, which stops its workers; no slurm cancel lines). Otherwise the gloo timeout
-  fires and torchelastic writes its summary.
+  fires and torchelastic writes its summary; when the culprit's node then goes on hanging (its
+  agent stops a worker group that looks healthy only if the rendezvous store it uses went
+  away), the on-call scancels what is left 12 s after the last agent ended (``late_cancel``).
 - ``dumps``: Flight Recorder dumps (``frtrace.capture``), in ``dump_layout`` ``per_node``
   (``<host>/nccl_trace_rank_<host>_<rank>``), ``dumps_dir`` (``dumps/<host>/trace_<rank>``)
   or ``flat`` (``trace_<rank>``); ``dumps_when``: ``on_failure`` (the culprit before its
@@ -231,6 +233,7 @@ JOB_DEADLINE_S = 90.0
 READY_DEADLINE_S = 65.0
 SETTLE_S = 2.0
 TERM_GRACE_S = 5.0
+STALL_S = 12.0
 
 
 # --- the draw ----------------------------------------------------------------------------------
@@ -670,6 +673,8 @@ class Job:
         self.pyspy_files: dict[str, str] = {}
         self.pyspy_done: float | None = None
         self.timing: dict[str, float] = {}
+        self.scancelled = False
+        self.late_cancel = False
 
     # -- paths
 
@@ -842,7 +847,7 @@ class Job:
             node.reader.join(timeout=15)
         node.ended = time.monotonic()
         node.code = code
-        if self.srun_log is not None and code != 0 and not self.scancel():
+        if self.srun_log is not None and code != 0 and not self.scancelled:
             with self.lock:
                 line = _slurm_task_exit(short_name(node.host), node.index, code)
                 self.srun_log.write(line.encode())
@@ -965,21 +970,20 @@ class Job:
         if len(self.markers("dumped")) < world:
             raise JobFailed(f"dumps on request: {sorted(self.markers('dumped'))} of {world}")
 
-    def scancel(self) -> bool:
-        """The job is cancelled through slurm (its lines say so)."""
-        return self.s["cancelled"] and self.s["cancel_mode"] in ("term_kill", "kill")
-
-    def cancel(self) -> None:
+    def cancel(self, mode: str) -> None:
         """The on-call cancels the job (cancel_mode)."""
         s = self.s
-        if self.markers("failed"):
+        if self.markers("failed") and not self.late_cancel:
             raise JobFailed("a timeout fired before the cancel")
-        sig = signal.SIGKILL if s["cancel_mode"] == "kill" else signal.SIGTERM
-        if s["slurm_lines"] and self.scancel():
-            self._slurm_cancel_lines(sig)
-        pids = [p for n in self.nodes for p in [n.proc.pid, *_descendants(n.proc.pid)]]
-        if s["cancel_mode"] == "term_agents":
-            _signal_all([n.proc.pid for n in self.nodes], sig)
+        sig = signal.SIGKILL if mode == "kill" else signal.SIGTERM
+        if mode in ("term_kill", "kill"):  # scancel: srun reports no more task exits
+            self.scancelled = True
+            if s["slurm_lines"]:
+                self._slurm_cancel_lines(sig)
+        nodes = [n for n in self.nodes if n.code is None]
+        pids = [p for n in nodes for p in [n.proc.pid, *_descendants(n.proc.pid)]]
+        if mode == "term_agents":
+            _signal_all([n.proc.pid for n in nodes], sig)
         else:
             _signal_all(pids, sig)
         if sig == signal.SIGTERM:
@@ -992,6 +996,9 @@ class Job:
         s = self.s
         version = s["slurm_version"]
         step = f"STEP {s['jobid']}.0"
+        # slurmstepd says so on the nodes whose step still runs (req.c: step->state <
+        # SLURMSTEPD_STEP_ENDING); the batch step runs on the first node until srun returns
+        alive = [n for n in self.nodes if n.code is None]
         if self.srun_log is not None:
             width = len(str(s["nodes"] - 1))
             with self.lock:
@@ -999,22 +1006,32 @@ class Job:
                 first = short_name(self.nodes[0].host)
                 line = _slurm_cancelled(f"JOB {s['jobid']}", first, sig, version)
                 self.srun_log.write(line.encode())
-                for node in self.nodes:
+                for node in alive:
                     text = _slurm_label(node.index, width)
                     text += _slurm_cancelled(step, short_name(node.host), sig, version)
                     self.srun_log.write(text.encode())
                 self.srun_log.flush()
         else:
-            for node in self.nodes:
+            for node in alive:
                 assert node.log is not None
                 node.log.write(_slurm_cancelled(step, short_name(node.host), sig, version).encode())
                 node.log.flush()
 
     def wait_end(self, limit: float) -> None:
+        """Until every agent ended. A node whose agent outlives the others by STALL_S (the
+        culprit's node, alone with its stuck rank: torchelastic stops a healthy-looking worker
+        group only when the rendezvous store it uses goes away) is cancelled by the on-call, as
+        it would hang until the job's time limit (``late_cancel``)."""
         while any(n.code is None for n in self.nodes):
             self.check_deadline()
             if self.elapsed() > limit:
                 raise JobFailed(f"job still running after {limit:.0f}s")
+            ended = [n.ended for n in self.nodes if n.ended is not None]
+            if ended and time.monotonic() - max(ended) > STALL_S and not self.s["cancelled"]:
+                if self.s["fault"] not in HUNG_FAULTS:
+                    raise JobFailed("a node outlived the others")
+                self.late_cancel = True
+                self.cancel("term_kill")
             time.sleep(0.2)
 
     # -- after
@@ -1080,7 +1097,7 @@ def run_job(s: dict[str, Any], case: Path, port: int, rename: bool) -> dict[str,
             if s["cancelled"]:
                 if s["dumps_when"] == "on_request":
                     job.request_dumps()
-                job.cancel()
+                job.cancel(s["cancel_mode"])
             job.wait_end(JOB_DEADLINE_S)
         elif s["hold"]:
             job.wait_ready()
@@ -1171,6 +1188,7 @@ def _check_and_expect(job: Job) -> dict[str, Any]:
     if s["hold"]:
         style["hold_function"] = s["functions"]["forward_backward"]
     style["agent_exit_codes"] = {n.host: n.code for n in job.nodes}
+    style["late_cancel"] = job.late_cancel
     failed = job.markers("failed")
     if failed:  # seconds since the start when the first rank saw its collective fail
         job.timing["first_failure_s"] = round(min(failed.values()) - job.started_wall, 1)
