@@ -750,6 +750,9 @@ class Job:
             and k not in ("LOGLEVEL", "OMP_NUM_THREADS", "RANK", "LOCAL_RANK", "WORLD_SIZE")
         }
         env["PYTHONPATH"] = str(REPO)
+        # torchrun keeps its workers' output under $TMPDIR/torchelastic_*: in the work folder
+        (self.work / "tmp").mkdir()
+        env["TMPDIR"] = str(self.work / "tmp")
         env["EVJOB_SPEC"] = str(self.work / "spec.json")
         env["EVJOB_TOKEN"] = self.token
         if s["loglevel"] == "info":
