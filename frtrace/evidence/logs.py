@@ -133,6 +133,8 @@ _FINGERPRINT = re.compile(
     r"running collective: CollectiveFingerPrint\((?P<theirs>[^)]{0,400})"
 )
 _FP_OP = re.compile(r"OpType=(?P<op>\w{1,40})")
+# CollectiveFingerPrint's aspects, as `Collectives differ in the following aspects:` lists them
+_FP_ASPECTS = ("Sequence number", "Op type", "Tensor shapes", "Tensor dtypes", "Tensor devices")
 _MONITORED = re.compile(
     r"Ranks? (?P<ranks>\d{1,7}(?:, ?\d{1,7}){0,4096}) failed to pass monitoredBarrier in "
     r"(?P<ms>\d{1,12}) ms"
@@ -728,11 +730,13 @@ class _Parser:
             mine = _FP_OP.search(f.group("mine"))
             theirs = _FP_OP.search(f.group("theirs"))
             ops = f"{mine.group('op') if mine else '?'} vs {theirs.group('op') if theirs else '?'}"
+            differ = text[f.end() :]
+            aspects = [a for a in _FP_ASPECTS if a in differ]
             report = Reported(
                 "fingerprint",
                 (int(f.group("other")),),
                 where,
-                detail=ops,
+                detail=f"{ops}; differ in: {', '.join(aspects) or '?'}",
                 against=(int(f.group("me")),),
             )
             self._add_report(speaker, report)

@@ -1,0 +1,193 @@
+"""Each shape of evidence read as the tool that wrote it writes it: launcher prefixes, torch's
+log headers, torchelastic's and slurm's lines, DETAIL's checks, NCCL's groups. The lines are
+copied from real torch 2.13 runs on gloo (or built from the cited format where a GPU is
+needed); what is asserted is who each line is said to be from and what it says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from frtrace.analysis.logs import log_findings, member_global, member_range
+from frtrace.evidence.gather import dump_host, gather
+from frtrace.evidence.logs import host_from_path, parse_log
+from frtrace.evidence.prefixes import looks_labelled, peel
+
+# --- who wrote a line ------------------------------------------------------------------------
+
+
+def test_an_srun_label_torchrun_header_and_rank_tag_are_all_peeled() -> None:
+    peeled = peel("12: [node17:1]:[rank3]: Traceback (most recent call last):", labelled=True)
+    assert peeled.speaker.task == 12
+    assert (peeled.speaker.role, peeled.speaker.number, peeled.speaker.rank) == ("node17:", 1, 3)
+    assert peeled.rest == "Traceback (most recent call last):"
+
+
+def test_a_padded_srun_label_is_the_task_id() -> None:
+    assert peel(" 3: hello", labelled=True).speaker.task == 3
+    assert peel(" 3: hello", labelled=False).speaker.task is None
+
+
+def test_srun_labels_are_told_by_most_lines_carrying_them() -> None:
+    assert looks_labelled(["0: a", "1: b", "srun: error: x", "1: c"])
+    assert not looks_labelled(["step 1: loss 0.2", "hello", "world"])
+
+
+def test_torchs_python_log_header_states_the_writers_pid_and_whether_it_is_the_agent() -> None:
+    agent = peel(
+        "W1128 12:58:51.576000 8007 torch/distributed/elastic/multiprocessing/api.py:1028] "
+        "Sending process 8132 closing signal SIGTERM",
+        labelled=False,
+    )
+    assert (agent.pid, agent.agent) == (8007, True)
+    assert agent.rest == "Sending process 8132 closing signal SIGTERM"
+    worker = peel(
+        "[rank2]:W1128 12:58:51.576000 8131 torch/distributed/c10d_logger.py:83] x", False
+    )
+    assert (worker.pid, worker.agent, worker.speaker.rank) == (8131, False, 2)
+
+
+def test_a_torchelastic_summary_entry_is_not_taken_for_a_header() -> None:
+    peeled = peel("[0]:", labelled=False)
+    assert peeled.speaker.number is None and peeled.rest == "[0]:"
+
+
+# --- where a file says it comes from ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "host"),
+    [
+        ("trace-node17.out", "node17"),
+        ("pyspy_node42.txt", "node42"),
+        ("nodeB.pyspy.txt", "nodeB"),
+        ("slurm-7384194.out", ""),
+        ("rank3.log", ""),
+        ("train-a3-highgpu-8g-248.log", "train-a3-highgpu-8g-248"),
+    ],
+)
+def test_a_files_name_gives_its_node_without_the_collecting_words(name: str, host: str) -> None:
+    assert host_from_path(Path(name), None) == host
+
+
+def test_torchruns_redirect_layout_names_the_node_folder_not_the_run_folder(tmp_path: Path) -> None:
+    path = tmp_path / "node17" / "torchelastic" / "job_x1" / "attempt_0" / "1" / "stdout.log"
+    path.parent.mkdir(parents=True)
+    path.write_text("[rank3]: hello\n")
+    parsed = parse_log(path, tmp_path)
+    assert (parsed.host, parsed.file_local) == ("node17", 1)
+
+
+def test_a_prefix_inferred_into_the_hosts_names_gives_back_the_whole_host() -> None:
+    name = Path("nccl_trace_rank_train-a3-highgpu-8g-248.example.internal_2")
+    assert (
+        dump_host(name, "nccl_trace_rank_train-", None)
+        == "train-a3-highgpu-8g-248.example.internal"
+    )
+
+
+# --- torchelastic, slurm, DETAIL ------------------------------------------------------------
+
+
+def _log(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_the_agents_roster_pairs_local_and_global_ranks_of_its_node(tmp_path: Path) -> None:
+    head = "I1128 12:32:10.299000 14046 torch/distributed/elastic/agent/server/api.py:553]"
+    roster = "\n".join(
+        f"{head} {x}"
+        for x in (
+            "[node17:] Rendezvous complete for workers. Result:",
+            "  restart_count=0",
+            "  group_rank=1",
+            "  group_world_size=2",
+            "  local_ranks=[0, 1]",
+            "  global_ranks=[2, 3]",
+            "  global_world_sizes=[4, 4]",
+            "",
+        )
+    )
+    path = _log(tmp_path, "node17.log", roster + "\n[node17:1]:shard 17 loading\n")
+    ev = gather([parse_log(path)], [])
+    assert ev.ranks[3].host == "node17"
+    assert ev.world_size == 4 and ev.ending.nodes == 2
+
+
+def test_slurms_task_exit_names_the_node_of_a_labelled_task(tmp_path: Path) -> None:
+    text = (
+        "0: [default0]:[rank0]: RuntimeError: boom\n"
+        "1: [default0]:step 3\n"
+        "1: [default0]:step 4\n"
+        "srun: error: gpu042: task 0: Exited with exit code 1\n"
+    )
+    ev = gather([parse_log(_log(tmp_path, "slurm-99.out", text))], [])
+    assert ev.ranks[0].host == "gpu042"
+
+
+def test_a_monitored_barrier_names_the_rank_that_never_came(tmp_path: Path) -> None:
+    text = (
+        "[gpu-node-00:0]:[rank0]:[E1128 12:32:34.372760128 ProcessGroupGloo.cpp:2901] [Rank 0]: "
+        "Rank 3 failed to pass monitoredBarrier in 10000 ms\n"
+        "[gpu-node-00:1]:[rank1]: RuntimeError: Rank 1 successfully reached monitoredBarrier, "
+        "but received errors while waiting for send/recv from rank 0. Please check rank 0 logs "
+        "for faulty rank.\n"
+    )
+    ev = gather([parse_log(_log(tmp_path, "gpu-node-00.log", text))], [])
+    (finding,) = log_findings(ev)
+    assert (finding.culprit_ranks, finding.reason, finding.undecidable) == (
+        [3],
+        "named_by_check",
+        False,
+    )
+
+
+def _fingerprint(me: int, other: int, mine: str, theirs: str) -> str:
+    return (
+        f"[rank{me}]: RuntimeError: Detected mismatch between collectives on ranks. Rank {me} is "
+        f"running collective: CollectiveFingerPrint(SequenceNumber=2, OpType={mine}), but Rank "
+        f"{other} is running collective: CollectiveFingerPrint(SequenceNumber=2OpType={theirs})."
+        f"Collectives differ in the following aspects: \t Op type: {mine}vs {theirs}\n"
+    )
+
+
+def test_the_rank_most_fingerprint_checks_name_is_the_culprit(tmp_path: Path) -> None:
+    text = "".join(_fingerprint(r, 3, "ALLREDUCE", "BARRIER") for r in (0, 1, 2))
+    text += _fingerprint(3, 0, "BARRIER", "ALLREDUCE")
+    ev = gather([parse_log(_log(tmp_path, "job.log", text))], [])
+    (finding,) = log_findings(ev)
+    assert (finding.kind, finding.culprit_ranks, finding.undecidable) == (
+        "type_mismatch",
+        [3],
+        False,
+    )
+
+
+def test_two_ranks_naming_each_other_are_undecidable(tmp_path: Path) -> None:
+    text = _fingerprint(0, 1, "ALLREDUCE", "BARRIER") + _fingerprint(1, 0, "BARRIER", "ALLREDUCE")
+    ev = gather([parse_log(_log(tmp_path, "job.log", text))], [])
+    (finding,) = log_findings(ev)
+    assert (finding.culprit_ranks, finding.undecidable) == ([0, 1], True)
+
+
+# --- NCCL's groups ----------------------------------------------------------------------------
+
+
+def test_a_member_between_two_contiguous_members_is_the_rank_between() -> None:
+    assert member_global({4: 0, 6: 2}, 1) == 5
+
+
+def test_a_member_of_evenly_spaced_members_is_as_far_as_its_group_rank_says() -> None:
+    assert member_global({1: 0, 9: 1, 25: 3}, 2) == 17
+
+
+def test_a_member_with_room_for_several_ranks_is_not_guessed() -> None:
+    assert member_global({6: 3}, 0) is None
+    assert member_range({6: 3}, 0, 7) == (0, 3)
+
+
+def test_the_one_rank_below_the_only_member_shown_is_group_rank_zero() -> None:
+    assert member_global({1: 1}, 0) == 0
