@@ -757,9 +757,9 @@ def ending_gap(ev: Evidence) -> EndingGap | None:
     many nodes the job has); else what is missing. Nothing else proves a job ended cleanly:
     a log that stops, or ranks that printed `done`, do not."""
     end = ev.ending
+    ended = {"time_limit": "the time limit ended", "node_failure": "a node failure ended"}
     cancelled = tuple(
-        f"{'the time limit ended' if e.event == 'time_limit' else 'slurm cancelled'} the job"
-        + (f" on {e.node}" if e.node else "")
+        f"{ended.get(e.event, 'slurm cancelled')} the job" + (f" on {e.node}" if e.node else "")
         for e in end.cancelled
     ) + tuple(
         f"torchrun's agents were sent {sig} (a cancel or a time limit) and ended the workers"

@@ -476,6 +476,8 @@ def _says_anything(log: ParsedLog) -> bool:
     return bool(
         log.speakers
         or log.agent_pids
+        or log.agent
+        or log.rosters
         or log.exits
         or log.slurm
         or log.comms
@@ -557,6 +559,11 @@ def _file_log(ev: Evidence, join: _Join, log: ParsedLog) -> None:
     for speaker, report in log.reports:
         ev.reports.append(report)
         owner(speaker)
+    for speaker, roster in log.rosters:  # every rank its node runs, even one that said nothing
+        node = _node_of(nodes, log, speaker)
+        for local, rank in zip(roster.local_ranks, roster.global_ranks, strict=False):
+            placed = _place(ev, join, rank, node, path)
+            placed.local_rank = placed.local_rank if placed.local_rank is not None else local
     for (node, pid), rank in join.pids.items():
         r = ev.ranks.get(rank)
         if r is not None and r.pid is None:
@@ -721,7 +728,9 @@ def _ending(logs: list[ParsedLog], join: _Join) -> Ending:
             host = nodes.host(node) or (str(node) if node is not None else log.input.path)
             if host not in failed:
                 failed.append(host)
-        cancelled += [e for e in log.slurm if e.event in ("cancelled", "time_limit")]
+        cancelled += [
+            e for e in log.slurm if e.event in ("cancelled", "time_limit", "node_failure")
+        ]
     counts = [r.nodes for log in logs for _s, r in log.rosters if r.nodes]
     signals = sorted({e.signal for log in logs for _s, e in log.agent if e.event == "signalled"})
     return Ending(

@@ -181,14 +181,17 @@ _ROSTER_FIELD = re.compile(
     r"(?P<value>.{0,100000})$"
 )
 
-# slurm's own lines. slurmstepd (src/slurmd/slurmstepd/req.c, _handle_signal_container /
-# the step's cancel): `slurmstepd: error: *** STEP <jobid>.<step> ON <node> CANCELLED AT
-# <time> ***` (`*** JOB <jobid> ON ...`; ` DUE TO TIME LIMIT` when the limit ended it);
-# srun (src/srun/srun_job.c / launch.c, the task exit report): `srun: error: <node>: task
-# <ids>: Exited with exit code <n>`, `... : Killed`, `... : Terminated`.
+# slurm's own lines. slurmstepd (src/slurmd/slurmstepd/req.c, _handle_signal_container):
+# `*** <JOB id|STEP id.step> ON <node> CANCELLED AT <time> ***`, with ` DUE TO TIME LIMIT`,
+# ` DUE TO PREEMPTION`, ` DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS` or (25.05 on)
+# ` DUE to SIGNAL <name>` before the stars, written through src/common/log.c as `slurmstepd:
+# error: ...` (24.11) or `[<ISO time>] error: ...` (25.05); srun (src/srun/launch.c,
+# _task_finish): `srun: error: <node>: task <ids>: Exited with exit code <n>`, or the
+# signal's strsignal() (`Killed`, `Terminated`) for a task a signal ended.
 _SLURM_CANCEL = re.compile(
-    r"slurmstepd(?:-\S{1,64})?: error: \*\*\* (?:JOB|STEP) \S{1,64} ON (?P<node>\S{1,256}) "
-    r"CANCELLED AT \S{1,64}(?P<limit> DUE TO TIME LIMIT)?"
+    r"(?:slurmstepd(?:-\S{1,64})?: |\[[^\]]{1,40}\] )error: \*\*\* (?:JOB|STEP) \S{1,64} ON "
+    r"(?P<node>\S{1,256}) CANCELLED AT \S{1,64}"
+    r"(?: DUE (?:TO|to) (?P<why>[A-Za-z ,]{1,80}?))? \*\*\*"
 )
 _SRUN_TASK = re.compile(
     r"srun: error: (?P<node>[^\s:]{1,256}): tasks? (?P<tasks>[\d,\-]{1,4096}): (?P<what>.{1,200})$"
@@ -967,7 +970,10 @@ class _Parser:
 
     def _slurm(self, text: str, where: Where) -> bool:
         if (m := _SLURM_CANCEL.search(text)) is not None:
-            kind = "time_limit" if m.group("limit") else "cancelled"
+            why = m.group("why") or ""
+            kind = {"TIME LIMIT": "time_limit", "NODE FAILURE": "node_failure"}.get(
+                why.split(",")[0], "cancelled"
+            )
             self.out.slurm.append(SlurmEvent(kind, where, node=m.group("node")))
             return True
         if (m := _SRUN_TASK.search(text)) is not None:

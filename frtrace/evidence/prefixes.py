@@ -35,7 +35,8 @@ _PY_HEADER = re.compile(
     r"(?:\[rank(?P<rank>\d{1,7})\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d{6} (?P<pid>\d{1,10}) "
     r"(?P<path>\S{1,512}):\d{1,9}\]\s?"
 )
-# torchrun's own modules: a line logged from these is the agent's, whatever process wrote it
+# torchrun's own modules: a line logged from these is the agent's (the path is as
+# make_module_path_relative left it: relative to sys.path, or to the working folder)
 _AGENT_PATHS = (
     "torch/distributed/elastic/",
     "torch/distributed/run.py",
@@ -92,7 +93,8 @@ def peel(line: str, labelled: bool) -> Peeled:
         p = _PY_HEADER.match(line)
         if p is not None:
             pid, logged = int(p.group("pid")), True
-            agent = p.group("path").startswith(_AGENT_PATHS)
+            path = p.group("path")
+            agent = any(a in path for a in _AGENT_PATHS)  # relative to where it ran, or not
             if p.group("rank") is not None:
                 rank = int(p.group("rank"))
             line = line[p.end() :]
