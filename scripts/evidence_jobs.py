@@ -455,14 +455,16 @@ def held_out_combo(s: dict[str, Any]) -> int | None:
     return None
 
 
-def draw(split: str, seed: int) -> dict[str, Any]:
-    """The scenario of a seed: the same seed, the same draw."""
+def draw(split: str, seed: int, forced: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The scenario of a seed: the same seed, the same draw (`forced`: axes set by hand, for
+    the fixtures that show one shape of evidence)."""
     if split not in ("tune", "heldout"):
         raise ValueError(split)
     rng = random.Random(seed)
     force: dict[str, Any] = {}
     if split == "heldout" and rng.random() < HELD_OUT_FORCED:
         force = dict(rng.choice(HELD_OUT))
+    force.update(forced or {})
     for _ in range(10000):
         s = _draw_once(rng, force)
         if not _valid(s):
@@ -1360,6 +1362,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed-base", type=int)
     parser.add_argument("--only", nargs="+", metavar="ID")
     parser.add_argument("--keep-going", action="store_true")
+    parser.add_argument(
+        "--force",
+        nargs="+",
+        default=[],
+        metavar="AXIS=VALUE",
+        help="set axes by hand (a JSON value or a word): the fixtures that show one shape",
+    )
     # to try the path taken without root: nodes keep this machine's name
     parser.add_argument("--no-rename", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -1374,8 +1383,9 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(ValueError):
             summary = json.loads(summary_path.read_text())
     failures = 0
+    forced = dict(_axis(f) for f in args.force)
     for seed, ident in _ids(args):
-        s = draw(args.split, seed)
+        s = draw(args.split, seed, forced)
         assert s["id"] == ident
         started = time.monotonic()
         ok, reasons = run_scenario(s, args.out, rename)
@@ -1396,6 +1406,15 @@ def main(argv: list[str] | None = None) -> int:
             if not args.keep_going:
                 return 1
     return 1 if failures else 0
+
+
+def _axis(text: str) -> tuple[str, Any]:
+    """`pyspy=native_all` -> ("pyspy", "native_all"); `dumps=false` -> ("dumps", False)."""
+    key, _, value = text.partition("=")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
 
 
 if __name__ == "__main__":

@@ -63,6 +63,11 @@ class Verdict:
             v is not False for v in (self.culprit_ok, self.host_ok, self.detail_ok)
         )
 
+    @property
+    def unknown(self) -> bool:
+        """A hung job called UNKNOWN (exit 4): not wrong, but no culprit named."""
+        return self.fault != "healthy" and self.exit == 4 and self.culprit_ok is False
+
 
 def short(host: str | None) -> str:
     host = (host or "").strip().lower()
@@ -215,8 +220,12 @@ def table(verdicts: list[Verdict]) -> list[str]:
             f"{sum(v.right for v in vs):>4}/{len(vs)}"
         )
     right = sum(v.right for v in verdicts)
+    unknown = sum(v.unknown for v in verdicts)
     hung_ok = sum(1 for v in verdicts if v.fault != "healthy" and v.exit == 0)
-    out.append(f"total: {right}/{len(verdicts)} right; hung jobs called OK: {hung_ok}")
+    out.append(
+        f"total: {right}/{len(verdicts)} right, {unknown} hung jobs UNKNOWN (no culprit "
+        f"named), {len(verdicts) - right - unknown} wrong; hung jobs called OK: {hung_ok}"
+    )
     return out
 
 

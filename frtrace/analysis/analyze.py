@@ -11,6 +11,7 @@ from frtrace.analysis.collectives import analyze_collectives
 from frtrace.analysis.consistency import check_one_job
 from frtrace.analysis.context import Context, build_context
 from frtrace.analysis.findings import MISMATCH_KINDS, STUCK_AFTER_MS, Finding, Kind, Note, Reason
+from frtrace.analysis.logs import FAILED as FAILED_STATES
 from frtrace.analysis.logs import EndingGap, ending_gap, log_findings
 from frtrace.analysis.p2p import analyze_p2p
 from frtrace.analysis.snapshots import SnapshotComparison, compare_snapshots
@@ -417,16 +418,48 @@ def analyze(
     for f in findings:
         if not f.secondary:
             classify(ctx, f, waits.blocked)
-    if evidence is not None and (not len(trace.file_table) or root_cause is None):
-        # no dump, or dumps that show no fault: the logs and stacks decide (a rank killed
-        # before it could dump, a cut job) -- they never overrule a fault the dumps show
-        found = log_findings(evidence)
-        if found or not len(trace.file_table):
-            findings = found
-            root_cause = findings[0] if findings else None
+    if evidence is not None:
+        findings, root_cause = _with_logs(trace, evidence, findings, root_cause)
     return Analysis(
         ctx, findings, root_cause, waits.blocked, notes, stragglers=late.result(), evidence=evidence
     )
+
+
+def _with_logs(
+    trace: Trace, evidence: Evidence, findings: list[Finding], root: Finding | None
+) -> tuple[list[Finding], Finding | None]:
+    """The findings once the logs and stacks are heard. Without a dump, or with dumps that
+    show no fault, they decide. Where the dumps only say who left none (`missing_dump`), a
+    rank the logs show failing by itself (an exception, a signal, an error exit, a live
+    stack outside collectives) is the cause and the dumpless ranks its consequence: they
+    were torn down after it. Where the dumps cannot be matched (gloo under DETAIL), the logs
+    decide. Otherwise the dumps decide and the logs add their evidence."""
+    dumped = len(trace.file_table) > 0
+    folded = dumped and evidence.debug_detail and _unnamed_groups(trace)
+    if dumped and root is not None and root.kind != Kind.MISSING_DUMP and not folded:
+        return findings, root
+    found = log_findings(evidence)
+    if not dumped:
+        return found, found[0] if found else None
+    if not found:
+        return findings, root
+    if root is not None and not folded:  # missing_dump: unless the logs show a rank's own fault
+        own = found[0].facts.get("culprits", {})
+        failed = {int(r) for r, facts in own.items() if facts.get("state") in FAILED_STATES}
+        if not failed or failed <= set(root.culprit_ranks):
+            return findings, root
+    for f in findings:
+        f.secondary = True
+    return [found[0], *findings], found[0]
+
+
+def _unnamed_groups(trace: Trace) -> bool:
+    """Whether every entry of the dumps is in an unnamed group: gloo's recorder under
+    TORCH_DISTRIBUTED_DEBUG=DETAIL, where ProcessGroupWrapper's own checks (an all_gather of
+    each call's fingerprint on a helper group) are recorded beside the job's calls with the
+    same empty name, so their sequence numbers cannot be matched across ranks."""
+    names = trace.group_table["pg_name"]
+    return len(trace.table) > 0 and all(str(n) == "" for n in names)
 
 
 class Background(Generic[T]):

@@ -641,6 +641,9 @@ def state_findings(ev: Evidence) -> list[Finding]:
     waiting = [r for r, s in states.items() if s.state == WAITING]
     elsewhere = [r for r, s in states.items() if s.state == ELSEWHERE]
     anyone_waits = bool(waiting) or any(p.state == WAITING for p in procs)
+    if not anyone_waits:  # a live stack outside collectives is no fault while none waits
+        states = {r: RankState(r, SILENT) if s.state == STUCK else s for r, s in states.items()}
+        procs = [p for p in procs if p.state != STUCK]
     culprits, failed = _culprits(states, elsewhere, anyone_waits)
     stuck = [p for p in procs if p.state == STUCK]
     if not failed and stuck:  # a live stack outside collectives, its rank untold

@@ -455,6 +455,7 @@ def gather(
     worlds += [n for log in logs for n, _c in log.comms]
     ev.world_size = max(worlds) if worlds else None
     ev.job_seen = any(_says_anything(log) for log in logs) or any(s.processes for s in stacks)
+    ev.debug_detail = any(log.debug_level == "DETAIL" for log in logs)
     for (node, _pid), rank in join.pids.items():  # ranks known only by their pid
         if rank not in ev.ranks:
             _place(ev, join, rank, node, "")

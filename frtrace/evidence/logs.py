@@ -140,6 +140,10 @@ _MONITORED = re.compile(
     r"(?P<ms>\d{1,12}) ms"
 )
 _MONITORED_OK = "successfully reached monitoredBarrier"
+# torch/csrc/distributed/c10d/debug.cpp, setDebugLevelFromEnvironment: `[c10d] The debug level
+# is set to DETAIL.` (INFO): every group is then wrapped by ProcessGroupWrapper, whose checks
+# run collectives of their own on a helper gloo group.
+_DEBUG_LEVEL = re.compile(r"\[c10d\] The debug level is set to (?P<level>[A-Z]{1,10})\.")
 
 # torchelastic's summary (torch/distributed/elastic/multiprocessing/errors/__init__.py,
 # ChildFailedError.format_msg with _MSG_FORMAT_TEMPLATE and _FAILURE_FORMAT_TEMPLATE): a
@@ -302,6 +306,7 @@ def _maybe(rest: str) -> bool:
         or "closing signal" in rest
         or "successfully finished" in rest
         or "death signal" in rest
+        or "debug level" in rest
         or "Rendezvous complete" in rest
         or "srun" in rest
         or "slurmstepd" in rest
@@ -334,6 +339,7 @@ class ParsedLog:
     agent: deque[tuple[Speaker, AgentEvent]] = field(default_factory=_bounded)
     agent_pids: set[int] = field(default_factory=set)  # torchrun agents that wrote here
     comms: deque[tuple[int, Claim]] = field(default_factory=_bounded)  # (nranks, rank in it)
+    debug_level: str = ""  # TORCH_DISTRIBUTED_DEBUG as torch logged it
     slurm: deque[SlurmEvent] = field(default_factory=_bounded)
     reports: deque[tuple[Speaker, Reported]] = field(default_factory=_bounded)
     groups: deque[tuple[Speaker, GroupLine]] = field(default_factory=_bounded)
@@ -548,6 +554,9 @@ class _Parser:
             self._nccl_group(speaker, rest, where)
         if "monitoredBarrier" in rest or "mismatch between collectives" in rest:
             self._reports(speaker, rest, where)
+        if "debug level" in rest and (d := _DEBUG_LEVEL.search(rest)) is not None:
+            self.out.debug_level = d.group("level")
+            return
         if speaker in self.tracebacks or rest.startswith(_TB_START):
             self._traceback(speaker, rest, where)
             return

@@ -358,6 +358,7 @@ class Evidence:
     world_size: int | None = None  # as torchelastic's roster or the logs state it
     addresses: dict[str, str] = field(default_factory=dict)  # network address -> host
     job_seen: bool = False  # the logs or stacks show a distributed job at all
+    debug_detail: bool = False  # the job ran with TORCH_DISTRIBUTED_DEBUG=DETAIL
 
     def rank(self, rank: int) -> RankEvidence:
         got = self.ranks.get(rank)

@@ -245,7 +245,10 @@ def culprit_hosts(analysis: Analysis, f: Finding | None) -> list[str]:
     if f is None:
         return []
     hosts = hosts_of(analysis, f.culprit_ranks)
-    return hosts + [p.host for p in f.culprit_processes if p.host and p.host not in hosts]
+    for p in f.culprit_processes:
+        if p.host and p.host not in hosts:
+            hosts.append(p.host)
+    return hosts
 
 
 def _role(f: Finding, root: Finding | None) -> str:
