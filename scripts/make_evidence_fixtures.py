@@ -1,0 +1,118 @@
+"""Write fixtures/evidence: real torchrun + gloo jobs whose evidence shows one shape each.
+
+Usage: ``python scripts/make_evidence_fixtures.py [--out fixtures/evidence] [--only NAME...]``
+
+Each fixture is a job of ``scripts/evidence_jobs.py`` (real torchrun agents as nodes with
+their own host names, real py-spy, real faults) with the axes that make its shape set by hand
+(``--force``) and the rest drawn from its seed. Its ``evidence/`` folder is what a user would
+hand frtrace; ``expected.json`` is what the job itself recorded. Needs root (the nodes' own
+host names), torch and py-spy; takes a few minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import evidence_jobs
+
+#: name -> (seed, forced axes, what it shows)
+FIXTURES: dict[str, tuple[int, dict[str, object], str]] = {
+    "slurm_pyspy_recipe": (
+        7,
+        {
+            "fault": "stuck_loader", "layout": "srun_label", "launcher": "no_role",
+            "pyspy": "native_all", "dumps": False, "cancelled": False, "survives": "all",
+            "detail": False, "nodes": 3, "nproc": 2, "trainer_lines": "none",
+        },
+        "one `srun --label` job log and per-node py-spy files of every Python process "
+        "(`--native`, the agents among them): the stuck rank, its host and its function",
+    ),
+    "cancelled_stacks_only": (
+        11,
+        {
+            "fault": "stuck_loader", "layout": "per_node", "launcher": "no_tee",
+            "pyspy": "native_all", "dumps": False, "cancelled": True, "cancel_mode": "term_kill",
+            "survives": "all", "detail": False, "nodes": 3, "nproc": 2, "trainer_lines": "none",
+        },
+        "cancelled by the on-call (no summary, no timeout), no dump: five workers' stacks wait "
+        "in a collective, one is elsewhere; nothing ties its pid to a rank",
+    ),
+    "short_roles": (
+        3,
+        {
+            "fault": "exception", "layout": "per_node", "launcher": "role_digits",
+            "pyspy": "none", "dumps": False, "survives": "all", "detail": False,
+            "names": "numbered", "nodes": 2, "nproc": 2,
+        },
+        "`--role $(hostname -s | tr -dc 0-9):` headers (`[17:0]:`): the host is the node's name",
+    ),
+    "detail_monitored_barrier": (
+        5,
+        {
+            "fault": "stuck_loader", "layout": "per_node", "launcher": "role_host",
+            "pyspy": "none", "dumps": False, "survives": "all", "detail": True,
+            "cancelled": False, "nodes": 2, "nproc": 2,
+        },
+        "TORCH_DISTRIBUTED_DEBUG=DETAIL: rank 0's monitored barrier names the stuck rank",
+    ),
+    "prefix_template": (
+        9,
+        {
+            "fault": "sigkill", "layout": "per_node", "launcher": "prefix_template",
+            "template": "[${rank}]:", "pyspy": "none", "dumps": False, "survives": "all",
+            "detail": False, "names": "short", "nodes": 2, "nproc": 2,
+        },
+        "`TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[${rank}]:'`: headers carry global ranks",
+    ),
+    "healthy_info": (
+        13,
+        {
+            "fault": "healthy", "layout": "per_node", "launcher": "role_host", "pyspy": "none",
+            "dumps": False, "survives": "all", "detail": False, "loglevel": "info",
+            "nodes": 2, "nproc": 2,
+        },
+        "a healthy job at `LOGLEVEL=INFO`: every agent logs that its workers finished: OK",
+    ),
+}  # fmt: skip
+
+
+def make(name: str, out: Path) -> dict[str, object]:
+    seed, forced, _what = FIXTURES[name]
+    work = Path(tempfile.mkdtemp(prefix=f"frtrace-evfix-{name}-"))
+    try:
+        args = ["--out", str(work), "--split", "tune", "--seed-base", str(seed), "--count", "1"]
+        args += ["--force", *(f"{k}={json.dumps(v)}" for k, v in forced.items())]
+        if evidence_jobs.main(args) != 0:
+            raise SystemExit(f"{name}: the job did not reach its intended state")
+        (made,) = [p for p in work.iterdir() if p.is_dir()]
+        target = out / name
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(made, target)
+        truth: dict[str, object] = json.loads((target / "expected.json").read_text())
+        return truth
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("fixtures/evidence"))
+    parser.add_argument("--only", nargs="+", choices=sorted(FIXTURES))
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in args.only or FIXTURES:
+        truth = make(name, args.out)
+        print(f"{name}: {truth['fault']}, culprit {truth.get('culprit')}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
