@@ -63,10 +63,13 @@ class Verdict:
             v is not False for v in (self.culprit_ok, self.host_ok, self.detail_ok)
         )
 
+    named: bool = True  # the report named a culprit (a rank or a process)
+
     @property
     def unknown(self) -> bool:
-        """A hung job called UNKNOWN (exit 4): not wrong, but no culprit named."""
-        return self.fault != "healthy" and self.exit == 4 and self.culprit_ok is False
+        """A hung job left without a culprit (UNKNOWN, or a finding whose culprit is in none
+        of the inputs): not wrong, but not right."""
+        return self.fault != "healthy" and not self.named and self.exit != 0
 
 
 def short(host: str | None) -> str:
@@ -133,6 +136,7 @@ def judge(scenario: Path) -> Verdict:
     )
     if not v.exit_ok:
         v.problems.append(f"exit {code}, expected {truth['expect_exit']}")
+    v.named = bool(root and (root["culprit_ranks"] or root.get("culprit_processes")))
     if culprit is None:
         return v
     if root is None:

@@ -429,11 +429,12 @@ def _with_logs(
     trace: Trace, evidence: Evidence, findings: list[Finding], root: Finding | None
 ) -> tuple[list[Finding], Finding | None]:
     """The findings once the logs and stacks are heard. Without a dump, or with dumps that
-    show no fault, they decide. Where the dumps only say who left none (`missing_dump`), a
-    rank the logs show failing by itself (an exception, a signal, an error exit, a live
-    stack outside collectives) is the cause and the dumpless ranks its consequence: they
-    were torn down after it. Where the dumps cannot be matched (gloo under DETAIL), the logs
-    decide. Otherwise the dumps decide and the logs add their evidence."""
+    show no fault, they decide. Where the dumps only say who left none (`missing_dump`), the
+    ranks the logs show failing by themselves (an exception, a signal, an error exit, a live
+    stack outside collectives) are the cause, when they are not those very ranks, and the
+    dumpless ranks its consequence: they were torn down after it. Where the dumps cannot be
+    matched (gloo under DETAIL), the logs decide. Otherwise the dumps decide and the logs add
+    their evidence."""
     dumped = len(trace.file_table) > 0
     folded = dumped and evidence.debug_detail and _unnamed_groups(trace)
     if dumped and root is not None and root.kind != Kind.MISSING_DUMP and not folded:
@@ -446,7 +447,7 @@ def _with_logs(
     if root is not None and not folded:  # missing_dump: unless the logs show a rank's own fault
         own = found[0].facts.get("culprits", {})
         failed = {int(r) for r, facts in own.items() if facts.get("state") in FAILED_STATES}
-        if not failed or failed <= set(root.culprit_ranks):
+        if not failed or failed == set(root.culprit_ranks):  # the logs add no name
             return findings, root
     for f in findings:
         f.secondary = True

@@ -645,6 +645,9 @@ def state_findings(ev: Evidence) -> list[Finding]:
         states = {r: RankState(r, SILENT) if s.state == STUCK else s for r, s in states.items()}
         procs = [p for p in procs if p.state != STUCK]
     culprits, failed = _culprits(states, elsewhere, anyone_waits)
+    torn = _torn_down(ev, states, culprits) if not failed else []
+    if torn:  # alive after the peer died: not the peer that died
+        culprits = [r for r in culprits if r not in torn]
     stuck = [p for p in procs if p.state == STUCK]
     if not failed and stuck:  # a live stack outside collectives, its rank untold
         culprits, failed = [], True
@@ -664,6 +667,25 @@ def state_findings(ev: Evidence) -> list[Finding]:
     if waiting_procs:
         facts["waiting_processes"] = [
             {"host": p.proc.host, "pid": p.proc.pid} for p in waiting_procs
+        ]
+    if torn and not culprits and not stuck:  # the rank that died is in no input
+        facts["torn_down"] = torn
+        return [
+            Finding(
+                kind=Kind.MISSING_RANKS,
+                pg_name=pg_name,
+                pg_desc=pg_desc,
+                collective_seq_id=seq,
+                p2p_seq_id=None,
+                op=op,
+                culprit_ranks=[],
+                waiting_ranks=waiting,
+                expected_ranks=world,
+                reason=Reason.NEVER_JOINED,
+                facts=facts,
+                issued_by=waiting,
+                undecidable=True,
+            )
         ]
     if not culprits and not stuck:  # every rank waits in it: the hang is inside the collective
         return [
@@ -721,6 +743,22 @@ def _culprits(
     if absent and anyone_waits:
         return absent, False
     return elsewhere, False
+
+
+def _torn_down(ev: Evidence, states: dict[int, RankState], silent: list[int]) -> list[int]:
+    """The silent ranks that were alive after the peer the others lost had died: when every
+    waiting rank's wait ended with a peer's connection closing (gloo: that peer's process
+    ended), a rank torchrun's agent ended afterwards with its closing SIGTERM was not that
+    peer."""
+    waits = [s.wait for s in states.values() if s.state == WAITING and s.wait is not None]
+    if not waits or any(w.how != PEER_LOST for w in waits):
+        return []
+    out = []
+    for r in silent:
+        exited = ev.ranks[r].exit if r in ev.ranks else None
+        if exited is not None and exited.signal in TEARDOWN_SIGNALS:
+            out.append(r)
+    return out
 
 
 def _wait_facts(waits: list[Wait]) -> dict[str, Any]:
