@@ -51,16 +51,26 @@ FIXTURES: dict[str, tuple[int, dict[str, object], str]] = {
             "pyspy": "none", "dumps": False, "survives": "all", "detail": False,
             "names": "numbered", "nodes": 2, "nproc": 2,
         },
-        "`--role $(hostname -s | tr -dc 0-9):` headers (`[17:0]:`): the host is the node's name",
+        "`--role <the digits of the host name>:` headers (`[17:0]:`): the host is the node's name",
     ),
     "detail_monitored_barrier": (
-        5,
+        6,
         {
             "fault": "stuck_loader", "layout": "per_node", "launcher": "role_host",
             "pyspy": "none", "dumps": False, "survives": "all", "detail": True,
             "cancelled": False, "nodes": 2, "nproc": 2,
         },
-        "TORCH_DISTRIBUTED_DEBUG=DETAIL: rank 0's monitored barrier names the stuck rank",
+        "TORCH_DISTRIBUTED_DEBUG=DETAIL: rank 0's monitored barrier names the stuck rank (not 0)",
+    ),
+    "detail_with_dumps": (
+        16,
+        {
+            "fault": "stuck_loader", "layout": "srun_label", "launcher": "role_digits",
+            "pyspy": "locals", "dumps": True, "dump_layout": "flat", "survives": "all",
+            "detail": True, "cancelled": False, "nodes": 3, "nproc": 1,
+        },
+        "gloo's dumps under TORCH_DISTRIBUTED_DEBUG=DETAIL fold every group into an unnamed "
+        "one (the wrapper's checks recorded beside the job's calls): the logs decide",
     ),
     "prefix_template": (
         9,
@@ -102,6 +112,43 @@ def make(name: str, out: Path) -> dict[str, object]:
         shutil.rmtree(work, ignore_errors=True)
 
 
+_README = """\
+# Real jobs, one shape of evidence each
+
+Written by `scripts/make_evidence_fixtures.py` (do not edit by hand; rerun it), which runs
+`scripts/evidence_jobs.py` with the axes below set by hand: torch {torch}, gloo on CPU, py-spy
+{py_spy}, Python {python}; torchrun agents on one machine stand for the nodes, each in its own
+UTS namespace with its own host name. `evidence/` is what a user would hand frtrace,
+`expected.json` what the job itself recorded (the culprit's rank, host, pid, and the function,
+exception or signal of its fault). `python scripts/score_evidence.py fixtures/evidence` judges
+frtrace on them.
+
+| fixture | fault | what it shows |
+| --- | --- | --- |
+{rows}
+"""
+
+
+def write_readme(out: Path) -> None:
+    """fixtures/evidence/README.md, with the versions that wrote the fixtures."""
+    import platform
+    import subprocess
+
+    import torch
+
+    spy = subprocess.run([evidence_jobs._py_spy(), "--version"], capture_output=True, text=True)
+    rows = []
+    for name, (_seed, forced, what) in FIXTURES.items():
+        rows.append(f"| `{name}/` | {forced['fault']} | {what} |")
+    text = _README.format(
+        torch=torch.__version__,
+        py_spy=spy.stdout.split()[-1],
+        python=platform.python_version(),
+        rows="\n".join(rows),
+    )
+    (out / "README.md").write_text(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--out", type=Path, default=Path("fixtures/evidence"))
@@ -111,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.only or FIXTURES:
         truth = make(name, args.out)
         print(f"{name}: {truth['fault']}, culprit {truth.get('culprit')}", flush=True)
+    write_readme(args.out)
     return 0
 
 

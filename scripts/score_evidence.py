@@ -64,6 +64,7 @@ class Verdict:
         )
 
     named: bool = True  # the report named a culprit (a rank or a process)
+    among: bool = False  # undecidable, the culprit among those it named
 
     @property
     def unknown(self) -> bool:
@@ -167,6 +168,7 @@ def _judge_culprit(
             and (short(procs[0]["host"]) == short(culprit.get("host")))
         )
     if not v.culprit_ok:
+        v.among = bool(root["evidence"].get("undecidable")) and set(ranks) <= set(named)
         v.problems.append(f"culprit {ranks} (pid {culprit.get('pid')}), said {v.said}")
     want = short(culprit.get("host"))
     hosts = [short(h) for h in root.get("hosts", [])]
@@ -225,10 +227,13 @@ def table(verdicts: list[Verdict]) -> list[str]:
         )
     right = sum(v.right for v in verdicts)
     unknown = sum(v.unknown for v in verdicts)
+    among = sum(v.among and not v.right for v in verdicts)
     hung_ok = sum(1 for v in verdicts if v.fault != "healthy" and v.exit == 0)
+    wrong = len(verdicts) - right - unknown - among
     out.append(
-        f"total: {right}/{len(verdicts)} right, {unknown} hung jobs UNKNOWN (no culprit "
-        f"named), {len(verdicts) - right - unknown} wrong; hung jobs called OK: {hung_ok}"
+        f"total: {right}/{len(verdicts)} right; {among} undecidable with the culprit among "
+        f"those named; {unknown} hung with no culprit named (UNKNOWN); {wrong} wrong; hung "
+        f"jobs called OK: {hung_ok}"
     )
     return out
 

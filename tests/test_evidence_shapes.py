@@ -191,3 +191,47 @@ def test_a_member_with_room_for_several_ranks_is_not_guessed() -> None:
 
 def test_the_one_rank_below_the_only_member_shown_is_group_rank_zero() -> None:
     assert member_global({1: 1}, 0) == 0
+
+
+def test_one_ranks_fingerprint_report_alone_decides_nothing(tmp_path: Path) -> None:
+    text = _fingerprint(3, 0, "BARRIER", "ALLREDUCE")
+    ev = gather([parse_log(_log(tmp_path, "job.log", text))], [])
+    (finding,) = log_findings(ev)
+    assert (finding.culprit_ranks, finding.undecidable) == ([0, 3], True)
+
+
+def test_a_short_role_is_the_one_host_whose_digits_it_is(tmp_path: Path) -> None:
+    """`--role 17:` lines in a job-wide file, and py-spy output collected as
+    `pyspy_node17.txt`: the same node, so the job's own `pid` line ties the stack."""
+    log = _log(
+        tmp_path,
+        "job.out",
+        "[17:0]:[rank0]: rank 0 pid 4242 starting\n[18:0]:[rank1]: rank 1 pid 4343 starting\n",
+    )
+    spy = _log(
+        tmp_path,
+        "pyspy_node17.txt",
+        "Process 4242: python train.py\nPython v3.11.7 (/usr/bin/python3.11)\n\n"
+        'Thread 4242 (idle): "MainThread"\n    read_shard (train.py:66)\n',
+    )
+    from frtrace.evidence.pyspy import parse_pyspy
+
+    ev = gather([parse_log(log)], [parse_pyspy(spy)])
+    assert ev.ranks[0].host == "node17"
+    assert ev.ranks[0].stack is not None and ev.ranks[0].stack.pid == 4242
+
+
+def test_a_job_wide_file_keeps_each_agents_summary_on_its_own_host(tmp_path: Path) -> None:
+    """Every node's agent writing into one file without labels or roles: each summary entry
+    is on the host it names, not every rank on one node."""
+    entry = (
+        "[0]:\n  host      : {host}\n  rank      : {rank} (local_rank: 0)\n"
+        "  exitcode  : -15 (pid: {pid})  (SIGTERM)\n"
+        "------------------------------------------------------------\n"
+    )
+    text = "".join(
+        "Failures:\n" + entry.format(host=h, rank=r, pid=100 + r)
+        for h, r in (("gpu041", 0), ("gpu042", 1))
+    )
+    ev = gather([parse_log(_log(tmp_path, "slurm-1.out", text))], [])
+    assert (ev.ranks[0].host, ev.ranks[1].host) == ("gpu041", "gpu042")

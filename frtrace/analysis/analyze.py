@@ -67,7 +67,7 @@ class Analysis:
         (frtrace.analysis.logs.ending_gap): less evidence never gives a surer answer."""
         if self.evidence is not None and not len(self.ctx.trace.file_table):
             gap = ending_gap(self.evidence)
-            if gap is None:
+            if gap is None or self.root_cause is not None:  # a finding says more than a gap
                 return None
             ranks = sorted(self.evidence.ranks)
             size = max(len(self.evidence.workers), len(ranks), self.evidence.world_size or 0)

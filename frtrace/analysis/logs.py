@@ -281,8 +281,10 @@ def reported_findings(ev: Evidence) -> list[Finding]:
             named[rank].update(report.against)
     most = max(len(v) for v in named.values())
     top = sorted(r for r, v in named.items() if len(v) == most)
-    decided = len(top) == 1 and most * 2 > len(writers)
-    culprits = top if decided else sorted(named)
+    # one rank's word against another's decides nothing: a culprit is named by most writers,
+    # and by two at least
+    decided = len(top) == 1 and most >= 2 and most * 2 > len(writers)
+    culprits = top if decided else sorted(set(named) | writers)
     facts = {
         "source": "logs",
         "decided_by": "fingerprint",
@@ -449,6 +451,13 @@ def group_findings(ev: Evidence) -> list[Finding]:
     mismatched = [f for f in found.values() if f.kind == Kind.SIZE_MISMATCH]
     if mismatched:
         return [max(mismatched, key=lambda f: (len(f.waiting_ranks), f.pg_name))]
+    stuck = _waited_on(at, groups)
+    silent_only = not any(
+        r in states and states[r].state in FAILED for f in found.values() for r in f.culprit_ranks
+    )
+    if stuck is not None and silent_only:  # a whole group waits inside it, others wait for it
+        name, seq = stuck
+        return [_stuck_at(groups.get(name, _Group(name, members={})), seq, at, waits)]
     explains: Counter[int] = Counter()
     behind: Counter[int] = Counter()
     for f in found.values():
@@ -479,28 +488,58 @@ def group_findings(ev: Evidence) -> list[Finding]:
         return [max(found.values(), key=lambda f: (len(f.waiting_ranks), f.pg_name))]
     # every member the logs show waits where it timed out: inside the collective, or the
     # member they wait for is not in the logs
-    (name, seq), waiting = max(at.items(), key=lambda kv: (len(kv[1]), kv[0][0]))
-    g = groups.get(name, _Group(name, members={}))
+    (name, seq), _waiting = max(at.items(), key=lambda kv: (len(kv[1]), kv[0][0]))
+    return [_stuck_at(groups.get(name, _Group(name, members={})), seq, at, waits)]
+
+
+Place_ = tuple[str, int | None]
+
+
+def _waited_on(at: dict[Place_, set[int]], groups: dict[str, _Group]) -> Place_ | None:
+    """The timed-out collective whose group's every member waits in it while members of
+    other timed-out groups, absent from theirs, wait there too: the end of the chain (a hang
+    inside the collective, or a member's disagreement the logs cannot show)."""
+    best: tuple[int, int] | None = None
+    found: Place_ | None = None
+    for place, waiting in at.items():
+        g = groups.get(place[0])
+        members = set((g.members or {}) if g is not None else {})
+        if g is None or not g.size or len(members) != g.size or members - waiting:
+            continue
+        behind = 0
+        for other, there in at.items():
+            h = groups.get(other[0])
+            if other == place or h is None:
+                continue
+            behind += len((set(h.members or {}) - there) & waiting)
+        if behind and (best is None or (behind, len(waiting)) > best):
+            best, found = (behind, len(waiting)), place
+    return found
+
+
+def _stuck_at(
+    g: _Group, seq: int | None, at: dict[Place_, set[int]], waits: dict[Place_, dict[int, Wait]]
+) -> Finding:
+    """Every member of a group waits in one collective: undecidable from the logs."""
+    here = waits[(g.name, seq)]
     facts: dict[str, Any] = {"source": "logs", "decided_by": "nccl_groups"}
-    facts.update(_wait_facts(list(waits[(name, seq)].values())))
+    facts.update(_wait_facts(list(here.values())))
     if g.size:
         facts["group_size"] = g.size
-    ranks = sorted(waiting)
-    op = next(iter(waits[(name, seq)].values())).op
-    return [
-        _group_finding(
-            Kind.STUCK_COLLECTIVE,
-            Reason.ALL_WAITING,
-            g,
-            seq,
-            op,
-            ranks,
-            ranks,
-            dict(g.members or {}),
-            facts,
-            undecidable=True,
-        )
-    ]
+    ranks = sorted(at[(g.name, seq)])
+    op = next(iter(here.values())).op
+    return _group_finding(
+        Kind.STUCK_COLLECTIVE,
+        Reason.ALL_WAITING,
+        g,
+        seq,
+        op,
+        ranks,
+        ranks,
+        dict(g.members or {}),
+        facts,
+        undecidable=True,
+    )
 
 
 def _group_place(
@@ -645,8 +684,8 @@ def state_findings(ev: Evidence) -> list[Finding]:
         states = {r: RankState(r, SILENT) if s.state == STUCK else s for r, s in states.items()}
         procs = [p for p in procs if p.state != STUCK]
     culprits, failed = _culprits(states, elsewhere, anyone_waits)
-    torn = _torn_down(ev, states, culprits) if not failed else []
-    if torn:  # alive after the peer died: not the peer that died
+    torn = _torn_down(ev, states, culprits) if not failed else None
+    if torn is not None:  # alive after the peer died: not the peer that died
         culprits = [r for r in culprits if r not in torn]
     stuck = [p for p in procs if p.state == STUCK]
     if not failed and stuck:  # a live stack outside collectives, its rank untold
@@ -668,7 +707,7 @@ def state_findings(ev: Evidence) -> list[Finding]:
         facts["waiting_processes"] = [
             {"host": p.proc.host, "pid": p.proc.pid} for p in waiting_procs
         ]
-    if torn and not culprits and not stuck:  # the rank that died is in no input
+    if torn is not None and not culprits and not stuck:  # the rank that died is in no input
         facts["torn_down"] = torn
         return [
             Finding(
@@ -745,14 +784,14 @@ def _culprits(
     return elsewhere, False
 
 
-def _torn_down(ev: Evidence, states: dict[int, RankState], silent: list[int]) -> list[int]:
-    """The silent ranks that were alive after the peer the others lost had died: when every
-    waiting rank's wait ended with a peer's connection closing (gloo: that peer's process
-    ended), a rank torchrun's agent ended afterwards with its closing SIGTERM was not that
-    peer."""
+def _torn_down(ev: Evidence, states: dict[int, RankState], silent: list[int]) -> list[int] | None:
+    """When every waiting rank's wait ended with a peer's connection closing (gloo: that
+    peer's process ended), the silent ranks that were alive after it: a rank torchrun's
+    agent ended afterwards with its closing SIGTERM was not that peer. None when the waits
+    did not all lose a peer."""
     waits = [s.wait for s in states.values() if s.state == WAITING and s.wait is not None]
     if not waits or any(w.how != PEER_LOST for w in waits):
-        return []
+        return None
     out = []
     for r in silent:
         exited = ev.ranks[r].exit if r in ev.ranks else None

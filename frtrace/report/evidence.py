@@ -57,9 +57,11 @@ def rank_count(analysis: Analysis) -> int:
 def ranks_seen(analysis: Analysis) -> str:
     """The ranks for a header: their list, else how many workers the logs show."""
     known = known_ranks(analysis)
-    if known or analysis.evidence is None or not analysis.evidence.workers:
+    ev = analysis.evidence
+    if known or ev is None or not (ev.workers or ev.unmatched):
         return f"ranks {ranks_text(known)}"
-    return f"{len(analysis.evidence.workers)} workers (their ranks not named)"
+    count = max(len(ev.workers), len(ev.unmatched))
+    return f"{count} workers (their ranks not named)"
 
 
 def _name(path: str, root: str) -> str:

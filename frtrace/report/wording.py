@@ -411,20 +411,26 @@ def _never_joined(f: Finding) -> str:
     if unknown:
         members = f"group rank{'s' if len(unknown) > 1 else ''} {rank_ranges(unknown, 6)}"
         blamed = f"{blamed} and {members}" if blamed else members
-    torn = list(f.facts.get("torn_down", []))
-    if torn and not blamed:
+    if "torn_down" in f.facts and not blamed:
+        torn = list(f.facts["torn_down"])
+        alive = (
+            f"{who(torn)} {verb(torn, 'was', 'were')} alive until {verb(torn, 'its', 'their')} "
+            f"agent ended {verb(torn, 'it', 'them')} afterwards, so "
+            if torn
+            else ""
+        )
         return (
             f"{who(waiting)} lost a peer in {what} (its connection closed: its process ended); "
-            f"{who(torn)} {verb(torn, 'was', 'were')} alive until {verb(torn, 'its', 'their')} "
-            f"agent ended {verb(torn, 'it', 'them')} afterwards, so the rank that died is in "
-            "none of these inputs: give every node's logs (from the logs; undecidable)"
+            f"{alive}the rank that died is in none of these inputs: give every node's logs "
+            "(from the logs; undecidable)"
         )
     if waiting or f.facts.get("waiting_processes"):
         how = _HOW.get(str(f.facts.get("how", "")), "")
         timeout = f.facts.get("timeout_ms")
         if how == _HOW["timeout"] and timeout:
             how += f" ({float(timeout) / 1e3:g} s)"
-        waiters = who(waiting) if waiting else "processes"
+        procs_waiting = len(f.facts.get("waiting_processes", []))
+        waiters = who(waiting) if waiting else f"{procs_waiting} processes"
         head = f"{waiters} waited in {what}{' ' + how if how else ''}; {blamed} never joined it"
     else:
         head = "no rank was seen waiting in a collective"

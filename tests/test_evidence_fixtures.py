@@ -1,0 +1,182 @@
+"""Real jobs whose evidence was collected the ways people collect it (fixtures/evidence,
+written by scripts/make_evidence_fixtures.py): what frtrace names is checked against what the
+job itself recorded (expected.json: the culprit's rank, host, pid, function, exception,
+signal), never against frtrace's own reasoning."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from click.testing import CliRunner
+from conftest import FIXTURES
+
+from frtrace.cli import cli, expand_multi_values
+from frtrace.evidence.gather import short_host
+from frtrace.report.json_report import load_schema
+
+EVIDENCE = FIXTURES / "evidence"
+
+
+def truth(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((EVIDENCE / name / "expected.json").read_text())
+    return data
+
+
+def report(folder: Path) -> tuple[int, dict[str, Any], str]:
+    runner = CliRunner()
+    args = expand_multi_values([str(folder), "--format", "json"])
+    result = runner.invoke(cli, args, catch_exceptions=False)
+    data = json.loads(result.stdout)
+    jsonschema.validate(data, load_schema())
+    text = runner.invoke(cli, [str(folder)], catch_exceptions=False).stdout
+    return result.exit_code, data, text
+
+
+def shown(root: dict[str, Any]) -> str:
+    return json.dumps(root["culprit_evidence"]) + root["detail"]
+
+
+def test_a_slurm_job_log_and_py_spy_recipe_files_name_the_stuck_rank_its_host_and_function() -> (
+    None
+):
+    want = truth("slurm_pyspy_recipe")["culprit"]
+    code, data, _text = report(EVIDENCE / "slurm_pyspy_recipe" / "evidence")
+    root = data["root_cause"]
+    assert (code, root["culprit_ranks"]) == (1, [want["rank"]])
+    assert [short_host(h) for h in root["hosts"]] == [short_host(want["host"])]
+    assert want["function"] in shown(root)
+
+
+def test_the_agents_in_a_py_spy_recipe_file_are_not_workers() -> None:
+    _code, data, _text = report(EVIDENCE / "slurm_pyspy_recipe" / "evidence")
+    stacks = sum(f["lines"] > 0 for f in data["inputs"]["stacks"])
+    assert stacks == 3  # one file per node, read
+    assert data["root_cause"]["waiting_ranks"] == [r for r in range(6) if r != 2]
+
+
+def test_a_cancelled_hang_without_dumps_or_summary_is_never_ok() -> None:
+    code, data, text = report(EVIDENCE / "cancelled_stacks_only" / "evidence")
+    assert code == 1 and not data["ok"]
+    assert text.splitlines()[-1].startswith("HUNG:")
+
+
+def test_a_stuck_process_nothing_ties_to_a_rank_is_named_by_host_and_pid() -> None:
+    want = truth("cancelled_stacks_only")["culprit"]
+    _code, data, _text = report(EVIDENCE / "cancelled_stacks_only" / "evidence")
+    root = data["root_cause"]
+    assert root["culprit_ranks"] == []
+    ((proc,),) = [root["culprit_processes"]]
+    assert (short_host(proc["host"]), proc["pid"]) == (short_host(want["host"]), want["pid"])
+    assert want["function"] in shown(root)
+
+
+def test_with_its_stacks_lost_the_same_hang_is_unknown_not_ok(tmp_path: Path) -> None:
+    """Less evidence never a surer answer: the logs alone of the cancelled job show no
+    culprit and no end."""
+    folder = tmp_path / "logs"
+    shutil.copytree(EVIDENCE / "cancelled_stacks_only" / "evidence", folder)
+    shutil.rmtree(folder / "pyspy")
+    code, data, _text = report(folder)
+    assert (code, data["verdict"]) == (4, "unknown")
+
+
+def test_short_numeric_roles_are_named_by_the_nodes_real_host_name() -> None:
+    want = truth("short_roles")["culprit"]
+    code, data, _text = report(EVIDENCE / "short_roles" / "evidence")
+    root = data["root_cause"]
+    assert (code, root["culprit_ranks"]) == (1, [want["rank"]])
+    assert [short_host(h) for h in root["hosts"]] == [short_host(want["host"])]
+    assert want["exception"] in shown(root)
+
+
+def test_detail_logs_blame_the_rank_the_monitored_barrier_names_not_every_rank() -> None:
+    want = truth("detail_monitored_barrier")["culprit"]
+    code, data, _text = report(EVIDENCE / "detail_monitored_barrier" / "evidence")
+    root = data["root_cause"]
+    assert (code, root["culprit_ranks"]) == (1, [want["rank"]])
+    assert root["evidence"]["decided_by"] == "monitored_barrier"
+
+
+def test_a_prefix_template_of_global_ranks_gives_the_killed_rank() -> None:
+    want = truth("prefix_template")["culprit"]
+    code, data, _text = report(EVIDENCE / "prefix_template" / "evidence")
+    root = data["root_cause"]
+    assert (code, root["culprit_ranks"]) == (1, [want["rank"]])
+    assert [short_host(h) for h in root["hosts"]] == [short_host(want["host"])]
+    assert want["signal"] in shown(root)
+
+
+def test_a_healthy_job_whose_agents_logged_their_end_is_ok() -> None:
+    code, data, _text = report(EVIDENCE / "healthy_info" / "evidence")
+    assert (code, data["ok"], data["root_cause"]) == (0, True, None)
+
+
+def test_a_healthy_job_missing_one_nodes_log_is_unknown(tmp_path: Path) -> None:
+    folder = tmp_path / "job"
+    shutil.copytree(EVIDENCE / "healthy_info" / "evidence", folder)
+    logs = sorted(p for p in folder.rglob("*") if p.is_file())
+    logs[0].unlink()
+    code, data, _text = report(folder)
+    assert (code, data["verdict"]) == (4, "unknown")
+
+
+def test_survivors_of_a_lost_peer_are_not_blamed_when_its_nodes_log_is_missing(
+    tmp_path: Path,
+) -> None:
+    """gloo's peers lost their connection: the rank that died is on the node whose log is
+    missing, and none of the ranks these logs show is named."""
+    folder = tmp_path / "job"
+    shutil.copytree(EVIDENCE / "prefix_template" / "evidence", folder)
+    want = truth("prefix_template")["culprit"]
+    for path in folder.rglob("*"):
+        if path.is_file() and short_host(want["host"]) in path.name:
+            path.unlink()
+    code, data, _text = report(folder)
+    root = data["root_cause"]
+    assert (code, root["culprit_ranks"], root["culprit_processes"]) == (1, [], [])
+    assert "in none of these inputs" in root["detail"]
+
+
+def test_a_rank_its_agent_ended_after_the_peer_died_is_not_that_peer(tmp_path: Path) -> None:
+    """Torchelastic's summary ends rank 0 with the closing SIGTERM after ranks 1-2 lost their
+    peer: rank 0 was alive then, so it is not the rank that died (lines as torch 2.13 writes
+    them)."""
+    lost = (
+        "[{r}]:[rank{r}]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+        "Connection closed by peer [127.0.0.1]:40211. This is typically caused by a remote "
+        "worker crashing.\n"
+    )
+    summary = (
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+        "Failures:\n[1]:\n  host      : a100-80\n  rank      : 0 (local_rank: 0)\n"
+        "  exitcode  : -15 (pid: 29501)  (SIGTERM)\n"
+        "  traceback : Signal 15 (SIGTERM) received by PID 29501\n"
+        "------------------------------------------------------------\n"
+    )
+    text = "[0]:starting\n" + "".join(
+        f"[{r}]:[rank{r}]: Traceback (most recent call last):\n" + lost.format(r=r) for r in (1, 2)
+    )
+    (tmp_path / "a100-80.log").write_text(text + summary)
+    code, data, _text = report(tmp_path)
+    root = data["root_cause"]
+    assert (code, root["culprit_ranks"], root["waiting_ranks"]) == (1, [], [1, 2])
+
+
+def test_stacks_outside_collectives_with_no_rank_waiting_are_no_hang(tmp_path: Path) -> None:
+    """A py-spy dump of a job at work (no rank inside a collective) is no evidence of a hang:
+    no culprit, and not OK either (nothing shows the job ended)."""
+    shutil.copy(FIXTURES / "logs" / "pyspy" / "native.txt", tmp_path / "node17.pyspy.txt")
+    code, data, _text = report(tmp_path)
+    assert (code, data["root_cause"]) == (4, None)
+
+
+def test_gloos_dumps_under_detail_leave_the_logs_to_decide() -> None:
+    want = truth("detail_with_dumps")["culprit"]
+    code, data, _text = report(EVIDENCE / "detail_with_dumps" / "evidence")
+    root = data["root_cause"]
+    assert (code, root["culprit_ranks"]) == (1, [want["rank"]])
+    assert want["function"] in shown(root)
