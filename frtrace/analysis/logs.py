@@ -457,7 +457,7 @@ def group_findings(ev: Evidence) -> list[Finding]:
     )
     if stuck is not None and silent_only:  # a whole group waits inside it, others wait for it
         name, seq = stuck
-        return [_stuck_at(groups.get(name, _Group(name, members={})), seq, at, waits)]
+        return [_stuck_at(ev, groups.get(name, _Group(name, members={})), seq, at, waits)]
     explains: Counter[int] = Counter()
     behind: Counter[int] = Counter()
     for f in found.values():
@@ -489,7 +489,7 @@ def group_findings(ev: Evidence) -> list[Finding]:
     # every member the logs show waits where it timed out: inside the collective, or the
     # member they wait for is not in the logs
     (name, seq), _waiting = max(at.items(), key=lambda kv: (len(kv[1]), kv[0][0]))
-    return [_stuck_at(groups.get(name, _Group(name, members={})), seq, at, waits)]
+    return [_stuck_at(ev, groups.get(name, _Group(name, members={})), seq, at, waits)]
 
 
 Place_ = tuple[str, int | None]
@@ -517,12 +517,31 @@ def _waited_on(at: dict[Place_, set[int]], groups: dict[str, _Group]) -> Place_ 
     return found
 
 
+def network_facts(ev: Evidence) -> list[dict[str, Any]]:
+    """NCCL's WARNs that name a peer (`NET/IB: Got completion from peer 10.2.0.5<33092> with
+    error 12`), with the peer's host where NCCL's bootstrap lines tie its address to one."""
+    out: list[dict[str, Any]] = []
+    for rev in ev.ranks.values():
+        for w in rev.warnings:
+            if w.peer and len(out) < 8:
+                out.append(
+                    {"host": w.host, "peer": w.peer, "peer_host": ev.addresses.get(w.peer, "")}
+                )
+    return out
+
+
 def _stuck_at(
-    g: _Group, seq: int | None, at: dict[Place_, set[int]], waits: dict[Place_, dict[int, Wait]]
+    ev: Evidence,
+    g: _Group,
+    seq: int | None,
+    at: dict[Place_, set[int]],
+    waits: dict[Place_, dict[int, Wait]],
 ) -> Finding:
     """Every member of a group waits in one collective: undecidable from the logs."""
     here = waits[(g.name, seq)]
     facts: dict[str, Any] = {"source": "logs", "decided_by": "nccl_groups"}
+    if network := network_facts(ev):
+        facts["network"] = network
     facts.update(_wait_facts(list(here.values())))
     if g.size:
         facts["group_size"] = g.size

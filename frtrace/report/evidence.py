@@ -18,6 +18,7 @@ from frtrace.evidence.records import Evidence, ProcessStack, RankEvidence
 from frtrace.report.fmt import ranks_text
 
 STACK_FRAMES = 3  # live frames shown per culprit in the text report
+THREADS_SHOWN = 3  # other threads of a culprit's live stack named in the text report
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -134,6 +135,11 @@ def _live_rows(stack: ProcessStack, frames: int | None) -> list[tuple[str, str]]
     shown = live if frames is None else live[:frames]
     rows = [("live stack", f"{where} ({stack.source}, innermost first):")]
     rows += [("", f"  {f.function}  {f.file}{f':{f.line}' if f.line else ''}") for f in shown]
+    others = [t for t in stack.threads if t is not stack.main and t.own_frames]
+    if others:  # a worker thread may hold what the main thread waits for
+        said = [f"{t.name or t.tid}: {t.own_frames[0].text()}" for t in others[:THREADS_SHOWN]]
+        more = len(others) - THREADS_SHOWN
+        rows.append(("other threads", "; ".join(said) + (f"; {more} more" if more > 0 else "")))
     return rows
 
 
@@ -189,6 +195,11 @@ def _live_stack(stack: ProcessStack) -> dict[str, Any]:
         "pid": stack.pid,
         "in_collective": in_collective(stack),
         "frames": [f.text() for f in stack.main.frames],
+        "threads": [
+            {"name": t.name or t.tid, "frames": [f.text() for f in t.frames]}
+            for t in stack.threads
+            if t is not stack.main
+        ][:16],
     }
 
 

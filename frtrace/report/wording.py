@@ -483,11 +483,17 @@ def _all_waiting(f: Finding) -> str:
     ranks = f.waiting_ranks
     how = _HOW.get(str(f.facts.get("how", "")), "")
     what = (f.op or "a collective") + (f" at {where(f.place)}" if f.pg_name or f.pg_desc else "")
+    network = ""
+    warned = list(f.facts.get("network", []))
+    if warned:
+        w = warned[0]
+        peer = f"{w.get('peer')}" + (f" ({w['peer_host']})" if w.get("peer_host") else "")
+        network = f"; NCCL on {w.get('host')} reported a network error with its peer {peer}"
     return (
         f"{who(ranks)}, every rank these inputs name, waited in {what}"
         f"{' ' + how if how else ''}; none is seen missing from it: either the rank they wait "
         "for is in logs that were not given (give every node's logs or dumps), or the hang is "
-        "inside the collective (network, NCCL, a GPU) (from the logs; undecidable)"
+        f"inside the collective (network, NCCL, a GPU){network} (from the logs; undecidable)"
     )
 
 
