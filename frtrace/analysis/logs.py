@@ -726,66 +726,38 @@ def state_findings(ev: Evidence) -> list[Finding]:
         facts["waiting_processes"] = [
             {"host": p.proc.host, "pid": p.proc.pid} for p in waiting_procs
         ]
-    if torn is not None and not culprits and not stuck:  # the rank that died is in no input
-        facts["torn_down"] = torn
-        return [
-            Finding(
-                kind=Kind.MISSING_RANKS,
-                pg_name=pg_name,
-                pg_desc=pg_desc,
-                collective_seq_id=seq,
-                p2p_seq_id=None,
-                op=op,
-                culprit_ranks=[],
-                waiting_ranks=waiting,
-                expected_ranks=world,
-                reason=Reason.NEVER_JOINED,
-                facts=facts,
-                issued_by=waiting,
-                undecidable=True,
-            )
-        ]
-    if not culprits and not stuck:  # every rank waits in it: the hang is inside the collective
-        return [
-            Finding(
-                kind=Kind.STUCK_COLLECTIVE,
-                pg_name=pg_name,
-                pg_desc=pg_desc,
-                collective_seq_id=seq,
-                p2p_seq_id=None,
-                op=op,
-                culprit_ranks=waiting,
-                waiting_ranks=waiting,
-                expected_ranks=world,
-                reason=Reason.ALL_WAITING,
-                facts=facts,
-                undecidable=True,
-            )
-        ]
-    facts["culprits"] = {str(r): _culprit_facts(ev.ranks[r], states[r]) for r in culprits}
-    if stuck:
-        facts["processes"] = [_process_facts(p) for p in stuck]
-    if elsewhere and culprits != elsewhere:
-        facts["elsewhere"] = {str(r): _op(states[r]) for r in elsewhere}
-    return [
-        Finding(
-            kind=Kind.MISSING_RANKS,
+
+    def finding(kind: Kind, reason: Reason, blamed: list[int], undecidable: bool) -> Finding:
+        return Finding(
+            kind=kind,
             pg_name=pg_name,
             pg_desc=pg_desc,
             collective_seq_id=seq,
             p2p_seq_id=None,
             op=op,
-            culprit_ranks=culprits,
+            culprit_ranks=blamed,
             waiting_ranks=waiting,
             expected_ranks=world,
-            reason=Reason.NEVER_JOINED,
+            reason=reason,
             facts=facts,
-            issued_by=waiting,
-            not_issued_by=culprits,
-            undecidable=len(culprits) + len(stuck) > 1 and not failed,
+            issued_by=waiting if kind == Kind.MISSING_RANKS else [],
+            not_issued_by=blamed if kind == Kind.MISSING_RANKS else [],
+            undecidable=undecidable,
             culprit_processes=[ProcessRef(p.proc.host, p.proc.pid) for p in stuck],
         )
-    ]
+
+    if torn is not None and not culprits and not stuck:  # the rank that died is in no input
+        facts["torn_down"] = torn
+        return [finding(Kind.MISSING_RANKS, Reason.NEVER_JOINED, [], True)]
+    if not culprits and not stuck:  # every rank waits in it: the hang is inside the collective
+        return [finding(Kind.STUCK_COLLECTIVE, Reason.ALL_WAITING, waiting, True)]
+    facts["culprits"] = {str(r): _culprit_facts(ev.ranks[r], states[r]) for r in culprits}
+    if stuck:
+        facts["processes"] = [_process_facts(p) for p in stuck]
+    if elsewhere and culprits != elsewhere:
+        facts["elsewhere"] = {str(r): _op(states[r]) for r in elsewhere}
+    undecidable = len(culprits) + len(stuck) > 1 and not failed
+    return [finding(Kind.MISSING_RANKS, Reason.NEVER_JOINED, culprits, undecidable)]
 
 
 def _culprits(

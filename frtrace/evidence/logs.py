@@ -70,10 +70,10 @@ _EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]{0,200}?)(?::\s?(?P<msg>.*))?$"
 # `Fatal Python error: <reason>` or `Timeout (h:mm:ss)!` line, then per thread
 # `Thread 0x<id> (most recent call first):` (`Current thread 0x<id> ...` for the one that
 # dumps) and its frames `  File "<file>", line <n> in <function>`, innermost first.
-_FAULT_THREAD = re.compile(
+FAULT_THREAD = re.compile(
     r"^(?P<cur>Current thread|Thread) (?P<tid>0x[0-9a-fA-F]{1,16}) \(most recent call first\):"
 )
-_FAULT_FRAME = re.compile(
+FAULT_FRAME = re.compile(
     r'^\s{2}File "(?P<file>[^"]{0,1024})", line (?P<line>\d{1,9}) in (?P<fn>.{1,256})$'
 )
 
@@ -829,7 +829,7 @@ class _Parser:
 
     def _faulthandler(self, speaker: Speaker, text: str, where: Where) -> bool:
         dump = self.faults.get(speaker)
-        t = _FAULT_THREAD.match(text)
+        t = FAULT_THREAD.match(text)
         if t is not None:
             if dump is None:
                 dump = self.faults[speaker] = _Faults(where.line)
@@ -841,7 +841,7 @@ class _Parser:
                 self.faults[speaker] = _Faults(where.line)
                 return True
             return False
-        f = _FAULT_FRAME.match(text)
+        f = FAULT_FRAME.match(text)
         if f is not None and dump.tid:
             if len(dump.frames) < MAX_FRAMES:
                 dump.frames.append(

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from frtrace.dumps.text import LineStats, read_lines
-from frtrace.evidence.logs import LogReadError, cut, host_from_path
+from frtrace.evidence.logs import FAULT_FRAME, FAULT_THREAD, LogReadError, cut, host_from_path
 from frtrace.evidence.records import (
     MAX_FRAMES,
     InputFile,
@@ -47,12 +47,6 @@ _FRAME = re.compile(
 )
 _LOCAL = re.compile(
     r"^ {12}(?P<name>RANK|LOCAL_RANK|rank|local_rank|global_rank): (?P<value>\d{1,7})$"
-)
-_FAULT_THREAD = re.compile(
-    r"^(?P<cur>Current thread|Thread) (?P<tid>0x[0-9a-fA-F]{1,16}) \(most recent call first\):"
-)
-_FAULT_FRAME = re.compile(
-    r'^\s{2}File "(?P<file>[^"]{0,1024})", line (?P<line>\d{1,9}) in (?P<fn>.{1,256})$'
 )
 
 
@@ -113,7 +107,7 @@ class _Building:
         elif (t := _THREAD.match(text)) is not None:
             self.close_thread()
             self.thread = (t.group("tid"), t.group("status"), t.group("name") or "")
-        elif (t := _FAULT_THREAD.match(text)) is not None:
+        elif (t := FAULT_THREAD.match(text)) is not None:
             self.close_thread()
             self.source = "faulthandler"
             main = "MainThread" if t.group("cur") == "Current thread" else ""
@@ -126,7 +120,7 @@ class _Building:
             # `--native` frames past the innermost Python one crowd out the job's frames
             if not (frame.native and any(not f.native for f in self.frames)):
                 self.frames.append(frame)
-        elif (f := _FAULT_FRAME.match(text)) is not None:
+        elif (f := FAULT_FRAME.match(text)) is not None:
             self.frames.append(
                 PyFrame(cut(f.group("fn"), 200), cut(f.group("file"), 400), int(f.group("line")))
             )
@@ -174,7 +168,7 @@ def parse_pyspy(path: Path, root: Path | None = None) -> ParsedStacks:
                 where = Where(str(path), number)
                 current = _Building(int(m.group("pid")), m.group("cmd"), where, label)
                 label = None
-            elif current is None and label is not None and _FAULT_THREAD.match(text):
+            elif current is None and label is not None and FAULT_THREAD.match(text):
                 # a labelled faulthandler dump: the label names its process
                 current = _Building(label.pid, "", Where(str(path), number), label)
                 label = None
