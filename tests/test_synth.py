@@ -333,9 +333,15 @@ def test_type_mismatch_keeps_its_sizes_consistent_with_the_new_op() -> None:
     assert entry["output_sizes"][0][0] == 4 * entry["input_sizes"][0][0]
 
 
-def test_mismatch_in_a_group_of_two_without_history_blames_both_members() -> None:
+def test_mismatch_in_a_group_of_two_without_history_or_sibling_blames_both_members() -> None:
+    job = faulted("size_mismatch", Layout(tp=2), 1, step=0)
+    assert job.expected is not None and job.expected["culprit_ranks"] == [0, 1]
+
+
+def test_mismatch_in_a_group_of_two_without_history_blames_the_rank_a_sibling_group_tells() -> None:
+    # Stage 0's tp group issued its first all_reduce whole: what rank 3 was due to issue.
     job = faulted("size_mismatch", Layout(tp=2, pp=2), 3, step=0)
-    assert job.expected is not None and job.expected["culprit_ranks"] == [2, 3]
+    assert job.expected is not None and job.expected["culprit_ranks"] == [3]
 
 
 def test_mismatch_in_a_group_of_two_after_a_step_of_history_blames_the_culprit() -> None:

@@ -236,6 +236,34 @@ def unreadable_behind(
     return kept, demoted
 
 
+def gone_in_mismatch(ctx: Context, roots: list[Finding]) -> tuple[list[Finding], list[Finding]]:
+    """(roots, demoted): ranks without a dump file that were members of a collective whose
+    ranks disagreed, at the root of a chain: their end follows from it (gloo aborts the
+    process that receives more than its call expects: mesh_size_dies_4rank's rank 2), so the
+    places ranks wait for them are consequences, not a cause of their own."""
+    no_file = set(ctx.trace.no_file)
+    gone: dict[int, Finding] = {}
+    for f in roots:
+        if f.kind in MISMATCH_KINDS:
+            for r in set(f.expected_ranks) & no_file:
+                gone.setdefault(r, f)
+    if not gone:
+        return roots, []
+    demoted = []
+    for f in roots:
+        if f.kind == Kind.MISSING_DUMP and f.culprit_ranks and set(f.culprit_ranks) <= set(gone):
+            m = gone[f.culprit_ranks[0]]
+            f.mark_consequence(f.culprit_ranks, Reason.GONE_IN_MISMATCH)
+            f.facts["mismatch"] = {
+                "kind": m.kind,
+                "pg_name": m.pg_name,
+                "pg_desc": m.pg_desc,
+                "seq": m.collective_seq_id,
+            }
+            demoted.append(f)
+    return [r for r in roots if r not in demoted], demoted
+
+
 def one_stall_without_p2p(
     ctx: Context, roots: list[Finding], blocked: dict
 ) -> tuple[list[Finding], list[Finding]]:
@@ -371,6 +399,8 @@ def analyze(
     again += unread
     roots, alike = one_stall_without_p2p(ctx, roots, waits.blocked)
     again += alike
+    roots, dead = gone_in_mismatch(ctx, roots)
+    again += dead
     again += [waited for _root, waited in failed if waited is not None]
     root_keys = {_key(r) for r in roots}
     root_places = {

@@ -54,6 +54,7 @@ def classify(ctx: Context, finding: Finding, blocked: dict[int, Any]) -> None:
         not in {
             "never_issued",
             "stopped_early",
+            "siblings_issued",
             "awaited_elsewhere",
             "not_launched",
             "never_posted",

@@ -79,6 +79,54 @@ def _stopped_early(f: Finding) -> str:
     )
 
 
+def _siblings(f: Finding) -> str:
+    """'mesh_tp (pg 3, pg 5)': the sibling groups that decided a tie."""
+    names = ", ".join(f"pg {g}" for g in f.facts.get("siblings", []))
+    return f"{f.pg_desc or 'groups of this kind'} ({names})"
+
+
+def _siblings_issued(f: Finding) -> str:
+    ranks = f.culprit_ranks
+    return (
+        f"{_not_issued(f)}; every member of the other {_siblings(f)} issued it too, "
+        f"alike: ranks in the same role made this call, {verb(ranks, 'it', 'they')} stopped "
+        f"before it{_idle(f)}"
+    )
+
+
+def _siblings_differ(f: Finding) -> str:
+    ranks = f.culprit_ranks
+    gone = list(f.facts.get("no_dump", []))
+    beside = (
+        f"; {who(gone)} left no dump, and {verb(gone, 'its', 'their')} end follows from this"
+        " (gloo aborts a rank that receives more than its call expects)"
+        if gone and not f.waiting_ranks
+        else ""
+    )
+    return (
+        f"{where(f.place)}: {who(ranks)} issued {_column_values(f, ranks)}, where the other "
+        f"{_siblings(f)} issued {f.facts.get('sibling_call', '-')} at the same seq: "
+        f"{verb(ranks, 'its', 'their')} call differs from what ranks in the same role made"
+        f"{beside}"
+    )
+
+
+def _column_values(f: Finding, ranks: list[int]) -> str:
+    by_rank = f.facts.get("by_rank", {})
+    values = sorted({str(by_rank.get(str(r), "-")) for r in ranks})
+    return "; ".join(values)
+
+
+def _gone_in_mismatch(f: Finding) -> str:
+    m = f.facts.get("mismatch") or {}
+    place = where(Place(str(m.get("pg_name")), str(m.get("pg_desc", "")), m.get("seq")))
+    return (
+        f"{waits_in(f.waiting_ranks, _blocking_place(f))} for {who(f.culprit_ranks)}, which "
+        f"left no dump: {verb(f.culprit_ranks, 'it was a member', 'they were members')} of "
+        f"{place}, where the root cause's ranks disagreed (a consequence)"
+    )
+
+
 def _awaited_elsewhere(f: Finding) -> str:
     n = int(f.facts.get("elsewhere", 0))
     places = "another place" if n == 1 else f"{n} other places"
@@ -480,6 +528,9 @@ _DETAIL: dict[str, Callable[[Finding], str]] = {
     "unreadable_elsewhere": _unreadable_elsewhere,
     "unrecorded_p2p": _unrecorded_p2p,
     "same_stall": _same_stall,
+    "siblings_differ": _siblings_differ,
+    "siblings_issued": _siblings_issued,
+    "gone_in_mismatch": _gone_in_mismatch,
     "never_joined": _never_joined,
     "all_waiting": _all_waiting,
 }
@@ -496,6 +547,11 @@ def decided_line(f: Finding) -> str:
         )
     if told == "op_sequence":
         return "the sequence of ops (these dumps carry no stacks)"
+    if told == "siblings":
+        return (
+            "the same collective in the sibling groups (the other groups of this kind, "
+            f"{', '.join('pg ' + str(g) for g in f.facts.get('siblings', []))})"
+        )
     return ""
 
 

@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from frtrace.analysis.findings import MISMATCH_KINDS
 from frtrace.synth.faults import Fault, plan_fault
-from frtrace.synth.layout import NKINDS, GroupTable, Layout
+from frtrace.synth.layout import KIND_INDEX, NKINDS, GroupTable, Layout
 from frtrace.synth.program import Item, OpT, Registry, site_frames, stage_program
 
 Dump = dict[str, Any]
@@ -350,6 +351,7 @@ class _Simulator:
         self._advance()
         self.hung = any(me.inflight or me.pc < me.total for me in self.ranks)
         self._mark_reached()
+        self._sibling_told()
         if self.spec.fault is None and self.hung:
             raise RuntimeError("healthy synthetic job deadlocked; program generator bug")
         if self.spec.fault is not None and not self.hung:
@@ -519,6 +521,26 @@ class _Simulator:
             pc = self.ranks[rank].pc
             reached = pc >= at if stops else pc > at
             truth["reached"] = reached or truth["kind"] == "missing_dump"
+
+    def _sibling_told(self) -> None:
+        """A two-member mismatch with no earlier call at its site names both members (nobody
+        can tell which side deviated), unless a sibling group (another group of its kind)
+        issued that collective whole: what ranks in the same role called there tells."""
+        truth, fault = self.expected, self.spec.fault
+        if truth is None or fault is None or len(truth["culprit_ranks"]) != 2:
+            return
+        if truth["kind"] not in MISMATCH_KINDS or truth["collective_seq_id"] is None:
+            return
+        kind, seq = KIND_INDEX[fault.group], truth["collective_seq_id"]
+        mine = self.table.gid(fault.rank, kind)
+        for g in self.table.groups:
+            if (
+                g.kind == kind
+                and g.gid != mine
+                and all(self.ranks[m].cc[kind] >= seq for m in g.ranks)
+            ):
+                truth["culprit_ranks"] = [fault.rank]
+                return
 
     def _dump_times(self) -> list[int]:
         """When each rank writes its dump, on its own clock.
