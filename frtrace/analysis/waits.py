@@ -189,11 +189,21 @@ def analyze_waits(
                 edges.setdefault(node, {}).setdefault(blocked[m].node, set()).add(m)
             else:
                 idle.setdefault(node, set()).add(m)
+    unreadable = set(ctx.trace.unreadable)
     for node in list(nodump):
-        if node in idle or node in edges or _disagree(findings, ctx, node):
-            # Ranks that can be seen explain the wait (they never came, wait elsewhere, or
-            # disagree with the others there): a rank without a dump is no cause of it.
+        if _disagree(findings, ctx, node):
+            # The ranks there disagree: one without a dump may be party to it.
             del nodump[node]
+        elif node in idle or node in edges:
+            # Ranks that can be seen explain the wait too (they never came, or wait
+            # elsewhere). One whose dump is unreadable was alive to write it, most likely
+            # held up as they are: no cause of it. One that left no file at all is: ranks
+            # wait for it whatever the others do (a lost host beside another fault).
+            gone = nodump[node] - unreadable
+            if gone:
+                nodump[node] = gone
+            else:
+                del nodump[node]
     roots: list[Root] = []
     kept, redirects = _first_missed(ctx, idle, waiters, blocked)
     for node, ranks in kept.items():
