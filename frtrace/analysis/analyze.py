@@ -9,7 +9,7 @@ from typing import Generic, TypeVar, cast
 
 from frtrace.analysis.collectives import analyze_collectives
 from frtrace.analysis.consistency import check_one_job
-from frtrace.analysis.context import Context, build_context
+from frtrace.analysis.context import Context, build_context, is_default_group
 from frtrace.analysis.findings import MISMATCH_KINDS, STUCK_AFTER_MS, Finding, Kind, Note, Reason
 from frtrace.analysis.logs import log_findings
 from frtrace.analysis.p2p import analyze_p2p
@@ -273,7 +273,14 @@ def one_stall_without_p2p(
     recorded; the real pipeline fixtures hold none), a stage that stalls
     stops the stage it feeds at the same point, invisibly. Ranks idle before the same
     collective (same group kind and seq) of parallel groups are then one stall whose first
-    rank cannot be told: one cause naming them all, undecidable."""
+    rank cannot be told: one cause naming them all, undecidable. A tie the op sequence
+    cannot break (JSON: which side of each group stopped, or added a call) merges alike.
+
+    That reading needs a group the pipeline's sends would use: one linking ranks that no
+    recorded group links (the stages). Where the recorded groups already join the stalled
+    ranks (two_stalls_8rank: tp 4 x dp 2, no pipeline), the reading that needs no unseen
+    traffic is kept: each stall a cause of its own. Either way the finding names the other
+    reading (`facts["other_reading"]`)."""
     if "gloo" not in ctx.facts.backends:
         return roots, []
 
@@ -287,7 +294,10 @@ def one_stall_without_p2p(
         )
 
     def stop(f: Finding) -> tuple[str, int | None] | None:
-        idle = f.kind == Kind.MISSING_RANKS and not any(r in blocked for r in f.culprit_ranks)
+        absent = f.not_issued_by if f.undecidable else f.culprit_ranks
+        idle = (
+            f.kind == Kind.MISSING_RANKS and bool(absent) and not any(r in blocked for r in absent)
+        )
         return (f.pg_desc, f.collective_seq_id) if (idle or gone(f)) and f.pg_desc else None
 
     places: dict[tuple[str, int | None], list[Finding]] = {}
@@ -308,19 +318,58 @@ def one_stall_without_p2p(
                     f.mark_consequence(f.not_issued_by or f.culprit_ranks, Reason.SAME_STALL)
                     merged.append(f)
             continue
+        stopped = sorted(
+            {
+                r
+                for f in alike
+                for r in (f.culprit_ranks if f.undecidable else f.not_issued_by or f.culprit_ranks)
+            }
+        )
+        if _linked(ctx, [f.not_issued_by or f.culprit_ranks for f in alike]):
+            for f in alike:  # no pipeline between them: as many stalls as groups
+                f.facts["other_reading"] = "one_stall"
+            continue
         first, rest = alike[0], alike[1:]
-        stopped = sorted({r for f in alike for r in (f.not_issued_by or f.culprit_ranks)})
+        first.facts["other_reading"] = "separate_stalls"
         first.facts["groups"] = [f.pg_name for f in alike]
         first.facts["first_reason"] = first.reason
         first.facts.pop("decided_by", None)  # each group's history, not who stopped first
+        tied = any(f.undecidable for f in alike)
+        if tied:  # who of each group stopped is unknown too: the issuers are named, waiting
+            first.facts["tied"] = True
+            first.issued_by = sorted({r for f in alike for r in f.issued_by})
+            first.not_issued_by = sorted({r for f in alike for r in f.not_issued_by})
+        waiting = {r for f in alike for r in f.waiting_ranks}
         first.culprit_ranks = stopped
-        first.waiting_ranks = sorted({r for f in alike for r in f.waiting_ranks} - set(stopped))
+        first.waiting_ranks = sorted(waiting if tied else waiting - set(stopped))
         first.reason, first.undecidable = Reason.UNRECORDED_P2P, True
         first.ranks_waiting_on_this = sum(f.ranks_waiting_on_this for f in alike)
         for f in rest:
             f.mark_consequence(f.not_issued_by or f.culprit_ranks, Reason.SAME_STALL)
         merged += rest
     return [r for r in roots if r not in merged], merged
+
+
+def _linked(ctx: Context, sides: list[list[int]]) -> bool:
+    """Whether the recorded groups but the default one (tensor and data parallel, a mesh's
+    dimensions) join every side's ranks into one component: then no stage boundary lies
+    between them, which only a pipeline's sends (never recorded on gloo) would cross."""
+    parent: dict[int, int] = {}
+
+    def root(r: int) -> int:
+        while parent.setdefault(r, r) != r:
+            parent[r] = parent[parent[r]]
+            r = parent[r]
+        return r
+
+    for code, name in enumerate(ctx.pg_names):
+        members = ctx.group_members(code)
+        if is_default_group(name, ctx.desc(code)) or len(members) < 2:
+            continue
+        for m in members[1:]:
+            parent[root(m)] = root(members[0])
+    heads = {root(r) for side in sides for r in side}
+    return len(heads) == 1
 
 
 def one_cause_per_culprit(

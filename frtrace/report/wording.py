@@ -52,7 +52,7 @@ def _not_issued(f: Finding) -> str:
 
 
 def _never_issued(f: Finding) -> str:
-    return _not_issued(f) + _idle(f)
+    return _not_issued(f) + _idle(f) + _one_stall_read(f)
 
 
 def _minority_issued(f: Finding) -> str:
@@ -179,12 +179,34 @@ def _left_in_rooted(f: Finding) -> str:
 def _unrecorded_p2p(f: Finding) -> str:
     ranks = f.culprit_ranks
     groups = ", ".join(f"pg {g}" for g in f.facts.get("groups", []))
+    if f.facts.get("tied"):
+        absent, issued = f.not_issued_by, f.issued_by
+        what = (
+            f"in {where(f.place)} of groups {groups}, {who(issued)} issued it and "
+            f"{who(absent)} did not: {who(absent)} stopped (one stall), or {who(issued)} made "
+            "the same extra call; these dumps have no call sites to tell, so all are named"
+        )
+    else:
+        what = (
+            f"{who(ranks)} stopped before {where(f.place)} of {verb(ranks, 'its', 'their')} "
+            f"groups ({groups}), where {who(f.waiting_ranks)} "
+            f"{verb(f.waiting_ranks, 'waits', 'wait')}: one stall"
+        )
     return (
-        f"{who(ranks)} stopped before {where(f.place)} of {verb(ranks, 'its', 'their')} groups "
-        f"({groups}), where "
-        f"{who(f.waiting_ranks)} {verb(f.waiting_ranks, 'waits', 'wait')}: one stall. gloo "
-        "records no send/recv, so a pipeline stage that stalls stops the stage it feeds at the "
-        "same point, out of sight; which of them stopped first cannot be told from the dumps"
+        f"{what}. gloo records no send/recv, so a pipeline stage that stalls stops the stage it "
+        "feeds at the same point, out of sight; which of them stopped first cannot be told from "
+        "the dumps (or they stalled apart: the dumps look the same)"
+    )
+
+
+def _one_stall_read(f: Finding) -> str:
+    """The reading not taken, where ranks stopped at the same point of parallel groups."""
+    if f.facts.get("other_reading") != "one_stall":
+        return ""
+    return (
+        f"; ranks of other {f.pg_desc or 'such'} groups stopped at the same point too: one "
+        "stall passed on by unrecorded send/recv would need a pipeline between them, and the "
+        "recorded groups already join them (no stage boundary), so each stop is a cause"
     )
 
 
