@@ -288,6 +288,9 @@ THIN = [
     "mismatch_kills_3rank",
     "broadcast_2v2_4rank",
     "extra_call_2rank",
+    "mesh_size_dies_4rank",
+    "helper_extra_2rank",
+    "two_stalls_8rank",
 ]
 
 
@@ -538,6 +541,79 @@ def test_extra_call_after_training_is_undecidable_between_ranks_0_and_1(folder: 
     )
     assert place(root) == ("0", "default_pg", 13, "all_reduce")
     assert root["evidence"]["undecidable"] is True
+
+
+# mesh_size_dies_4rank: rank 3 all_reduces [5, 8] in mesh_tp seq 6; gloo aborts rank 2.
+
+
+def test_mesh_size_dies_dumps_hold_the_odd_shape_and_no_trace_of_rank_2() -> None:
+    trace = load_trace(FIXTURES / "mesh_size_dies_4rank")
+    assert (trace.ranks, trace.no_file) == ([0, 1, 3], [2])
+    sizes = {
+        (int(r), str(pg), int(seq)): str(size)
+        for r, pg, seq, size in zip(
+            trace.entries["rank"],
+            trace.entries["pg_name"],
+            trace.entries["collective_seq_id"],
+            trace.entries["input_sizes"],
+            strict=True,
+        )
+    }
+    assert sizes[3, "4", 6] == "[[5, 8]]"
+    assert sizes[0, "3", 6] == sizes[3, "4", 5] == "[[4, 8]]"
+
+
+@pytest.mark.parametrize("folder", twins("mesh_size_dies_4rank"))
+def test_mesh_size_dies_blames_the_rank_whose_call_differs_from_the_sibling_group(
+    folder: str,
+) -> None:
+    root = root_of(folder)
+    assert (root["kind"], root["culprit_ranks"]) == ("size_mismatch", [3])
+    assert place(root) == ("4", "mesh_tp", 6, "all_reduce")
+    assert (root["evidence"]["decided_by"], root["evidence"]["siblings"]) == ("siblings", ["3"])
+
+
+@pytest.mark.parametrize("folder", twins("mesh_size_dies_4rank"))
+def test_mesh_size_dies_never_makes_the_aborted_rank_a_cause(folder: str) -> None:
+    assert all(2 not in f["culprit_ranks"] for f in causes(folder)), causes(folder)
+
+
+# helper_extra_2rank: rank 0's helper all_reduces its gradient once more; rank 1 its metrics.
+
+
+@pytest.mark.parametrize("folder", twins("helper_extra_2rank"))
+def test_helper_extra_call_is_undecidable_between_ranks_0_and_1(folder: str) -> None:
+    root = root_of(folder)
+    assert (root["kind"], root["culprit_ranks"]) == ("size_mismatch", [0, 1])
+    assert place(root) == ("0", "default_pg", 7, "all_reduce")
+    assert root["evidence"]["undecidable"] is True
+
+
+def test_helper_extra_calls_come_from_one_stack_so_the_stacks_cannot_decide() -> None:
+    e = load_trace(FIXTURES / "helper_extra_2rank").entries
+    rank0 = e[e["rank"] == 0].sort_values("collective_seq_id")
+    assert rank0["stack_id"].nunique() == 1
+    assert list(rank0["input_numel"]) == [4, 1, 4, 1, 4, 1, 4]
+
+
+# two_stalls_8rank: ranks 1 and 6 stall apart in a tp 4 x dp 2 mesh that has no pipeline.
+
+
+@pytest.mark.parametrize("folder", twins("two_stalls_8rank"))
+def test_two_stalls_without_a_pipeline_are_two_causes(folder: str) -> None:
+    found = sorted((f["pg_name"], f["culprit_ranks"]) for f in causes(folder))
+    assert found == [("5", [1]), ("6", [6])]
+    assert all(
+        (f["kind"], f["pg_desc"], f["collective_seq_id"]) == ("missing_ranks", "mesh_tp", 6)
+        for f in causes(folder)
+    )
+
+
+@pytest.mark.parametrize("folder", twins("two_stalls_8rank"))
+def test_two_stalls_report_names_the_one_stall_reading_it_did_not_take(folder: str) -> None:
+    root = root_of(folder)
+    assert root["evidence"]["other_reading"] == "one_stall"
+    assert "one stall passed on by unrecorded send/recv" in root["detail"]
 
 
 # Both formats of one run: the JSON twin holds less, so it may not be more confident.
