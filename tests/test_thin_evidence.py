@@ -199,3 +199,78 @@ def test_a_tie_the_stacks_broke_says_so_and_its_json_twin_stays_undecided() -> N
         check=False,
     ).stdout
     assert "decided by      the call sites in the stacks" in text
+
+
+# --- a lost host beside another fault: two faults, two causes --------------------------------
+
+
+def lost_host_and_size_job(tmp_path: Path, fmt: str = "pickle") -> Path:
+    """tp 8 x dp 8 x pp 2 (128 ranks): rank 24 stops before its step-2 data-parallel
+    all_reduce and its node (ranks 24-31) leaves no dump; rank 51, in another replica, issues
+    mesh_tp#57 with the wrong size meanwhile."""
+    job = simulate(
+        JobSpec(
+            Layout(tp=8, dp=8, pp=2),
+            steps=3,
+            microbatches=4,
+            layers=4,
+            fault=Fault("missing_dump", 24, group="dp"),
+            also=(Fault("size_mismatch", 51, group="tp", index=24),),
+            batch_p2p=True,
+            extras=True,
+            enable_timing=False,
+        )
+    )
+    job.omit_ranks |= set(range(24, 32))
+    write_job(job, tmp_path, fmt=fmt)
+    return tmp_path
+
+
+@pytest.mark.parametrize("fmt", ["pickle", "json"])
+def test_a_lost_host_beside_a_size_mismatch_is_the_second_of_two_causes(
+    tmp_path: Path, fmt: str
+) -> None:
+    analysis = analyze(load_trace(lost_host_and_size_job(tmp_path, fmt)))
+    root = analysis.root_cause
+    assert root is not None
+    assert (root.kind, root.culprit_ranks, root.pg_desc, root.collective_seq_id) == (
+        "size_mismatch",
+        [51],
+        "mesh_tp",
+        57,
+    )
+    causes = [(f.kind, f.culprit_ranks) for f in analysis.findings if not f.secondary]
+    assert causes == [("size_mismatch", [51]), ("missing_dump", list(range(24, 32)))]
+
+
+def test_a_lost_host_beside_a_size_mismatch_blames_no_rank_that_only_waits(
+    tmp_path: Path,
+) -> None:
+    status, rep, _err = frtrace_json(lost_host_and_size_job(tmp_path))
+    assert status == 1
+    blamed = {r for f in rep["findings"] if not f["secondary"] for r in f["culprit_ranks"]}
+    assert blamed == {51, *range(24, 32)}
+
+
+def test_an_unreadable_dump_beside_ranks_blocked_elsewhere_is_still_no_cause(
+    tmp_path: Path,
+) -> None:
+    """The same job with rank 24's node whole but rank 24's dump cut short: alive to write it,
+    it was most likely held up as the others are."""
+    job = simulate(
+        JobSpec(
+            Layout(tp=8, dp=8, pp=2),
+            steps=3,
+            microbatches=4,
+            layers=4,
+            fault=Fault("size_mismatch", 51, group="tp", index=24),
+            batch_p2p=True,
+            extras=True,
+            enable_timing=False,
+        )
+    )
+    paths = write_job(job, tmp_path)
+    cut(paths[24], len(paths[24].read_bytes()) // 2)
+    analysis = analyze(load_trace(tmp_path))
+    causes = [(f.kind, f.culprit_ranks) for f in analysis.findings if not f.secondary]
+    assert causes == [("size_mismatch", [51])]
