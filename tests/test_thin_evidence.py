@@ -274,3 +274,51 @@ def test_an_unreadable_dump_beside_ranks_blocked_elsewhere_is_still_no_cause(
     analysis = analyze(load_trace(tmp_path))
     causes = [(f.kind, f.culprit_ranks) for f in analysis.findings if not f.secondary]
     assert causes == [("size_mismatch", [51])]
+
+
+# --- healthy pipelines: bubbles and CPU jitter are not lateness ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("layout", "seed"),
+    [(Layout(tp=2, dp=2, pp=2), 0), (Layout(tp=4, dp=2, pp=2), 1), (Layout(tp=2, dp=2, pp=4), 2)],
+)
+def test_a_healthy_pipeline_without_timing_lists_no_straggler(
+    tmp_path: Path, layout: Layout, seed: int
+) -> None:
+    """Layers that take ms (gpu_scale): stages wait for each other and the CPUs of one replica
+    enqueue the data-parallel collectives late together, while no GPU waits for them."""
+    spec = JobSpec(
+        layout,
+        steps=4,
+        microbatches=4,
+        seed=seed,
+        gpu_scale=10,
+        jitter_ns=2_000_000,
+        enable_timing=False,
+        batch_p2p=True,
+        extras=True,
+    )
+    write_job(simulate(spec), tmp_path)
+    analysis = analyze(load_trace(tmp_path))
+    assert analysis.stragglers is not None and analysis.stragglers.method == "enqueue"
+    assert analysis.stragglers.top == []
+
+
+def test_a_late_data_loader_is_still_a_straggler_in_a_pipeline_with_bubbles(tmp_path: Path) -> None:
+    layout = Layout(tp=2, dp=2, pp=2)
+    spec = JobSpec(
+        layout,
+        steps=4,
+        microbatches=4,
+        gpu_scale=10,
+        jitter_ns=2_000_000,
+        enable_timing=False,
+        batch_p2p=True,
+        extras=True,
+        step_straggler=(5, 30_000_000, 60_000_000),
+    )
+    write_job(simulate(spec), tmp_path)
+    analysis = analyze(load_trace(tmp_path))
+    assert analysis.stragglers is not None
+    assert [s.rank for s in analysis.stragglers.top] == [5]

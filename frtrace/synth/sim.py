@@ -52,6 +52,9 @@ class JobSpec:
     far apart ranks dump after a timeout. `clock_skew_ms` offsets each host's clock (8 ranks
     a host) by up to that much either way: every time a rank writes is on its host's clock.
     `jitter_ns` bounds the random CPU time added to every work item of every rank.
+    `gpu_scale` multiplies every item's GPU and network time: a model whose layers take
+    milliseconds, so pipeline stages wait for each other (bubbles) and CPUs run ahead of
+    their GPUs by as much; healthy all the same.
     `stack_depth` cuts or pads every call site's stack to that many frames (None: as written).
     """
 
@@ -78,11 +81,12 @@ class JobSpec:
     dump_skew_ms: int = 3000
     clock_skew_ms: int = 0
     jitter_ns: int = 20_000
+    gpu_scale: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.layout, Layout):
             raise ValueError(f"JobSpec.layout must be a Layout, got {self.layout!r}")
-        for name in ("steps", "microbatches", "layers", "buffer_size", "window"):
+        for name in ("steps", "microbatches", "layers", "buffer_size", "window", "gpu_scale"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"JobSpec.{name} must be an int >= 1, got {value!r}")
@@ -281,6 +285,16 @@ class _Simulator:
         self.members = [g.ranks for g in self.table.groups]
         rng = random.Random(spec.seed)
         self.jit = [rng.randrange(max(1, spec.jitter_ns)) for _ in range(_JITTER)]
+        if spec.gpu_scale != 1:
+            self.stage_progs = [
+                [
+                    replace(
+                        it, gpu_ns=it.gpu_ns * spec.gpu_scale, comm_ns=it.comm_ns * spec.gpu_scale
+                    )
+                    for it in prog
+                ]
+                for prog in self.stage_progs
+            ]
         self.t0 = BASE_TIME_NS + rng.randrange(10**15)
         self.expected: dict[str, Any] | None = None
         self.also_expected: list[dict[str, Any]] = []  # the truth of JobSpec.also's faults
