@@ -28,6 +28,7 @@ from frtrace.synth import (
 )
 from frtrace.synth import cli as synth_cli
 from frtrace.synth.writer import ENTRY_KEYS
+from frtrace.tables.load import load_trace
 
 Entry = dict[str, Any]
 REPO = Path(__file__).resolve().parent.parent
@@ -472,6 +473,26 @@ def test_json_files_follow_torchs_json_conventions(tmp_path: Path) -> None:
     scheduled = next(e for e in entries if e["state"] == "scheduled")
     assert scheduled["time_discovered_started_ns"] == 0
     assert scheduled["time_discovered_completed_ns"] == 0
+
+
+def test_a_gloo_job_is_written_as_real_gloo_dumps_look(tmp_path: Path) -> None:
+    """As in fixtures/README.md: no send/recv, every state scheduled, gloo names, no world."""
+    job = simulate(JobSpec(Layout(tp=2, dp=2, pp=2), steps=2, coalesce_dp=False))
+    paths = write_job(job, tmp_path, backend="gloo")
+    dump = pickle.loads(paths[0].read_bytes())
+    entries = dump["entries"]
+    assert dump["pg_config"] == {"": {"name": "", "desc": "", "ranks": "[]"}}
+    assert not any(e["is_p2p"] for e in entries)
+    assert {e["state"] for e in entries} == {"scheduled"}
+    assert all(e["profiling_name"].startswith("gloo:") for e in entries)
+    assert [e["record_id"] for e in entries] == list(range(len(entries)))
+    assert load_trace(tmp_path).backends == ["gloo"]
+
+
+def test_a_gloo_job_cannot_hold_coalescing_blocks(tmp_path: Path) -> None:
+    job = simulate(JobSpec(Layout(dp=2), steps=1))  # dp buckets coalesced by default
+    with pytest.raises(ValueError, match="no coalescing blocks"):
+        write_job(job, tmp_path, backend="gloo")
 
 
 def test_json_dumps_without_entries_leave_out_the_entries_key(tmp_path: Path) -> None:
