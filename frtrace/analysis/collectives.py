@@ -15,12 +15,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from frtrace.analysis.context import Context, judged
+from frtrace.analysis.context import Context, is_default_group, judged
 from frtrace.analysis.facts import rank_slice
 from frtrace.analysis.findings import Finding, Kind, Reason
 from frtrace.analysis.ops import SIGNATURE, pg_seq_key
 from frtrace.tables.records import GATHER_NUMEL, SCATTER_NUMEL
-from frtrace.tables.table import Table, distinct, group_max, head_per, most_common, runs, split
+from frtrace.tables.table import (
+    Table,
+    distinct,
+    group_max,
+    group_min,
+    head_per,
+    most_common,
+    runs,
+    split,
+)
 
 _KIND_BY_COLUMN = {
     "op": Kind.TYPE_MISMATCH,
@@ -332,15 +341,16 @@ def _calls(ctx: Context, rows: Table) -> set[tuple[int, ...]]:
 
 def _beside_no_dump(ctx: Context, coll: Table) -> list[Finding]:
     """A collective whose visible members agree, while as many or more of its members left
-    no dump, and the sibling groups issued something else there: the visible ranks changed.
+    no dump (or are not seen at all: a gloo group smaller than its siblings), and the sibling
+    groups issued something else there: the visible ranks changed.
 
     gloo aborts a rank that receives more than its call expects (mesh_size_dies_4rank: rank 3
     all_reduced [5, 8] where its tp group's other slice, and its own earlier calls, had
     [4, 8]; rank 2 was aborted and left no dump). The dead rank is then no cause: the rank
-    whose call differs from its siblings' is. Only each group's newest collective is asked:
-    where its visible members stopped."""
+    whose call differs from its siblings' is. Only where each group's visible members stand
+    is asked: its first incomplete collective (without states, as on gloo: its newest)."""
     lost = ctx.without_dump
-    if not lost or not len(coll):
+    if not len(coll):
         return []
     widest: dict[str, int] = {}
     for pg in range(len(ctx.pg_names)):
@@ -351,14 +361,21 @@ def _beside_no_dump(ctx: Context, coll: Table) -> list[Finding]:
         members = ctx.group_members(pg)
         gone = set(members) & lost
         count = len(gone)
-        if pg in ctx.open_groups:
-            # Members inferred from the dumps: any rank without one may be a member, and a
-            # DeviceMesh's groups of one kind are alike, so it lacks as many as it is smaller.
+        if not ctx.reliable.get(ctx.name(pg), True) and not is_default_group(
+            ctx.name(pg), ctx.desc(pg)
+        ):
+            # Members inferred from the dumps (gloo): any rank without one may be a member,
+            # and a DeviceMesh's groups of one kind are alike, so it lacks as many as it is
+            # smaller, even where no gap in the file names shows a rank (the highest ones).
             gone |= lost
             count = max(count, widest[ctx.desc(pg)] - len(members))
         if count and len(ctx.expected(pg)) <= count:
             unseen[pg] = gone
-    frontier = group_max(coll["pg"], coll["seq"])
+    if ctx.view.states_tracked:  # where its visible members stand: the first incomplete one
+        open_ = coll["state"] < 2
+        frontier = group_min(coll["pg"][open_], coll["seq"][open_])
+    else:  # no states (gloo): the newest one
+        frontier = group_max(coll["pg"], coll["seq"])
     keys = [(pg, int(frontier[pg])) for pg in sorted(unseen) if pg in frontier]
     if not keys:
         return []
