@@ -108,12 +108,28 @@ def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dic
         return out
     keys = coll.incomplete
     view = ctx.view.coll  # ordered by rank and position: a rank's first such row is its lowest
+    names = {n: i for i, n in enumerate(ctx.pg_names)}
     if len(keys):
         wanted = np.isin(pg_seq_key(view["pg"], view["seq"]), pg_seq_key(keys["pg"], keys["seq"]))
         rows = np.flatnonzero(wanted)
         _, first = np.unique(view["rank"][rows], return_index=True)
         for i in rows[first].tolist():
             out[int(view["rank"][i])] = _blocked_at(ctx, i)
+    torn = {
+        (names[f.pg_name], f.collective_seq_id)
+        for f in coll.findings
+        if f.kind in MISMATCH_KINDS and f.collective_seq_id is not None and f.pg_name in names
+    }
+    if torn and len(view):
+        # Without states, members that disagree on a collective look as if they completed
+        # it: gloo lets one side return and the other wait for bytes that never come, or
+        # aborts it. A member whose last collective is one its members disagree on went no
+        # further: blocked there, maybe (like a rank of an open group).
+        last = np.r_[np.flatnonzero(view["rank"][1:] != view["rank"][:-1]), len(view) - 1]
+        for i in last.tolist():
+            rank, key = int(view["rank"][i]), (int(view["pg"][i]), int(view["seq"][i]))
+            if rank not in out and key in torn:
+                out[rank] = _blocked_at(ctx, i, maybe=True)
     no_file = set(ctx.trace.no_file)
     if (ctx.open_groups or no_file) and len(view):
         # Without states, a rank not waiting anywhere may wait in its last collective for a
