@@ -271,20 +271,21 @@ def one_stall_without_p2p(
     `ProcessGroupGloo::send` / `::recv` return a SendWork / RecvWork made on the spot, never
     passing through `ProcessGroupGloo::enqueue`, where gloo's Flight Recorder entries are
     recorded; the real pipeline fixtures hold none), a stage that stalls
-    stops the stage it feeds at the same point, invisibly. Ranks idle before the same
-    collective (same group kind and seq) of parallel groups are then one stall whose first
-    rank cannot be told: one cause naming them all, undecidable. A tie the op sequence
-    cannot break (JSON: which side of each group stopped, or added a call) merges alike.
+    stops the stages it feeds and that feed it, invisibly. Ranks idle (outside collectives, or
+    gone) in different stages are then one stall whose first rank cannot be told: one cause
+    naming them all, undecidable. A tie the op sequence cannot break (JSON: which side of
+    each group stopped, or added a call) merges alike.
 
-    That reading needs a group the pipeline's sends would use: one linking ranks that no
-    recorded group links (the stages). Where the recorded groups already join the stalled
-    ranks (two_stalls_8rank: tp 4 x dp 2, no pipeline), the reading that needs no unseen
-    traffic is kept: each stall a cause of its own. Either way the finding names the other
-    reading (`facts["other_reading"]`)."""
+    That reading needs a pipeline between them: ranks that no recorded group links (but the
+    default one), in different components of the recorded groups (the stages). Where those
+    groups already join the stalled ranks (two_stalls_8rank: tp 4 x dp 2, no pipeline), the
+    reading that needs no unseen traffic is kept: each stall a cause of its own. Either way
+    the finding names the other reading (`facts["other_reading"]`)."""
     if "gloo" not in ctx.facts.backends:
         return roots, []
 
     no_file = set(ctx.trace.no_file)
+    stage = _components(ctx)
 
     def gone(f: Finding) -> bool:
         return (
@@ -293,67 +294,68 @@ def one_stall_without_p2p(
             and set(f.culprit_ranks) <= no_file
         )
 
-    def stop(f: Finding) -> tuple[str, int | None] | None:
-        absent = f.not_issued_by if f.undecidable else f.culprit_ranks
-        idle = (
-            f.kind == Kind.MISSING_RANKS and bool(absent) and not any(r in blocked for r in absent)
-        )
-        return (f.pg_desc, f.collective_seq_id) if (idle or gone(f)) and f.pg_desc else None
+    def absent(f: Finding) -> list[int]:
+        return f.not_issued_by or f.culprit_ranks
 
-    places: dict[tuple[str, int | None], list[Finding]] = {}
-    for f in roots:
-        key = stop(f)
-        if key is not None:
-            places.setdefault(key, []).append(f)
-    merged: list[Finding] = []
-    for alike in places.values():
-        if len(alike) < 2:
-            continue
-        dead = [f for f in alike if gone(f)]
-        if dead:
-            # A rank that left no file died; the ranks that stopped at the same point and
-            # dumped were stopped by it (through the unrecorded pipeline sends).
-            for f in alike:
-                if f not in dead:
-                    f.mark_consequence(f.not_issued_by or f.culprit_ranks, Reason.SAME_STALL)
-                    merged.append(f)
-            continue
-        stopped = sorted(
-            {
-                r
-                for f in alike
-                for r in (f.culprit_ranks if f.undecidable else f.not_issued_by or f.culprit_ranks)
-            }
-        )
-        if _linked(ctx, [f.not_issued_by or f.culprit_ranks for f in alike]):
-            for f in alike:  # no pipeline between them: as many stalls as groups
+    def stop(f: Finding) -> str | None:
+        away = f.not_issued_by if f.undecidable else f.culprit_ranks
+        idle = f.kind == Kind.MISSING_RANKS and bool(away) and not any(r in blocked for r in away)
+        return f.pg_desc if (idle or gone(f)) and f.pg_desc else None
+
+    def head(f: Finding) -> int:
+        return stage.get(absent(f)[0], absent(f)[0])
+
+    alike = [f for f in roots if stop(f)]
+    seen = [f for f in roots if not stop(f) and f.culprit_ranks]
+    passed = [f for f in alike if not gone(f) and seen and head(f) not in map(head, seen)]
+    for f in passed:
+        # Idle in a stage the cause that can be seen is not in: stopped by it, through the
+        # pipeline's unrecorded sends (or stalled apart: the dumps look the same).
+        f.mark_consequence(absent(f), Reason.SAME_STALL)
+    alike = [f for f in alike if f not in passed]
+    if len({head(f) for f in alike}) < 2:
+        # One stage: no pipeline between them. Those stopped at the same point are as many
+        # stalls as groups; the finding says the reading not taken.
+        points = [(stop(f), f.collective_seq_id) for f in alike]
+        for f, point in zip(alike, points, strict=True):
+            if points.count(point) > 1:
                 f.facts["other_reading"] = "one_stall"
-            continue
-        first, rest = alike[0], alike[1:]
-        first.facts["other_reading"] = "separate_stalls"
-        first.facts["groups"] = [f.pg_name for f in alike]
-        first.facts["first_reason"] = first.reason
-        first.facts.pop("decided_by", None)  # each group's history, not who stopped first
-        tied = any(f.undecidable for f in alike)
-        if tied:  # who of each group stopped is unknown too: the issuers are named, waiting
-            first.facts["tied"] = True
-            first.issued_by = sorted({r for f in alike for r in f.issued_by})
-            first.not_issued_by = sorted({r for f in alike for r in f.not_issued_by})
-        waiting = {r for f in alike for r in f.waiting_ranks}
-        first.culprit_ranks = stopped
-        first.waiting_ranks = sorted(waiting if tied else waiting - set(stopped))
-        first.reason, first.undecidable = Reason.UNRECORDED_P2P, True
-        first.ranks_waiting_on_this = sum(f.ranks_waiting_on_this for f in alike)
-        for f in rest:
-            f.mark_consequence(f.not_issued_by or f.culprit_ranks, Reason.SAME_STALL)
-        merged += rest
-    return [r for r in roots if r not in merged], merged
+        return [r for r in roots if r not in passed], passed
+    dead = [f for f in alike if gone(f)]
+    if dead:
+        # A rank that left no file died; the ranks that stopped and dumped were stopped by it
+        # (through the unrecorded pipeline sends).
+        merged = [f for f in alike if f not in dead]
+        for f in merged:
+            f.mark_consequence(absent(f), Reason.SAME_STALL)
+        return [r for r in roots if r not in merged + passed], merged + passed
+    # Where some of them surely stopped (idle, decided), the stall explains every absence;
+    # where each is a tie (JSON: who stopped, who called more), both sides are named.
+    tied = all(f.undecidable for f in alike)
+    stopped = sorted({r for f in alike for r in (f.culprit_ranks if tied else absent(f))})
+    first, rest = alike[0], alike[1:]
+    first.facts["other_reading"] = "separate_stalls"
+    first.facts["groups"] = [f.pg_name for f in alike]
+    first.facts["first_reason"] = first.reason
+    first.facts.pop("decided_by", None)  # each group's history, not who stopped first
+    if tied:  # who of each group stopped is unknown too: the issuers are named, waiting
+        first.facts["tied"] = True
+        first.issued_by = sorted({r for f in alike for r in f.issued_by})
+        first.not_issued_by = sorted({r for f in alike for r in f.not_issued_by})
+    waiting = {r for f in alike for r in f.waiting_ranks}
+    first.culprit_ranks = stopped
+    first.waiting_ranks = sorted(waiting if tied else waiting - set(stopped))
+    first.reason, first.undecidable = Reason.UNRECORDED_P2P, True
+    first.ranks_waiting_on_this = sum(f.ranks_waiting_on_this for f in alike)
+    for f in rest:
+        f.mark_consequence(absent(f), Reason.SAME_STALL)
+    return [r for r in roots if r not in rest + passed], rest + passed
 
 
-def _linked(ctx: Context, sides: list[list[int]]) -> bool:
-    """Whether the recorded groups but the default one (tensor and data parallel, a mesh's
-    dimensions) join every side's ranks into one component: then no stage boundary lies
-    between them, which only a pipeline's sends (never recorded on gloo) would cross."""
+def _components(ctx: Context) -> dict[int, int]:
+    """Rank -> a representative of its component of the recorded groups but the default one
+    (tensor and data parallel, a mesh's dimensions): the ranks no stage boundary separates,
+    which only a pipeline's sends (never recorded on gloo) would cross."""
     parent: dict[int, int] = {}
 
     def root(r: int) -> int:
@@ -368,8 +370,7 @@ def _linked(ctx: Context, sides: list[list[int]]) -> bool:
             continue
         for m in members[1:]:
             parent[root(m)] = root(members[0])
-    heads = {root(r) for side in sides for r in side}
-    return len(heads) == 1
+    return {r: root(r) for r in list(parent)}
 
 
 def one_cause_per_culprit(
@@ -457,13 +458,15 @@ def analyze(
         for r in roots
     }
     recast = {_key(f) for f in again}  # roots recast as consequences: one finding each
+    # (a tie recast names fewer culprits than its twin in `found`: its place tells them apart)
+    recast_places = {(f.kind, f.pg_name, f.collective_seq_id) for f in again}
     others = [
         f
         for f in found
         if f not in roots
         and _key(f) not in root_keys
         and _key(f) not in recast
-        and (f.kind, f.pg_name, f.collective_seq_id) not in root_places
+        and (f.kind, f.pg_name, f.collective_seq_id) not in root_places | recast_places
     ]
     others += again
     stopped = frozenset(
