@@ -754,17 +754,18 @@ def _costly_groups(held: Table) -> list[int]:
 def beyond_peers(ctx: Context, rank: int, held: Table) -> np.ndarray:
     """Per late call of `rank` (`held`: its positions, own lateness, group codes), the part of
     its own lateness that is not shared with a group it runs collectives in step with: at
-    most how much longer it paused before the call than every other member of that group
-    paused before its own call of the same kind and seq, less ENQUEUE_FLOOR_MS (the skew
-    enqueue times show anyway). That group shares no other member with the late call's group
-    (its tensor-parallel peers, where it was late in data parallel).
+    most how much longer it paused before the call than a peer of that group paused before
+    its own call of the same kind and seq, less ENQUEUE_FLOOR_MS (the skew enqueue times
+    show anyway). That group shares no other member with the late call's group (its
+    tensor-parallel peers, where it was late in data parallel).
 
     Enqueue times show when a CPU asked, not when its GPU got there. A pipeline replica whose
     stages run behind another's (its bubbles, its schedule) has every rank of its tp group
     enqueue the step's data-parallel collectives late together, though no GPU waited for them
-    (healthy synthetic pipelines listed tp pairs at 15% of their time). A rank late on its own
-    (its data loading, its host) paused longer than those peers. GPU durations need none of
-    this."""
+    (healthy synthetic pipelines listed tp pairs at 15% of their time); how much each CPU ran
+    ahead differs, so one peer's pause is enough to show the group's. A rank late on its own
+    (its data loading, its host) paused longer than any of those peers. GPU durations need
+    none of this."""
     own = held["own"].astype(np.float64).copy()
     mine = ctx.rank_ops(rank)
     if not len(mine) or not len(own):
@@ -775,17 +776,16 @@ def beyond_peers(ctx: Context, rank: int, held: Table) -> np.ndarray:
     seq = mine["seq"][at]
     pause = _pauses(ctx, rank, pos)
     groups = {int(g): set(ctx.group_members(int(g))) for g in distinct(mine["pg"]).tolist()}
-    shared = np.full(len(own), -np.inf)  # the longest pause a whole in-step group took along
+    shared = np.full(len(own), -np.inf)  # the longest pause an in-step peer took along
     for late in distinct(pg[found]).tolist():
         where = set(ctx.group_members(late))
         events = found & (pg == late)
         for h, members in groups.items():
             if h == late or len(members) < 2 or members & where != {rank}:
                 continue
-            along = np.full(len(own), np.inf)
             for peer in sorted(members - {rank}):
-                along = np.minimum(along, _paused_at(ctx, peer, ctx.desc(late), seq))
-            shared = np.where(events, np.maximum(shared, along), shared)
+                along = _paused_at(ctx, peer, ctx.desc(late), seq)
+                shared = np.where(events, np.maximum(shared, along), shared)
     lead = np.maximum(pause - shared - ENQUEUE_FLOOR_MS, 0.0)
     return np.where(np.isfinite(shared), np.minimum(own, lead), own)
 
