@@ -57,6 +57,7 @@ class Root:
     weight: int = 0
     elsewhere: int = 0  # idle: other places ranks wait for these ranks (their consequences)
     edges: dict[Node, dict[Node, set[int]]] = field(default_factory=dict)  # a cycle's own
+    tied: bool = False  # a cycle whose two orders nothing told apart: its ranks are all named
 
 
 @dataclass
@@ -232,7 +233,8 @@ def analyze_waits(
             roots.append(Root("together", [node], sorted(waiters[node])))
     for scc in _cycles(edges):
         own = {a: edges.get(a, {}) for a in scc}
-        roots.append(Root("cycle", scc, _cycle_culprits(ctx, scc, edges, blocked), edges=own))
+        cyc_ranks, tied = _cycle_culprits(ctx, scc, edges, blocked)
+        roots.append(Root("cycle", scc, cyc_ranks, edges=own, tied=tied))
     reverse: dict[Node, set[Node]] = {}
     for src, targets in edges.items():
         for dst in targets:
@@ -489,14 +491,16 @@ def _cycle_culprits(
     scc: list[Node],
     edges: dict[Node, dict[Node, set[int]]],
     blocked: dict[int, Blocked],
-) -> list[int]:
-    """Ranks that issued the cycle's collectives in the minority order.
+) -> tuple[list[int], bool]:
+    """Ranks that issued the cycle's collectives in the minority order, and whether they are a
+    tie nothing broke (both orders named).
 
     For each pair of collectives in the cycle, the ranks in both groups issued one first; the
     minority order is to blame. An even split goes to the ranks whose twins made another call
     where they are blocked (while the others' twins made the same), else to the rank whose step
-    into its blocking op never happened before in its own history. Without either, the
-    smallest side of the cycle.
+    into its blocking op never happened before in its own history of call sites (not from
+    JSON dumps: an op sequence never breaks a tie). Without either, the smallest side of the
+    cycle.
     """
     colls = [n for n in scc if n[0] == "c"]
     culprits: set[int] = set()
@@ -518,21 +522,23 @@ def _cycle_culprits(
                 wide = max(x, y, key=lambda n: (len(ctx.group_members(n.pg)), n))
                 anchors.update((r, wide) for r in xy + yx)
     if culprits:
-        return sorted(culprits)
+        return sorted(culprits), False
     twins = {r: _twins_agree(ctx, r, anchors[r], ties, blocked) for r in ties if r in blocked}
     odd = sorted(r for r, agree in twins.items() if agree is False)
     if odd and len(twins) == len(ties) and all(twins[r] for r in ties if r not in odd):
-        return odd
-    novel = sorted(r for r in ties if r in blocked and _novel_step(ctx, r, blocked[r]))
+        return odd, False
+    # A rank's own history decides by call sites only (JSON dumps: no tie-break by the ops).
+    sites = bool(ties) and ctx.decided_by(sorted(ties)) == "stacks"
+    novel = sorted(r for r in ties if sites and r in blocked and _novel_step(ctx, r, blocked[r]))
     if novel and len(novel) < len(ties):
-        return novel
+        return novel, False
     if ties:
-        return sorted(ties)
+        return sorted(ties), True
     inside = set(scc)
     sides: list[set[int]] = [
         ranks for a in scc for b, ranks in edges.get(a, {}).items() if b in inside
     ]
-    return sorted(min(sides, key=lambda side: len(side)))  # type: ignore[arg-type]
+    return sorted(min(sides, key=lambda side: len(side))), False  # type: ignore[arg-type]
 
 
 TWIN_BACK = 64  # calls before the anchor compared with a twin's (when both dumps hold them)
@@ -788,6 +794,7 @@ def _cycle_finding(
         reason=Reason.CYCLE,
         cycle=[ctx.place(n) for n in root.nodes],
         chain=hops,
+        undecidable=root.tied,
     )
 
 

@@ -396,6 +396,12 @@ def _cycle(f: Finding, items: int | None = None) -> str:
         )
     )
     parts = "; ".join(text for text, _mine in _cut(waits, items))
+    if f.undecidable:
+        return (
+            f"deadlock: {parts}; each waits for the other. {who(ranks).capitalize()} issued "
+            "the two collectives in different orders, and nothing tells which of them swapped "
+            "them (no ranks in the same role, no call sites): undecidable, all are named"
+        )
     return (
         f"deadlock: {parts}; each waits for the other. {who(ranks).capitalize()} issued "
         f"{where(f.place)} before the collective {verb(ranks, 'its', 'their')} peers are in: "
