@@ -11,13 +11,14 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from frtrace.analysis.analyze import analyze
-from frtrace.synth import Fault, JobSpec, Layout, simulate, write_job
+from frtrace.analysis.analyze import Analysis, analyze
+from frtrace.synth import Fault, JobSpec, Layout, SyntheticJob, simulate, write_job
 from frtrace.tables.load import load_trace
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -322,3 +323,101 @@ def test_a_late_data_loader_is_still_a_straggler_in_a_pipeline_with_bubbles(tmp_
     analysis = analyze(load_trace(tmp_path))
     assert analysis.stragglers is not None
     assert [s.rank for s in analysis.stragglers.top] == [5]
+
+
+# --- gloo jobs from the generator: what gloo's recorder keeps of the same calls -------------
+
+
+def gloo_job(
+    tmp_path: Path, layout: Layout, fault: Fault, fmt: str = "pickle"
+) -> tuple[SyntheticJob, Callable[[], list[Path]]]:
+    """A simulated job and how to write it as gloo's recorder would (no send/recv, no states,
+    calls that return when done: no CPU runs ahead), once its omitted ranks are set."""
+    spec = JobSpec(layout, steps=3, fault=fault, coalesce_dp=False, enable_timing=False, window=1)
+    job = simulate(spec)
+    return job, lambda: write_job(job, tmp_path, fmt=fmt, backend="gloo")
+
+
+def causes_of(folder: Path) -> list[tuple[str, list[int]]]:
+    analysis = analyze(load_trace(folder))
+    return [(str(f.kind), f.culprit_ranks) for f in analysis.findings if not f.secondary]
+
+
+@pytest.mark.parametrize("fmt", ["pickle", "json"])
+def test_a_changed_call_whose_peer_died_unseen_is_blamed_by_the_sibling_groups(
+    tmp_path: Path, fmt: str
+) -> None:
+    """Rank 13 changes a dp all_reduce; its only peer, rank 15, dies: the highest rank, so no
+    gap in the file names shows it, but its dp group is smaller than the others."""
+    fault = Fault("size_mismatch", 13, group="dp", step=1, index=0)
+    job, write = gloo_job(tmp_path, Layout(tp=2, dp=2, pp=4), fault, fmt)
+    job.omit_ranks.add(15)
+    write()
+    assert causes_of(tmp_path) == [("size_mismatch", [13])]
+
+
+def test_a_changed_call_whose_peer_left_no_nccl_dump_is_blamed_where_it_stands(
+    tmp_path: Path,
+) -> None:
+    """NCCL: the CPU ran ahead of the stuck call, so the group's newest op is not where rank 6
+    stands; its first incomplete one is."""
+    job = simulate(
+        JobSpec(Layout(tp=2, dp=2, pp=2), steps=3, fault=Fault("size_mismatch", 6, "dp", 1, 2))
+    )
+    job.omit_ranks.add(4)
+    write_job(job, tmp_path)
+    analysis = analyze(load_trace(tmp_path))
+    root = analysis.root_cause
+    assert root is not None and job.expected is not None
+    assert (root.kind, root.culprit_ranks, root.collective_seq_id) == (
+        "size_mismatch",
+        [6],
+        job.expected["collective_seq_id"],
+    )
+
+
+def test_a_changed_call_in_a_gloo_pipeline_is_the_only_cause_at_every_stage(
+    tmp_path: Path,
+) -> None:
+    """Rank 1 changes a tp all_reduce at stage 0: its tp pair stops there, the next stage stops
+    in recvs gloo never records, and data-parallel groups of both stages wait."""
+    _job, write = gloo_job(tmp_path, Layout(tp=2, dp=2, pp=2), Fault("size_mismatch", 1, "tp", 1))
+    write()
+    assert causes_of(tmp_path) == [("size_mismatch", [1])]
+
+
+def test_a_stall_through_a_four_stage_gloo_pipeline_names_only_its_replica(tmp_path: Path) -> None:
+    """Rank 3 stops before its first pipeline send: its replica stops at every stage, out of
+    sight; the ranks of the other replica only wait."""
+    fault = Fault("missing_ranks", 3, group="pp", step=1, index=0)
+    _job, write = gloo_job(tmp_path, Layout(tp=2, dp=2, pp=4), fault)
+    write()
+    [(kind, culprits)] = causes_of(tmp_path)
+    replica = {r for r in range(16) if (r % 4) // 2 == 1}
+    assert kind == "missing_ranks" and 3 in culprits and set(culprits) <= replica
+
+
+# --- a deadlock in a pair with no twin: call sites tell it, an op sequence does not ---------
+
+
+def swapped_pair(tmp_path: Path, fmt: str) -> Analysis:
+    """Rank 0 issues its step's next world all_reduce before its dp all_reduce; one dp pair per
+    stage, so no ranks in the same role to compare with."""
+    fault = Fault("order_cycle", 0, group="dp", step=1, index=0)
+    job = simulate(
+        JobSpec(Layout(tp=1, dp=2, pp=4), steps=2, fault=fault, batch_p2p=True, extras=True)
+    )
+    write_job(job, tmp_path, fmt=fmt)
+    return analyze(load_trace(tmp_path))
+
+
+def test_a_swapped_pair_without_twins_is_told_by_its_call_sites(tmp_path: Path) -> None:
+    root = swapped_pair(tmp_path, "pickle").root_cause
+    assert root is not None
+    assert (root.kind, root.culprit_ranks, root.undecidable) == ("order_cycle", [0], False)
+
+
+def test_a_swapped_pair_without_twins_is_undecidable_from_json(tmp_path: Path) -> None:
+    root = swapped_pair(tmp_path, "json").root_cause
+    assert root is not None
+    assert (root.kind, root.culprit_ranks, root.undecidable) == ("order_cycle", [0, 1], True)
