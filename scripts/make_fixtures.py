@@ -1193,9 +1193,11 @@ for rank 1 in a recv nothing recorded. Nothing in the dumps links the two groups
 stages gives the same dumps but for the group names), so the evidence allows this much: ranks 1
 and 3 both stopped before seq 5 of their `dp` group (`missing_ranks`, seq 5, `all_reduce`),
 rank 1 among the culprits but not provably first; ranks 0 and 2 only wait and are never
-culprits. Each stopped rank's own history (weight then bias, step after step: in the stacks,
-and in the shapes for JSON) says the seq 5 `all_reduce` is its next call, so the pickle and
-the JSON folder must agree.
+culprits. Each stopped rank's own history of call sites (weight then bias, step after step)
+says the seq 5 `all_reduce` is its next call. The JSON folder has no call sites, and its op
+sequence cannot tell ranks 1 and 3 stopping from ranks 0 and 2 issuing one call more: from it,
+ranks 0-3 are named, undecidable (never a more confident answer than the pickles'; before,
+the JSON folder named 1 and 3 from the op sequence).
 
 {pipeline_stall_4rank_table}
 
