@@ -395,6 +395,12 @@ def test_pipeline_stall_names_ranks_1_and_3_stopped_before_their_dp_seq_5() -> N
     assert {r for f in causes("pipeline_stall_4rank") for r in f["culprit_ranks"]} == {1, 3}
 
 
+def test_pipeline_stall_is_one_stall_across_the_two_stages_naming_the_other_reading() -> None:
+    [cause] = causes("pipeline_stall_4rank")
+    assert (cause["culprit_ranks"], cause["evidence"]["reason"]) == ([1, 3], "unrecorded_p2p")
+    assert cause["evidence"]["other_reading"] == "separate_stalls"
+
+
 def test_pipeline_stall_never_blames_ranks_0_and_2_that_wait_in_dp() -> None:
     findings = report("pipeline_stall_4rank")[1]["findings"]
     assert blamed("pipeline_stall_4rank").isdisjoint({0, 2}), findings
