@@ -208,14 +208,16 @@ def analyze_waits(
                 idle.setdefault(node, set()).add(m)
     unreadable = set(ctx.trace.unreadable)
     for node in list(nodump):
-        if _disagree(findings, ctx, node):
-            # The ranks there disagree: one without a dump may be party to it.
+        if _disagree(findings, ctx, node) or node in idle:
+            # The ranks there disagree, or a rank that can be seen never came (it stopped):
+            # one without a dump may be party to it, or have ended along (a launcher tears
+            # the job down once a rank raises: fixtures/logs/raise).
             del nodump[node]
-        elif node in idle or node in edges:
-            # Ranks that can be seen explain the wait too (they never came, or wait
-            # elsewhere). One whose dump is unreadable was alive to write it, most likely
-            # held up as they are: no cause of it. One that left no file at all is: ranks
-            # wait for it whatever the others do (a lost host beside another fault).
+        elif node in edges:
+            # Ranks that can be seen are awaited too, held up in another collective. One
+            # whose dump is unreadable was alive to write it, most likely held up as they
+            # are: no cause of it. One that left no file at all is: ranks wait for it
+            # whatever the others do (a lost host beside another fault).
             gone = nodump[node] - unreadable
             if gone:
                 nodump[node] = gone
