@@ -289,9 +289,9 @@ def sibling_call(ctx: Context, pg: int, seq: int) -> Siblings | None:
         return None
     low = min(mine)
     others = []
-    for code in range(len(ctx.pg_names)):
+    for code in _of_kind(ctx, desc):
         members = ctx.group_members(code)
-        if code != pg and members and ctx.desc(code) == desc and not mine.intersection(members):
+        if code != pg and members and not mine.intersection(members):
             others.append((abs(min(members) - low), code))
     seen: set[tuple[int, ...]] = set()
     asked: list[int] = []
@@ -306,6 +306,15 @@ def sibling_call(ctx: Context, pg: int, seq: int) -> Siblings | None:
     if len(seen) != 1:
         return None
     return Siblings(seen.pop(), tuple(asked))
+
+
+def _of_kind(ctx: Context, desc: str) -> list[int]:
+    """The codes of the groups with this desc (worked out once per job)."""
+    cache = ctx.__dict__.setdefault("_of_kind", {})
+    if not cache:
+        for code in range(len(ctx.pg_names)):
+            cache.setdefault(ctx.desc(code), []).append(code)
+    return cache.get(desc, [])
 
 
 def _group_call(ctx: Context, pg: int, seq: int) -> tuple[int, ...] | None:

@@ -807,8 +807,8 @@ def _paused_at(ctx: Context, rank: int, desc: str, seq: np.ndarray) -> np.ndarra
     """Per seq, the ms the rank paused before its collective of that seq in its group of kind
     `desc` (-inf where it has none there: then it did not pause along)."""
     ops = ctx.rank_ops(rank)
-    mine = np.array([ctx.desc(int(g)) == desc for g in ops["pg"].tolist()] or [False], bool)
-    rows = ops.take(mine[: len(ops)]) if len(ops) else ops
+    kind = np.array([ctx.desc(g) == desc for g in range(len(ctx.pg_names))] or [False], bool)
+    rows = ops.take(kind[ops["pg"]]) if len(ops) else ops
     out = np.full(len(seq), -np.inf)
     if not len(rows):
         return out
