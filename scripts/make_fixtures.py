@@ -629,6 +629,137 @@ def extra_call_worker(
     _dump_and_leave(rank, world, store, out_dir, json_dir)
 
 
+def _mesh(rank: int, world: int, port: int, timeout_s: float, dp: int, tp: int) -> tuple[Any, Any]:
+    """Join a gloo job and a ``dp`` x ``tp`` DeviceMesh; return its (tp group, dp group).
+
+    ``init_device_mesh("cpu", (dp, tp), ("dp", "tp"))``: the tp groups are rows of ``tp``
+    consecutive ranks, the dp groups columns. Its groups get the short timeout at creation
+    (see ``_pipeline``).
+    """
+    from torch.distributed import ProcessGroupGloo
+    from torch.distributed.device_mesh import init_device_mesh
+
+    _init_gloo(rank, world, port, timeout_s)
+    gloo: Any = ProcessGroupGloo  # its options type is not in torch's stubs
+    short = gloo._Options()
+    short._timeout = timedelta(seconds=timeout_s)
+    mesh = init_device_mesh(
+        "cpu",
+        (dp, tp),
+        mesh_dim_names=("dp", "tp"),
+        backend_override={"dp": ("gloo", short), "tp": ("gloo", short)},
+    )
+    return mesh["tp"].get_group(), mesh["dp"].get_group()
+
+
+#: The rank of ``mesh_size_dies_4rank`` that all_reduces [5, 8] in its tp group's sixth call.
+MESH_ODD_RANK = 3
+
+
+def mesh_size_dies_worker(
+    rank: int, world: int, port: int, out_dir: Path, json_dir: Path, timeout_s: float
+) -> None:
+    """One rank of a tp 2 x dp 2 DeviceMesh job whose rank 3 all_reduces a wrong shape.
+
+    Each of 3 steps all_reduces two activations ``[4, 8]`` in the rank's tp group (rows
+    {0, 1}, {2, 3}), then a gradient ``[6]`` in its dp group (columns {0, 2}, {1, 3}). In step
+    3 rank 3's second tp all_reduce (``mesh_tp`` seq 6) is ``[5, 8]``: its tp peer, rank 2,
+    receives more than it expects and gloo aborts its process (no dump). Rank 3's call fails
+    once rank 2 is gone; rank 0's dp all_reduce fails against the dead rank 2, rank 1's times
+    out waiting for rank 3. Ranks 0, 1 and 3 dump.
+    """
+    import torch
+    import torch.distributed as dist
+
+    tp, dp = _mesh(rank, world, port, timeout_s, 2, 2)
+    store = dist.distributed_c10d._get_default_store()
+    try:
+        for step in range(3):
+            for layer in range(2):
+                odd = rank == MESH_ODD_RANK and step == 2 and layer == 1
+                dist.all_reduce(torch.ones(5 if odd else 4, 8), group=tp)
+            dist.all_reduce(torch.ones(6), group=dp)
+    except RuntimeError as exc:
+        _caught(rank, exc)  # rank 2 is gone: a connection error or the process-group timeout
+    _dump_and_leave(rank, world, store, out_dir, json_dir, alive=(0, 1, 3))
+
+
+def helper_extra_worker(
+    rank: int, world: int, port: int, out_dir: Path, json_dir: Path, timeout_s: float
+) -> None:
+    """One rank of a 2-rank job whose rank 0 all_reduces one tensor too many in a shared helper.
+
+    Both ranks reduce every tensor through one helper, called from one line: per step a
+    gradient ``[4]`` and a loss ``[1]``. In step 3 rank 0 passes its gradient once more (to log
+    its norm), so the helper issues an extra ``[4]`` at seq 7 while rank 1, done training,
+    all_reduces its 3 metrics from another line. gloo lets rank 1 (3 elements) return; rank 0
+    waits for a fourth element and times out. Rank 1 waits (outside any collective) for rank 0
+    to dump, then dumps.
+    """
+    import torch
+    import torch.distributed as dist
+
+    _init_gloo(rank, world, port, timeout_s)
+    store = dist.distributed_c10d._get_default_store()
+
+    def sync(tensors: list[Any]) -> None:  # the helper every collective goes through
+        for tensor in tensors:
+            dist.all_reduce(tensor)
+
+    grad, loss = torch.ones(4), torch.ones(1)
+    try:
+        for step in range(3):
+            extra = [grad] if (rank == 0 and step == 2) else []
+            sync([grad, loss, *extra])
+        if rank == 1:
+            sync([torch.zeros(3)])  # the metrics, from a line of their own
+    except RuntimeError as exc:
+        _caught(rank, exc)  # the hang, cut short by the process-group timeout
+    if rank == 1:
+        store.wait(["frtrace/dumped_0"], timedelta(seconds=60))
+    _dump_and_leave(rank, world, store, out_dir, json_dir)
+
+
+#: The ranks of ``two_stalls_8rank`` that stall, one in each tp group, before its sixth call.
+TWO_STALLS = (1, 6)
+
+
+def two_stalls_worker(
+    rank: int, world: int, port: int, out_dir: Path, json_dir: Path, timeout_s: float
+) -> None:
+    """One rank of a tp 4 x dp 2 DeviceMesh job (no pipeline) where two ranks stall apart.
+
+    Each of 3 steps all_reduces two activations ``[2, 4]`` in the rank's tp group ({0-3},
+    {4-7}), then a gradient ``[3]`` in its dp group ({0, 4}, {1, 5}, {2, 6}, {3, 7}). In step
+    3, between its two tp calls, rank 1 stalls (its host blocks, say on a file system) and so,
+    independently, does rank 6: ranks 0, 2, 3 time out in ``mesh_tp`` seq 6 of the first tp
+    group, ranks 4, 5, 7 in seq 6 of the second. The stalled ranks are dumped on demand once
+    the others have dumped, still mid-stall.
+    """
+    import torch
+    import torch.distributed as dist
+
+    tp, dp = _mesh(rank, world, port, timeout_s, 2, 4)
+    store = dist.distributed_c10d._get_default_store()
+    try:
+        for step in range(3):
+            for layer in range(2):
+                if rank in TWO_STALLS and step == 2 and layer == 1:
+                    others = [f"frtrace/dumped_{r}" for r in range(world) if r not in TWO_STALLS]
+                    store.wait(others, timedelta(seconds=90))  # the stall, past every timeout
+                    raise _Stalled
+                dist.all_reduce(torch.ones(2, 4), group=tp)
+            dist.all_reduce(torch.ones(3), group=dp)
+    except (RuntimeError, _Stalled) as exc:
+        if not isinstance(exc, _Stalled):
+            _caught(rank, exc)  # the hang, cut short by the process-group timeout
+    _dump_and_leave(rank, world, store, out_dir, json_dir)
+
+
+class _Stalled(Exception):
+    """Ends a stalled rank's loop in two_stalls_worker once it is to be dumped."""
+
+
 def _capture_both(
     worker: Callable[..., None],
     world: int,
@@ -705,6 +836,27 @@ def capture_extra_call(
 ) -> list[Path]:
     """Run the 2-rank job where rank 0 alone all_reduces its metrics after training."""
     return _capture_both(extra_call_worker, 2, out_dir, json_dir, timeout_s)
+
+
+def capture_mesh_size_dies(
+    out_dir: Path, json_dir: Path, timeout_s: float = TUTORIAL_TIMEOUT_S
+) -> list[Path]:
+    """Run the tp 2 x dp 2 mesh whose rank 3 all_reduces [5, 8]; gloo aborts rank 2."""
+    return _capture_both(mesh_size_dies_worker, 4, out_dir, json_dir, timeout_s, {2: -6})
+
+
+def capture_helper_extra(
+    out_dir: Path, json_dir: Path, timeout_s: float = TUTORIAL_TIMEOUT_S
+) -> list[Path]:
+    """Run the 2-rank job whose rank 0 all_reduces one tensor too many through the helper."""
+    return _capture_both(helper_extra_worker, 2, out_dir, json_dir, timeout_s)
+
+
+def capture_two_stalls(
+    out_dir: Path, json_dir: Path, timeout_s: float = TUTORIAL_TIMEOUT_S
+) -> list[Path]:
+    """Run the tp 4 x dp 2 mesh whose ranks 1 and 6 stall before their tp group's sixth call."""
+    return _capture_both(two_stalls_worker, 8, out_dir, json_dir, timeout_s)
 
 
 def _capture(worker: Callable[..., None], world: int, out_dir: Path, *args: Any) -> list[Path]:
@@ -1041,9 +1193,11 @@ for rank 1 in a recv nothing recorded. Nothing in the dumps links the two groups
 stages gives the same dumps but for the group names), so the evidence allows this much: ranks 1
 and 3 both stopped before seq 5 of their `dp` group (`missing_ranks`, seq 5, `all_reduce`),
 rank 1 among the culprits but not provably first; ranks 0 and 2 only wait and are never
-culprits. Each stopped rank's own history (weight then bias, step after step: in the stacks,
-and in the shapes for JSON) says the seq 5 `all_reduce` is its next call, so the pickle and
-the JSON folder must agree.
+culprits. Each stopped rank's own history of call sites (weight then bias, step after step)
+says the seq 5 `all_reduce` is its next call. The JSON folder has no call sites, and its op
+sequence cannot tell ranks 1 and 3 stopping from ranks 0 and 2 issuing one call more: from it,
+ranks 0-3 are named, undecidable (never a more confident answer than the pickles'; before,
+the JSON folder named 1 and 3 from the op sequence).
 
 {pipeline_stall_4rank_table}
 
@@ -1192,6 +1346,87 @@ make, so naming rank 1 alone there would be wrong. (This is the report "the pick
 undecidable, ranks 0-1, but the JSON folder of the same run names rank 1" reproduced.)
 
 {extra_call_2rank_table}
+
+## `mesh_size_dies_4rank/` (pickle) and `mesh_size_dies_4rank_json/` (JSON)
+
+One run, dumped in both formats (`trace_0`, `trace_1`, `trace_3`, `.json` in the JSON folder).
+
+A tp 2 x dp 2 DeviceMesh: `init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))`,
+its groups created with the {timeout}-second timeout. The tp groups are `mesh_tp` named `3`
+(ranks 0, 1) and `4` (ranks 2, 3), the dp groups `mesh_dp` named `1` (ranks 0, 2) and `2`
+(ranks 1, 3). Each of 3 steps all_reduces two activations `[4, 8]` in the tp group, then a
+gradient `[6]` in the dp group. In step 3 rank 3's second tp all_reduce (`mesh_tp` seq 6) is
+`[5, 8]`: rank 2 receives 40 floats where it expects 32, and gloo aborts its process
+(`gloo::EnforceNotMet` ... "Received data size doesn't match expected size", SIGABRT: no
+dump). Rank 3's call then fails ("Connection reset by peer"), and so does rank 0's dp
+all_reduce with rank 2; rank 1 times out in its dp all_reduce waiting for rank 3. Ranks 0, 1
+and 3 dump and exit with status 0.
+
+What torch wrote: ranks 0 and 1 `mesh_tp` (pg `3`) seq 1-6, all `[[4, 8]]`, and their
+`mesh_dp` seq 1-3; rank 3 `mesh_tp` (pg `4`) seq 1-6 with `[[5, 8]]` at seq 6, `mesh_dp`
+(pg `2`) seq 1-2. Pg `4` is in rank 3's dump only, so its other member is not named anywhere.
+
+**Expected conclusion:** findings (exit 1). Root cause `size_mismatch` in `mesh_tp` (pg `4`)
+at seq 6 (`all_reduce`): culprit rank 3. Its only peer left no dump, but the sibling tp group
+(pg `3`: ranks 0-1, the same program on the other slice) issued seq 6 as `[[4, 8]]`, as rank 3
+itself did at every earlier `mesh_tp` call: rank 3's call is the one that differs. Rank 2's
+missing dump follows from it (a consequence), never the cause alone. Same from JSON (the
+sibling group's sizes are in both formats).
+
+{mesh_size_dies_4rank_table}
+
+## `helper_extra_2rank/` (pickle) and `helper_extra_2rank_json/` (JSON)
+
+One run, dumped in both formats (`trace_0`, `trace_1`, `.json` in the JSON folder).
+
+2 ranks, default group, {timeout}-second timeout. Every collective goes through one helper,
+`sync(tensors)`, which all_reduces each tensor from one line. Each of 3 steps calls it, from
+one line, with a gradient `[4]` and a loss `[1]`. In step 3 rank 0 passes its gradient once
+more (to log its norm), so the helper issues an extra `[4]` (seq 7). Rank 1, done training,
+calls the helper from another line with 3 metrics (`[3]`, seq 7). gloo lets rank 1's call
+(3 elements) return; rank 0 waits for a fourth element and times out. Rank 1 waits outside
+any collective for rank 0 to dump, then dumps. Both exit with status 0.
+
+What torch wrote: seq 1-6 alike on both ranks, every stack the same (the helper's line, the
+loop's line); seq 7 is `[[4]]` on rank 0, from that same stack, and `[[3]]` on rank 1, from
+the metrics line.
+
+**Expected conclusion:** findings (exit 1). Root cause `size_mismatch` in `default_pg` (pg `0`)
+at seq 7 (`all_reduce`), undecidable: culprits ranks 0 and 1. The truth (rank 0 issued one
+call too many) looks the same as "rank 1 skipped its last gradient": the extra call comes
+from the helper's usual stack, and rank 1's metrics call is from a site it never used before,
+so no call-site history decides. The JSON folder holds less and must not be more confident:
+that `[[4]]` occurred before in the group and `[[3]]` did not does not make rank 1 the one
+that changed (an insertion on one side and a deletion on the other are the same evidence).
+(Before: the JSON folder named rank 1, "decided by the sequence of ops".)
+
+{helper_extra_2rank_table}
+
+## `two_stalls_8rank/` (pickle) and `two_stalls_8rank_json/` (JSON)
+
+One run, dumped in both formats (`trace_0` … `trace_7`, `.json` in the JSON folder).
+
+A tp 4 x dp 2 DeviceMesh, no pipeline: `init_device_mesh("cpu", (2, 4), ("dp", "tp"))`, the
+tp groups `mesh_tp` named `5` (ranks 0-3) and `6` (ranks 4-7), the dp groups `mesh_dp` named
+`1`-`4` (ranks 0, 4 / 1, 5 / 2, 6 / 3, 7), each with the {timeout}-second timeout. Each of 3
+steps all_reduces two activations `[2, 4]` in the tp group, then a gradient `[3]` in the dp
+group. In step 3, between its two tp calls, rank 1 stalls outside collectives, and so,
+independently, does rank 6. Ranks 0, 2, 3 time out in `mesh_tp` seq 6 of pg `5`, ranks 4, 5, 7
+in seq 6 of pg `6`; they dump. Ranks 1 and 6 are dumped on demand after them, still stalled.
+All exit with status 0.
+
+What torch wrote: every rank's `mesh_tp` seq 1-5 and `mesh_dp` seq 1-2; ranks 0, 2-5 and 7
+also `mesh_tp` seq 6.
+
+**Expected conclusion:** findings (exit 1). Two causes, each `missing_ranks` at `mesh_tp` seq
+6 (`all_reduce`): rank 1 in pg `5` (ranks 0, 2, 3 wait) and rank 6 in pg `6` (ranks 4, 5, 7
+wait). gloo records no send/recv, so one stall passed on through a pipeline would leave the
+same dumps; but that needs a pipeline between the two, and the recorded groups already join
+every rank (no stage boundary for a pipeline's sends to cross): the reading that needs no
+unseen traffic is kept, and the other one is said. (Before: "one stall", ranks 1 and 6,
+undecidable.) Same from JSON.
+
+{two_stalls_8rank_table}
 """
 
 
@@ -1216,6 +1451,9 @@ BOTH_FORMATS: dict[str, Callable[[Path, Path], list[Path]]] = {
     "mismatch_kills_3rank": capture_mismatch_kills,
     "broadcast_2v2_4rank": capture_broadcast_2v2,
     "extra_call_2rank": capture_extra_call,
+    "mesh_size_dies_4rank": capture_mesh_size_dies,
+    "helper_extra_2rank": capture_helper_extra,
+    "two_stalls_8rank": capture_two_stalls,
 }
 
 

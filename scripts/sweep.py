@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import itertools
+import random
 import re
 import sys
 import tempfile
@@ -52,6 +54,7 @@ from frtrace.api import to_json, to_text  # noqa: E402
 from frtrace.dumps.discover import rank_from_name  # noqa: E402
 from frtrace.errors import FrtraceError  # noqa: E402
 from frtrace.synth import Fault, JobSpec, Layout, simulate, spec_for_entries, write_job  # noqa: E402
+from frtrace.synth.layout import KIND_INDEX, GroupTable  # noqa: E402
 from frtrace.synth.sim import entries_per_step  # noqa: E402
 from frtrace.tables.load import load_trace  # noqa: E402
 from frtrace.tables.parse import NoUsableDumpError  # noqa: E402
@@ -481,6 +484,354 @@ def case_key(sc: Scenario, layout: Layout, timing: bool, wrapped: bool, fmt: str
     return f"{name}-{shape}-t{int(timing)}-w{int(wrapped)}-{fmt}{where}"
 
 
+# --thin: the second pass at thin evidence (issue 38). Each case is one simulated job, written
+# as pickle and as JSON; both are judged against the truth, and the JSON one must never be
+# more confident. Scenarios were built on the "tune" part (its layouts and seeds) and are
+# judged at the end on the "held-out" part (other layouts, other seeds).
+THIN_PARTS: dict[str, dict[str, Any]] = {
+    "tune": {
+        "pipelines": (Layout(tp=2, dp=2, pp=2), Layout(tp=4, dp=2, pp=2), Layout(tp=2, dp=2, pp=4)),
+        "meshes": (Layout(tp=2, dp=2, pp=1), Layout(tp=4, dp=2, pp=1)),
+        "hosts": (Layout(tp=8, dp=8, pp=2), Layout(tp=4, dp=4, pp=2)),
+        "seeds": range(0, 4),
+    },
+    "held-out": {
+        "pipelines": (Layout(tp=2, dp=4, pp=2), Layout(tp=4, dp=4, pp=2), Layout(tp=2, dp=2, pp=3)),
+        "meshes": (Layout(tp=2, dp=4, pp=1), Layout(tp=8, dp=2, pp=1), Layout(tp=4, dp=4, pp=1)),
+        "hosts": (Layout(tp=8, dp=4, pp=2), Layout(tp=4, dp=8, pp=2)),
+        "seeds": range(1000, 1004),
+    },
+}
+# gloo: no coalescing blocks, and calls that return when done (a CPU never runs ahead).
+GLOO: dict[str, Any] = {
+    "coalesce_dp": False,
+    "extras": False,
+    "batch_p2p": False,
+    "enable_timing": False,
+    "window": 1,
+}
+
+
+@dataclass
+class ThinCase:
+    """One job of a thin scenario: how to write it, and what each format must say."""
+
+    job: Any
+    backend: str
+    truths: list[dict[str, Any]]  # one per fault; none: healthy
+    straggler: int | None = None  # the only rank that may be listed (healthy, slow)
+    json_may_tie: bool = False  # from JSON, an undecidable split naming the truth is right
+
+
+def _two_member_kinds(layout: Layout) -> list[str]:
+    return [k for k in ("tp", "dp") if layout.has(k) and layout.size_of(k) == 2]
+
+
+def thin_dead_peer(layout: Layout, seed: int, backend: str) -> ThinCase | None:
+    """A rank issues a changed call in a group of two and its peer dies (gloo aborts the rank
+    that receives too much): no dump from it. The sibling groups tell who changed."""
+    rng = random.Random(seed)
+    kinds = [k for k in _two_member_kinds(layout) if layout.world // layout.size_of(k) > 1]
+    if not kinds:
+        return None
+    group = rng.choice(kinds)
+    rank = rng.randrange(layout.world)
+    index = rng.randrange(4 if group == "dp" else 2)
+    spec = JobSpec(layout, steps=3, seed=seed, **(GLOO if backend == "gloo" else {}))
+    fault = Fault("size_mismatch", rank, group=group, step=1, index=index)
+    job = simulate(dataclasses.replace(spec, fault=fault))
+    assert job.expected is not None
+    peer = next(m for m in job.groups[job.expected["pg_name"]][1] if m != rank)
+    job.omit_ranks.add(peer)
+    return ThinCase(job, backend, [{**job.expected, "culprit_ranks": [rank]}])
+
+
+def thin_pair_changed(layout: Layout, seed: int, backend: str) -> ThinCase | None:
+    """A rank changes a call (op, size or dtype) in a group of two, both members alive: its
+    call sites (pickle) or the sibling groups tell; from JSON without siblings, both sides
+    are named, never the other one alone."""
+    rng = random.Random(seed)
+    kinds = _two_member_kinds(layout)
+    if not kinds:
+        return None
+    group = rng.choice(kinds)
+    rank = rng.randrange(layout.world)
+    kind = rng.choice(MISMATCH)
+    index = rng.randrange(4 if group == "dp" else 2)
+    spec = JobSpec(layout, steps=3, seed=seed, **(GLOO if backend == "gloo" else {}))
+    fault = Fault(kind, rank, group=group, step=rng.choice((1, 2)), index=index)
+    job = simulate(dataclasses.replace(spec, fault=fault))
+    assert job.expected is not None
+    return ThinCase(job, backend, [job.expected], json_may_tie=True)
+
+
+def thin_lost_host(layout: Layout, seed: int, backend: str) -> ThinCase | None:
+    """A node (8 ranks) leaves no dump after one of its ranks stopped before a data-parallel
+    collective, while a rank of another replica issued a wrong size: two causes."""
+    if backend != "nccl" or layout.world < 16 or not layout.has("tp"):
+        return None
+    rng = random.Random(seed)
+    stride = layout.tp * layout.dp
+    node = rng.randrange(stride // 8) if stride >= 8 else 0
+    host = list(range(node * 8, node * 8 + 8))
+    replicas = {layout.coords(r)[1] for r in host}
+    others = [r for r in range(stride) if layout.coords(r)[1] not in replicas]
+    if not others:
+        return None
+    odd = rng.choice(others)
+    index = rng.randrange(2 * 2 * 2)  # a tp all_reduce of the step's passes
+    spec = JobSpec(
+        layout,
+        steps=3,
+        seed=seed,
+        fault=Fault("missing_dump", host[0], group="dp"),
+        also=(Fault("size_mismatch", odd, group="tp", index=index),),
+        batch_p2p=True,
+        extras=True,
+        enable_timing=bool(seed % 2),
+    )
+    job = simulate(spec)
+    assert job.expected is not None
+    job.omit_ranks |= set(host)
+    lost = {**job.expected, "culprits_within": host}
+    return ThinCase(job, backend, [lost, *job.also_expected])
+
+
+def thin_apart(layout: Layout, seed: int, backend: str) -> ThinCase | None:
+    """Two ranks of two groups of one kind stop before the same collective, in a mesh without
+    a pipeline: two causes (gloo: no send/recv could have linked them). Groups of three or
+    more, where the members that issued it outnumber the one that did not."""
+    rng = random.Random(seed)
+    kinds = [k for k in ("tp", "dp") if layout.has(k) and layout.size_of(k) >= 3]
+    if layout.pp > 1 or not kinds:
+        return None
+    group = rng.choice(kinds)
+    table = GroupTable(layout)
+    kind = KIND_INDEX[group]
+    first = rng.randrange(layout.world)
+    apart = [r for r in range(layout.world) if table.gid(r, kind) != table.gid(first, kind)]
+    if not apart:
+        return None
+    index = rng.randrange(2)
+    spec = JobSpec(
+        layout,
+        steps=3,
+        seed=seed,
+        fault=Fault("missing_ranks", first, group=group, index=index),
+        also=(Fault("missing_ranks", rng.choice(apart), group=group, index=index),),
+        **(GLOO if backend == "gloo" else {}),
+    )
+    job = simulate(spec)
+    assert job.expected is not None
+    return ThinCase(job, backend, [job.expected, *job.also_expected])
+
+
+def thin_one_stall(layout: Layout, seed: int, backend: str) -> ThinCase | None:
+    """gloo: a first-stage rank stops before its step's first pipeline send; the next stages
+    wait for it in recvs gloo never records, and its replica stops at every stage: one stall,
+    naming the rank among others of its replica (which one first, the dumps cannot tell)."""
+    if backend != "gloo" or layout.pp < 2 or not layout.has("dp"):
+        return None
+    rng = random.Random(seed)
+    rank = rng.randrange(layout.tp * layout.dp)  # stage 0
+    fault = Fault("missing_ranks", rank, group="pp", step=1, index=0)
+    job = simulate(JobSpec(layout, steps=3, seed=seed, fault=fault, **GLOO))
+    # Its whole replica stalls, at every stage: any of those ranks may be named with it.
+    replica = [r for r in range(layout.world) if layout.coords(r)[1] == layout.coords(rank)[1]]
+    truth = {"kind": "missing_ranks", "culprits_among": replica, "must_name": [rank]}
+    return ThinCase(job, backend, [truth])
+
+
+def thin_bubbles(layout: Layout, seed: int, backend: str) -> ThinCase | None:
+    """A healthy pipeline, timing off, layers that take ms (bubbles) and CPU jitter in ms:
+    no finding, no straggler."""
+    if backend != "nccl" or layout.pp < 2:
+        return None
+    rng = random.Random(seed)
+    spec = JobSpec(
+        layout,
+        steps=rng.choice((3, 4, 6)),
+        seed=seed,
+        microbatches=rng.choice((2, 4, 8)),
+        window=rng.choice((2, 3)),
+        gpu_scale=rng.choice((5, 10, 20)),
+        jitter_ns=rng.choice((1, 3, 6)) * 1_000_000,
+        enable_timing=False,
+        batch_p2p=True,
+        extras=True,
+    )
+    return ThinCase(simulate(spec), backend, [])
+
+
+def thin_bubbles_straggler(layout: Layout, seed: int, backend: str) -> ThinCase | None:
+    """The same with one rank's data 30-60 ms late every step: no other rank is listed (from
+    enqueue times it may be missed where its CPU ran so far ahead that the delay was
+    absorbed; counted apart, as found)."""
+    if backend != "nccl" or layout.pp < 2:
+        return None
+    rng = random.Random(seed)
+    late = rng.randrange(layout.world)
+    spec = JobSpec(
+        layout,
+        steps=4,
+        seed=seed,
+        microbatches=rng.choice((2, 4)),
+        gpu_scale=rng.choice((5, 10)),
+        jitter_ns=rng.choice((1, 3)) * 1_000_000,
+        enable_timing=False,
+        batch_p2p=True,
+        extras=True,
+        step_straggler=(late, 30_000_000, 60_000_000),
+    )
+    return ThinCase(simulate(spec), backend, [], straggler=late)
+
+
+THIN = (
+    ("changed call in a group of two", "pipelines", thin_pair_changed),
+    ("changed call in a group of two (mesh)", "meshes", thin_pair_changed),
+    ("dead peer beside a changed call", "pipelines", thin_dead_peer),
+    ("dead peer beside a changed call (mesh)", "meshes", thin_dead_peer),
+    ("lost host beside a size mismatch", "hosts", thin_lost_host),
+    ("stalls apart, no pipeline", "meshes", thin_apart),
+    ("one stall through an unrecorded pipeline", "pipelines", thin_one_stall),
+    ("healthy pipeline: bubbles, jitter", "pipelines", thin_bubbles),
+    ("straggler in a pipeline with bubbles", "pipelines", thin_bubbles_straggler),
+)
+
+
+@dataclass
+class Refused:
+    """A job the analysis refused: its reason stands in for a report."""
+
+    why: str
+    findings: tuple = ()
+    root_cause: None = None
+    stragglers: None = None
+
+
+def judge_thin(case: ThinCase, report: Any, fmt: str = "pickle") -> list[str]:
+    """What a report gets wrong against the case's truth (empty: right). A false finding is a
+    cause no fault explains, or a straggler listed on a healthy job without one."""
+    if isinstance(report, Refused):
+        return [f"refused: {report.why}"]
+    causes = [f for f in report.findings if not f.secondary]
+    top = [s.rank for s in report.stragglers.top] if report.stragglers is not None else []
+    problems = []
+    if not case.truths:
+        if report.findings:
+            problems.append(f"{len(report.findings)} finding(s) on a healthy job")
+        if case.straggler is None and top:
+            problems.append(f"stragglers {top} listed")
+        if case.straggler is not None and set(top) - {case.straggler}:
+            problems.append(f"stragglers {top} listed besides {case.straggler}")
+        return problems
+
+    def found(t: dict[str, Any], f: Any) -> bool:
+        if f.kind != t["kind"]:
+            return False
+        if "culprits_among" in t:
+            return set(t["must_name"]) <= set(f.culprit_ranks) <= set(t["culprits_among"])
+        if "culprits_within" in t:
+            return bool(f.culprit_ranks) and set(f.culprit_ranks) <= set(t["culprits_within"])
+        exact = sorted(f.culprit_ranks) == sorted(t["culprit_ranks"])
+        if case.json_may_tie and fmt == "json" and f.undecidable:
+            exact = set(t["culprit_ranks"]) < set(f.culprit_ranks)
+        return exact and (f.pg_name, f.collective_seq_id) == (
+            t["pg_name"],
+            t["collective_seq_id"],
+        )
+
+    truths = [t for t in case.truths if t.get("reached", True)]
+    missed = [t["kind"] for t in truths if not any(found(t, f) for f in causes)]
+    extra = [f for f in causes if not any(found(t, f) for t in truths)]
+    if report.root_cause is None:
+        problems.append("no root cause")
+    if missed:
+        problems.append(f"not found as a cause: {', '.join(missed)}")
+    if extra:
+        problems.append(
+            f"{len(extra)} other cause(s): {[(f.kind, f.culprit_ranks[:6]) for f in extra]}"
+        )
+    return problems
+
+
+def more_confident(json_report: Any, pickle_report: Any) -> str:
+    """Why the JSON root cause says more than the pickle one (empty: it does not)."""
+    a, b = pickle_report.root_cause, json_report.root_cause
+    if a is None or b is None:
+        return "" if a is None and b is None else "one format has no root cause"
+    if (b.kind, b.pg_name, b.collective_seq_id) != (a.kind, a.pg_name, a.collective_seq_id):
+        json_at, pickle_at = (f"{f.kind} {f.pg_name}#{f.collective_seq_id}" for f in (b, a))
+        return f"JSON root {json_at}, pickle {pickle_at}"
+    if not set(a.culprit_ranks) <= set(b.culprit_ranks):
+        return f"JSON names {b.culprit_ranks}, the pickles {a.culprit_ranks}"
+    if (a.undecidable or b.culprit_ranks != a.culprit_ranks) and not b.undecidable:
+        return "JSON decided what the pickles could not"
+    return ""
+
+
+def run_thin(part: str, tmp: Path, verbose: bool) -> int:
+    """The --thin sweep on one part; prints a row per scenario and returns 1 on any miss."""
+    setup = THIN_PARTS[part]
+    rows: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # runs, pickle, json, mono
+    misses: list[str] = []
+    shown = 0
+    found = {"runs": 0, "pickle": 0, "json": 0}  # stragglers listed first
+    for name, family, build in THIN:
+        for layout, seed, backend in itertools.product(
+            setup[family], setup["seeds"], ("gloo", "nccl")
+        ):
+            try:
+                case = build(layout, seed, backend)
+            except ValueError:
+                case = None  # the layout has no such op or group for this seed's pick
+            if case is None:
+                continue
+            reports: dict[str, Any] = {}
+            for fmt in ("pickle", "json"):
+                shape = f"tp{layout.tp}dp{layout.dp}pp{layout.pp}"
+                out = tmp / f"{re.sub(r'[^A-Za-z0-9]+', '_', name)}-{shape}-{seed}-{backend}-{fmt}"
+                write_job(case.job, out, fmt=fmt, backend=case.backend)
+                try:
+                    reports[fmt] = analyze(load_trace(out, jobs=1))
+                except FrtraceError as exc:  # refusing a generated job is a miss
+                    reports[fmt] = Refused(str(exc))
+            row = rows[name]
+            row[0] += 1
+            where = f"{name} | tp{layout.tp} dp{layout.dp} pp{layout.pp} seed {seed} {backend}"
+            for k, fmt in ((1, "pickle"), (2, "json")):
+                wrong = judge_thin(case, reports[fmt], fmt)
+                row[k] += not wrong
+                if wrong:
+                    misses.append(f"{where} {fmt}: {'; '.join(wrong)}")
+            if case.straggler is not None:
+                for fmt in ("pickle", "json"):
+                    top = reports[fmt].stragglers.top if reports[fmt].stragglers else []
+                    found[fmt] += [s.rank for s in top[:1]] == [case.straggler]
+                found["runs"] += 1
+            worse = more_confident(reports["json"], reports["pickle"])
+            row[3] += not worse
+            if worse:
+                misses.append(f"{where}: {worse}")
+            if verbose:
+                for miss in misses[shown:]:
+                    print("MISS", miss, file=sys.stderr, flush=True)
+            shown = len(misses)
+    title = f"scenario ({part})"
+    print(f"{title:<46}{'runs':>6}{'pickle':>8}{'json':>6}{'json never more sure':>22}")
+    for name, row in rows.items():
+        print(f"{name:<46}{row[0]:>6}{row[1]:>8}{row[2]:>6}{row[3]:>22}")
+    total = [sum(r[i] for r in rows.values()) for i in range(4)]
+    print(f"{'total':<46}{total[0]:>6}{total[1]:>8}{total[2]:>6}{total[3]:>22}")
+    print(
+        f"the slow rank listed first in {found['pickle']} (pickle) and {found['json']} (JSON) of "
+        f"{found['runs']} jobs with one (enqueue times may miss it where its CPU ran far ahead)"
+    )
+    for miss in misses[:40]:
+        print("MISS", miss)
+    return 0 if not misses else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 layouts, pickle only")
@@ -507,6 +858,11 @@ def main(argv: list[str] | None = None) -> int:
         "a middle pipeline stage, with more calls per step, keeps less)",
     )
     parser.add_argument(
+        "--thin",
+        choices=tuple(THIN_PARTS),
+        help="the thin-evidence scenarios of issue 38 on one part: tune or held-out",
+    )
+    parser.add_argument(
         "--reports",
         type=Path,
         metavar="DIR",
@@ -515,6 +871,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.reports is not None:
         args.reports.mkdir(parents=True, exist_ok=True)
+    if args.thin is not None:
+        with tempfile.TemporaryDirectory(prefix="frtrace-sweep-") as tmp:
+            return run_thin(args.thin, Path(tmp), args.verbose)
     layouts = LAYOUTS[: 2 if args.quick else args.layouts]
     fmts = ("pickle",) if args.quick else ("pickle", "json")
     cases: Iterator[tuple[Scenario, Layout, bool, bool, str, tuple[int, int] | None]]

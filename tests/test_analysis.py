@@ -155,12 +155,29 @@ def test_two_member_mismatch_with_history_names_the_rank_that_changed(tmp_path: 
     assert analysis.root_cause.undecidable is False
 
 
-def test_two_member_mismatch_without_history_names_both_as_undecidable(tmp_path: Path) -> None:
-    job, analysis = run_job(tmp_path, LAYOUTS["tp2-dp2-pp1"], Fault("dtype_mismatch", 1, "tp", 0))
+def test_two_member_mismatch_without_history_or_sibling_names_both_as_undecidable(
+    tmp_path: Path,
+) -> None:
+    """One tp group of two, at its first step: no sibling group, no earlier call to compare."""
+    job, analysis = run_job(tmp_path, Layout(tp=2, dp=1, pp=1), Fault("dtype_mismatch", 1, "tp", 0))
     root = analysis.root_cause
     assert root is not None and job.expected is not None
     assert root.culprit_ranks == [0, 1] == job.expected["culprit_ranks"]
     assert root.undecidable is True
+
+
+@pytest.mark.parametrize("fmt", ["pickle", "json"])
+def test_two_member_mismatch_without_history_is_told_by_the_sibling_group(
+    tmp_path: Path, fmt: str
+) -> None:
+    """The other replica's tp group issued the same collective with the usual dtype."""
+    fault = Fault("dtype_mismatch", 1, "tp", 0)
+    job, analysis = run_job(tmp_path, LAYOUTS["tp2-dp2-pp1"], fault, fmt=fmt)
+    root = analysis.root_cause
+    assert root is not None
+    assert (root.kind, root.culprit_ranks, root.undecidable) == ("dtype_mismatch", [1], False)
+    assert job.groups["2"] == ("mesh_tp", [2, 3])  # the other replica's tp group
+    assert (root.reason, root.facts["siblings"]) == ("siblings_differ", ["2"])
 
 
 def test_faults_are_found_in_json_dumps_with_host_names(tmp_path: Path) -> None:

@@ -442,13 +442,19 @@ def test_the_text_report_shows_the_receiver_at_its_own_recv_and_the_send_never_e
 
 
 def _blamed(
-    tmp_path: Path, layout: Layout, fault: Fault, buffer_size: int = 2000
+    tmp_path: Path, layout: Layout, fault: Fault, buffer_size: int = 2000, window: int = 2
 ) -> tuple[dict[str, Any], dict[str, Any], dict]:
     """(expected, root cause, JSON report) of a two-step job with extras and batched p2p,
     once its exit status is 1 and its root cause names the faulted rank alone, as the
     fault's kind."""
     spec = JobSpec(
-        layout, steps=2, fault=fault, batch_p2p=True, extras=True, buffer_size=buffer_size
+        layout,
+        steps=2,
+        fault=fault,
+        batch_p2p=True,
+        extras=True,
+        buffer_size=buffer_size,
+        window=window,
     )
     job = simulate(spec)
     write_job(job, tmp_path)
@@ -464,10 +470,12 @@ def test_a_rank_awaited_in_several_groups_is_named_alone_in_a_two_member_tie(
     tmp_path: Path,
 ) -> None:
     # Rank 0 stops at the start of step 1: its tp peer waits in the first all_reduce, and
-    # no earlier step boundary is in its history; the pipeline and data-parallel peers
-    # waiting for it too rule out an extra call by the peer.
+    # no earlier step boundary is in its history; the pipeline peers waiting for it too rule
+    # out an extra call by the peer. One replica, and CPUs that run no work ahead of their
+    # GPU: no other tp group issued that all_reduce (the later stages wait for stage 0's
+    # activations first) to tell it instead.
     fault = Fault("missing_ranks", rank=0, group="tp", step=1, index=0)
-    want, root, _ = _blamed(tmp_path, Layout(tp=2, dp=2, pp=4), fault)
+    want, root, _ = _blamed(tmp_path, Layout(tp=2, dp=1, pp=4), fault, window=1)
     assert root["evidence"]["reason"] == "awaited_elsewhere" and not root["evidence"]["undecidable"]
     assert _place(root) == _place(want)
     assert "ranks also wait for it in" in root["detail"]
@@ -488,9 +496,10 @@ def test_an_op_changed_at_a_call_site_that_serves_every_bucket_is_the_changers_f
     tmp_path: Path,
 ) -> None:
     # The call site issues one all_gather per bucket, each of its own size: only the op,
-    # the column the two members disagree on, tells which of them changed.
+    # the column the two members disagree on, tells which of them changed. One dp group: no
+    # sibling group to tell it instead.
     fault = Fault("type_mismatch", rank=0, group="dp", step=1, index=3)
-    want, root, _ = _blamed(tmp_path, Layout(tp=2, dp=2, pp=4), fault)
+    want, root, _ = _blamed(tmp_path, Layout(tp=1, dp=2, pp=1), fault)
     assert root["collective_seq_id"] == want["collective_seq_id"]
     assert root["evidence"]["reason"] == "history_changed"
 

@@ -28,6 +28,7 @@ from frtrace.synth import (
 )
 from frtrace.synth import cli as synth_cli
 from frtrace.synth.writer import ENTRY_KEYS
+from frtrace.tables.load import load_trace
 
 Entry = dict[str, Any]
 REPO = Path(__file__).resolve().parent.parent
@@ -333,9 +334,15 @@ def test_type_mismatch_keeps_its_sizes_consistent_with_the_new_op() -> None:
     assert entry["output_sizes"][0][0] == 4 * entry["input_sizes"][0][0]
 
 
-def test_mismatch_in_a_group_of_two_without_history_blames_both_members() -> None:
+def test_mismatch_in_a_group_of_two_without_history_or_sibling_blames_both_members() -> None:
+    job = faulted("size_mismatch", Layout(tp=2), 1, step=0)
+    assert job.expected is not None and job.expected["culprit_ranks"] == [0, 1]
+
+
+def test_mismatch_in_a_group_of_two_without_history_blames_the_rank_a_sibling_group_tells() -> None:
+    # Stage 0's tp group issued its first all_reduce whole: what rank 3 was due to issue.
     job = faulted("size_mismatch", Layout(tp=2, pp=2), 3, step=0)
-    assert job.expected is not None and job.expected["culprit_ranks"] == [2, 3]
+    assert job.expected is not None and job.expected["culprit_ranks"] == [3]
 
 
 def test_mismatch_in_a_group_of_two_after_a_step_of_history_blames_the_culprit() -> None:
@@ -466,6 +473,26 @@ def test_json_files_follow_torchs_json_conventions(tmp_path: Path) -> None:
     scheduled = next(e for e in entries if e["state"] == "scheduled")
     assert scheduled["time_discovered_started_ns"] == 0
     assert scheduled["time_discovered_completed_ns"] == 0
+
+
+def test_a_gloo_job_is_written_as_real_gloo_dumps_look(tmp_path: Path) -> None:
+    """As in fixtures/README.md: no send/recv, every state scheduled, gloo names, no world."""
+    job = simulate(JobSpec(Layout(tp=2, dp=2, pp=2), steps=2, coalesce_dp=False))
+    paths = write_job(job, tmp_path, backend="gloo")
+    dump = pickle.loads(paths[0].read_bytes())
+    entries = dump["entries"]
+    assert dump["pg_config"] == {"": {"name": "", "desc": "", "ranks": "[]"}}
+    assert not any(e["is_p2p"] for e in entries)
+    assert {e["state"] for e in entries} == {"scheduled"}
+    assert all(e["profiling_name"].startswith("gloo:") for e in entries)
+    assert [e["record_id"] for e in entries] == list(range(len(entries)))
+    assert load_trace(tmp_path).backends == ["gloo"]
+
+
+def test_a_gloo_job_cannot_hold_coalescing_blocks(tmp_path: Path) -> None:
+    job = simulate(JobSpec(Layout(dp=2), steps=1))  # dp buckets coalesced by default
+    with pytest.raises(ValueError, match="no coalescing blocks"):
+        write_job(job, tmp_path, backend="gloo")
 
 
 def test_json_dumps_without_entries_leave_out_the_entries_key(tmp_path: Path) -> None:

@@ -11,13 +11,14 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from frtrace.analysis.analyze import analyze
-from frtrace.synth import Fault, JobSpec, Layout, simulate, write_job
+from frtrace.analysis.analyze import Analysis, analyze
+from frtrace.synth import Fault, JobSpec, Layout, SyntheticJob, simulate, write_job
 from frtrace.tables.load import load_trace
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -199,3 +200,224 @@ def test_a_tie_the_stacks_broke_says_so_and_its_json_twin_stays_undecided() -> N
         check=False,
     ).stdout
     assert "decided by      the call sites in the stacks" in text
+
+
+# --- a lost host beside another fault: two faults, two causes --------------------------------
+
+
+def lost_host_and_size_job(tmp_path: Path, fmt: str = "pickle") -> Path:
+    """tp 8 x dp 8 x pp 2 (128 ranks): rank 24 stops before its step-2 data-parallel
+    all_reduce and its node (ranks 24-31) leaves no dump; rank 51, in another replica, issues
+    mesh_tp#57 with the wrong size meanwhile."""
+    job = simulate(
+        JobSpec(
+            Layout(tp=8, dp=8, pp=2),
+            steps=3,
+            microbatches=4,
+            layers=4,
+            fault=Fault("missing_dump", 24, group="dp"),
+            also=(Fault("size_mismatch", 51, group="tp", index=24),),
+            batch_p2p=True,
+            extras=True,
+            enable_timing=False,
+        )
+    )
+    job.omit_ranks |= set(range(24, 32))
+    write_job(job, tmp_path, fmt=fmt)
+    return tmp_path
+
+
+@pytest.mark.parametrize("fmt", ["pickle", "json"])
+def test_a_lost_host_beside_a_size_mismatch_is_the_second_of_two_causes(
+    tmp_path: Path, fmt: str
+) -> None:
+    analysis = analyze(load_trace(lost_host_and_size_job(tmp_path, fmt)))
+    root = analysis.root_cause
+    assert root is not None
+    assert (root.kind, root.culprit_ranks, root.pg_desc, root.collective_seq_id) == (
+        "size_mismatch",
+        [51],
+        "mesh_tp",
+        57,
+    )
+    causes = [(f.kind, f.culprit_ranks) for f in analysis.findings if not f.secondary]
+    assert causes == [("size_mismatch", [51]), ("missing_dump", list(range(24, 32)))]
+
+
+def test_a_lost_host_beside_a_size_mismatch_blames_no_rank_that_only_waits(
+    tmp_path: Path,
+) -> None:
+    status, rep, _err = frtrace_json(lost_host_and_size_job(tmp_path))
+    assert status == 1
+    blamed = {r for f in rep["findings"] if not f["secondary"] for r in f["culprit_ranks"]}
+    assert blamed == {51, *range(24, 32)}
+
+
+def test_an_unreadable_dump_beside_ranks_blocked_elsewhere_is_still_no_cause(
+    tmp_path: Path,
+) -> None:
+    """The same job with rank 24's node whole but rank 24's dump cut short: alive to write it,
+    it was most likely held up as the others are."""
+    job = simulate(
+        JobSpec(
+            Layout(tp=8, dp=8, pp=2),
+            steps=3,
+            microbatches=4,
+            layers=4,
+            fault=Fault("size_mismatch", 51, group="tp", index=24),
+            batch_p2p=True,
+            extras=True,
+            enable_timing=False,
+        )
+    )
+    paths = write_job(job, tmp_path)
+    cut(paths[24], len(paths[24].read_bytes()) // 2)
+    analysis = analyze(load_trace(tmp_path))
+    causes = [(f.kind, f.culprit_ranks) for f in analysis.findings if not f.secondary]
+    assert causes == [("size_mismatch", [51])]
+
+
+# --- healthy pipelines: bubbles and CPU jitter are not lateness ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("layout", "seed"),
+    [(Layout(tp=2, dp=2, pp=2), 0), (Layout(tp=4, dp=2, pp=2), 1), (Layout(tp=2, dp=2, pp=4), 2)],
+)
+def test_a_healthy_pipeline_without_timing_lists_no_straggler(
+    tmp_path: Path, layout: Layout, seed: int
+) -> None:
+    """Layers that take ms (gpu_scale): stages wait for each other and the CPUs of one replica
+    enqueue the data-parallel collectives late together, while no GPU waits for them."""
+    spec = JobSpec(
+        layout,
+        steps=4,
+        microbatches=4,
+        seed=seed,
+        gpu_scale=10,
+        jitter_ns=2_000_000,
+        enable_timing=False,
+        batch_p2p=True,
+        extras=True,
+    )
+    write_job(simulate(spec), tmp_path)
+    analysis = analyze(load_trace(tmp_path))
+    assert analysis.stragglers is not None and analysis.stragglers.method == "enqueue"
+    assert analysis.stragglers.top == []
+
+
+def test_a_late_data_loader_is_still_a_straggler_in_a_pipeline_with_bubbles(tmp_path: Path) -> None:
+    layout = Layout(tp=2, dp=2, pp=2)
+    spec = JobSpec(
+        layout,
+        steps=4,
+        microbatches=4,
+        gpu_scale=10,
+        jitter_ns=2_000_000,
+        enable_timing=False,
+        batch_p2p=True,
+        extras=True,
+        step_straggler=(5, 30_000_000, 60_000_000),
+    )
+    write_job(simulate(spec), tmp_path)
+    analysis = analyze(load_trace(tmp_path))
+    assert analysis.stragglers is not None
+    assert [s.rank for s in analysis.stragglers.top] == [5]
+
+
+# --- gloo jobs from the generator: what gloo's recorder keeps of the same calls -------------
+
+
+def gloo_job(
+    tmp_path: Path, layout: Layout, fault: Fault, fmt: str = "pickle"
+) -> tuple[SyntheticJob, Callable[[], list[Path]]]:
+    """A simulated job and how to write it as gloo's recorder would (no send/recv, no states,
+    calls that return when done: no CPU runs ahead), once its omitted ranks are set."""
+    spec = JobSpec(layout, steps=3, fault=fault, coalesce_dp=False, enable_timing=False, window=1)
+    job = simulate(spec)
+    return job, lambda: write_job(job, tmp_path, fmt=fmt, backend="gloo")
+
+
+def causes_of(folder: Path) -> list[tuple[str, list[int]]]:
+    analysis = analyze(load_trace(folder))
+    return [(str(f.kind), f.culprit_ranks) for f in analysis.findings if not f.secondary]
+
+
+@pytest.mark.parametrize("fmt", ["pickle", "json"])
+def test_a_changed_call_whose_peer_died_unseen_is_blamed_by_the_sibling_groups(
+    tmp_path: Path, fmt: str
+) -> None:
+    """Rank 13 changes a dp all_reduce; its only peer, rank 15, dies: the highest rank, so no
+    gap in the file names shows it, but its dp group is smaller than the others."""
+    fault = Fault("size_mismatch", 13, group="dp", step=1, index=0)
+    job, write = gloo_job(tmp_path, Layout(tp=2, dp=2, pp=4), fault, fmt)
+    job.omit_ranks.add(15)
+    write()
+    assert causes_of(tmp_path) == [("size_mismatch", [13])]
+
+
+def test_a_changed_call_whose_peer_left_no_nccl_dump_is_blamed_where_it_stands(
+    tmp_path: Path,
+) -> None:
+    """NCCL: the CPU ran ahead of the stuck call, so the group's newest op is not where rank 6
+    stands; its first incomplete one is."""
+    job = simulate(
+        JobSpec(Layout(tp=2, dp=2, pp=2), steps=3, fault=Fault("size_mismatch", 6, "dp", 1, 2))
+    )
+    job.omit_ranks.add(4)
+    write_job(job, tmp_path)
+    analysis = analyze(load_trace(tmp_path))
+    root = analysis.root_cause
+    assert root is not None and job.expected is not None
+    assert (root.kind, root.culprit_ranks, root.collective_seq_id) == (
+        "size_mismatch",
+        [6],
+        job.expected["collective_seq_id"],
+    )
+
+
+def test_a_changed_call_in_a_gloo_pipeline_is_the_only_cause_at_every_stage(
+    tmp_path: Path,
+) -> None:
+    """Rank 1 changes a tp all_reduce at stage 0: its tp pair stops there, the next stage stops
+    in recvs gloo never records, and data-parallel groups of both stages wait."""
+    _job, write = gloo_job(tmp_path, Layout(tp=2, dp=2, pp=2), Fault("size_mismatch", 1, "tp", 1))
+    write()
+    assert causes_of(tmp_path) == [("size_mismatch", [1])]
+
+
+def test_a_stall_through_a_four_stage_gloo_pipeline_names_only_its_replica(tmp_path: Path) -> None:
+    """Rank 3 stops before its first pipeline send: its replica stops at every stage, out of
+    sight; the ranks of the other replica only wait."""
+    fault = Fault("missing_ranks", 3, group="pp", step=1, index=0)
+    _job, write = gloo_job(tmp_path, Layout(tp=2, dp=2, pp=4), fault)
+    write()
+    [(kind, culprits)] = causes_of(tmp_path)
+    replica = {r for r in range(16) if (r % 4) // 2 == 1}
+    assert kind == "missing_ranks" and 3 in culprits and set(culprits) <= replica
+
+
+# --- a deadlock in a pair with no twin: call sites tell it, an op sequence does not ---------
+
+
+def swapped_pair(tmp_path: Path, fmt: str) -> Analysis:
+    """Rank 0 issues its step's next world all_reduce before its dp all_reduce; one dp pair per
+    stage, so no ranks in the same role to compare with."""
+    fault = Fault("order_cycle", 0, group="dp", step=1, index=0)
+    job = simulate(
+        JobSpec(Layout(tp=1, dp=2, pp=4), steps=2, fault=fault, batch_p2p=True, extras=True)
+    )
+    write_job(job, tmp_path, fmt=fmt)
+    return analyze(load_trace(tmp_path))
+
+
+def test_a_swapped_pair_without_twins_is_told_by_its_call_sites(tmp_path: Path) -> None:
+    root = swapped_pair(tmp_path, "pickle").root_cause
+    assert root is not None
+    assert (root.kind, root.culprit_ranks, root.undecidable) == ("order_cycle", [0], False)
+
+
+def test_a_swapped_pair_without_twins_is_undecidable_from_json(tmp_path: Path) -> None:
+    root = swapped_pair(tmp_path, "json").root_cause
+    assert root is not None
+    assert (root.kind, root.culprit_ranks, root.undecidable) == ("order_cycle", [0, 1], True)

@@ -9,7 +9,7 @@ from typing import Generic, TypeVar, cast
 
 from frtrace.analysis.collectives import analyze_collectives
 from frtrace.analysis.consistency import check_one_job
-from frtrace.analysis.context import Context, build_context
+from frtrace.analysis.context import Context, build_context, is_default_group
 from frtrace.analysis.findings import MISMATCH_KINDS, STUCK_AFTER_MS, Finding, Kind, Note, Reason
 from frtrace.analysis.logs import FAILED as FAILED_STATES
 from frtrace.analysis.logs import EndingGap, ending_gap, log_findings
@@ -244,6 +244,34 @@ def unreadable_behind(
     return kept, demoted
 
 
+def gone_in_mismatch(ctx: Context, roots: list[Finding]) -> tuple[list[Finding], list[Finding]]:
+    """(roots, demoted): ranks without a dump file that were members of a collective whose
+    ranks disagreed, at the root of a chain: their end follows from it (gloo aborts the
+    process that receives more than its call expects: mesh_size_dies_4rank's rank 2), so the
+    places ranks wait for them are consequences, not a cause of their own."""
+    no_file = set(ctx.trace.no_file)
+    gone: dict[int, Finding] = {}
+    for f in roots:
+        if f.kind in MISMATCH_KINDS:
+            for r in set(f.expected_ranks) & no_file:
+                gone.setdefault(r, f)
+    if not gone:
+        return roots, []
+    demoted = []
+    for f in roots:
+        if f.kind == Kind.MISSING_DUMP and f.culprit_ranks and set(f.culprit_ranks) <= set(gone):
+            m = gone[f.culprit_ranks[0]]
+            f.mark_consequence(f.culprit_ranks, Reason.GONE_IN_MISMATCH)
+            f.facts["mismatch"] = {
+                "kind": m.kind,
+                "pg_name": m.pg_name,
+                "pg_desc": m.pg_desc,
+                "seq": m.collective_seq_id,
+            }
+            demoted.append(f)
+    return [r for r in roots if r not in demoted], demoted
+
+
 def one_stall_without_p2p(
     ctx: Context, roots: list[Finding], blocked: dict
 ) -> tuple[list[Finding], list[Finding]]:
@@ -251,13 +279,21 @@ def one_stall_without_p2p(
     `ProcessGroupGloo::send` / `::recv` return a SendWork / RecvWork made on the spot, never
     passing through `ProcessGroupGloo::enqueue`, where gloo's Flight Recorder entries are
     recorded; the real pipeline fixtures hold none), a stage that stalls
-    stops the stage it feeds at the same point, invisibly. Ranks idle before the same
-    collective (same group kind and seq) of parallel groups are then one stall whose first
-    rank cannot be told: one cause naming them all, undecidable."""
+    stops the stages it feeds and that feed it, invisibly. Ranks idle (outside collectives, or
+    gone) in different stages are then one stall whose first rank cannot be told: one cause
+    naming them all, undecidable. A tie the op sequence cannot break (JSON: which side of
+    each group stopped, or added a call) merges alike.
+
+    That reading needs a pipeline between them: ranks that no recorded group links (but the
+    default one), in different components of the recorded groups (the stages). Where those
+    groups already join the stalled ranks (two_stalls_8rank: tp 4 x dp 2, no pipeline), the
+    reading that needs no unseen traffic is kept: each stall a cause of its own. Either way
+    the finding names the other reading (`facts["other_reading"]`)."""
     if "gloo" not in ctx.facts.backends:
         return roots, []
 
     no_file = set(ctx.trace.no_file)
+    stage = _components(ctx)
 
     def gone(f: Finding) -> bool:
         return (
@@ -266,41 +302,83 @@ def one_stall_without_p2p(
             and set(f.culprit_ranks) <= no_file
         )
 
-    def stop(f: Finding) -> tuple[str, int | None] | None:
-        idle = f.kind == Kind.MISSING_RANKS and not any(r in blocked for r in f.culprit_ranks)
-        return (f.pg_desc, f.collective_seq_id) if (idle or gone(f)) and f.pg_desc else None
+    def absent(f: Finding) -> list[int]:
+        return f.not_issued_by or f.culprit_ranks
 
-    places: dict[tuple[str, int | None], list[Finding]] = {}
-    for f in roots:
-        key = stop(f)
-        if key is not None:
-            places.setdefault(key, []).append(f)
-    merged: list[Finding] = []
-    for alike in places.values():
-        if len(alike) < 2:
+    def stop(f: Finding) -> str | None:
+        away = f.not_issued_by if f.undecidable else f.culprit_ranks
+        idle = f.kind == Kind.MISSING_RANKS and bool(away) and not any(r in blocked for r in away)
+        return f.pg_desc if (idle or gone(f)) and f.pg_desc else None
+
+    def head(f: Finding) -> int:
+        return stage.get(absent(f)[0], absent(f)[0])
+
+    alike = [f for f in roots if stop(f)]
+    seen = [f for f in roots if not stop(f) and f.culprit_ranks]
+    passed = [f for f in alike if not gone(f) and seen and head(f) not in map(head, seen)]
+    for f in passed:
+        # Idle in a stage the cause that can be seen is not in: stopped by it, through the
+        # pipeline's unrecorded sends (or stalled apart: the dumps look the same).
+        f.mark_consequence(absent(f), Reason.SAME_STALL)
+    alike = [f for f in alike if f not in passed]
+    if len({head(f) for f in alike}) < 2:
+        # One stage: no pipeline between them. Those stopped at the same point are as many
+        # stalls as groups; the finding says the reading not taken.
+        points = [(stop(f), f.collective_seq_id) for f in alike]
+        for f, point in zip(alike, points, strict=True):
+            if points.count(point) > 1:
+                f.facts["other_reading"] = "one_stall"
+        return [r for r in roots if r not in passed], passed
+    dead = [f for f in alike if gone(f)]
+    if dead:
+        # A rank that left no file died; the ranks that stopped and dumped were stopped by it
+        # (through the unrecorded pipeline sends).
+        merged = [f for f in alike if f not in dead]
+        for f in merged:
+            f.mark_consequence(absent(f), Reason.SAME_STALL)
+        return [r for r in roots if r not in merged + passed], merged + passed
+    # Where some of them surely stopped (idle, decided), the stall explains every absence;
+    # where each is a tie (JSON: who stopped, who called more), both sides are named.
+    tied = all(f.undecidable for f in alike)
+    stopped = sorted({r for f in alike for r in (f.culprit_ranks if tied else absent(f))})
+    first, rest = alike[0], alike[1:]
+    first.facts["other_reading"] = "separate_stalls"
+    first.facts["groups"] = [f.pg_name for f in alike]
+    first.facts["first_reason"] = first.reason
+    first.facts.pop("decided_by", None)  # each group's history, not who stopped first
+    if tied:  # who of each group stopped is unknown too: the issuers are named, waiting
+        first.facts["tied"] = True
+        first.issued_by = sorted({r for f in alike for r in f.issued_by})
+        first.not_issued_by = sorted({r for f in alike for r in f.not_issued_by})
+    waiting = {r for f in alike for r in f.waiting_ranks}
+    first.culprit_ranks = stopped
+    first.waiting_ranks = sorted(waiting if tied else waiting - set(stopped))
+    first.reason, first.undecidable = Reason.UNRECORDED_P2P, True
+    first.ranks_waiting_on_this = sum(f.ranks_waiting_on_this for f in alike)
+    for f in rest:
+        f.mark_consequence(absent(f), Reason.SAME_STALL)
+    return [r for r in roots if r not in rest + passed], rest + passed
+
+
+def _components(ctx: Context) -> dict[int, int]:
+    """Rank -> a representative of its component of the recorded groups but the default one
+    (tensor and data parallel, a mesh's dimensions): the ranks no stage boundary separates,
+    which only a pipeline's sends (never recorded on gloo) would cross."""
+    parent: dict[int, int] = {}
+
+    def root(r: int) -> int:
+        while parent.setdefault(r, r) != r:
+            parent[r] = parent[parent[r]]
+            r = parent[r]
+        return r
+
+    for code, name in enumerate(ctx.pg_names):
+        members = ctx.group_members(code)
+        if is_default_group(name, ctx.desc(code)) or len(members) < 2:
             continue
-        dead = [f for f in alike if gone(f)]
-        if dead:
-            # A rank that left no file died; the ranks that stopped at the same point and
-            # dumped were stopped by it (through the unrecorded pipeline sends).
-            for f in alike:
-                if f not in dead:
-                    f.mark_consequence(f.not_issued_by or f.culprit_ranks, Reason.SAME_STALL)
-                    merged.append(f)
-            continue
-        first, rest = alike[0], alike[1:]
-        stopped = sorted({r for f in alike for r in (f.not_issued_by or f.culprit_ranks)})
-        first.facts["groups"] = [f.pg_name for f in alike]
-        first.facts["first_reason"] = first.reason
-        first.facts.pop("decided_by", None)  # each group's history, not who stopped first
-        first.culprit_ranks = stopped
-        first.waiting_ranks = sorted({r for f in alike for r in f.waiting_ranks} - set(stopped))
-        first.reason, first.undecidable = Reason.UNRECORDED_P2P, True
-        first.ranks_waiting_on_this = sum(f.ranks_waiting_on_this for f in alike)
-        for f in rest:
-            f.mark_consequence(f.not_issued_by or f.culprit_ranks, Reason.SAME_STALL)
-        merged += rest
-    return [r for r in roots if r not in merged], merged
+        for m in members[1:]:
+            parent[root(m)] = root(members[0])
+    return {r: root(r) for r in list(parent)}
 
 
 def one_cause_per_culprit(
@@ -379,6 +457,8 @@ def analyze(
     again += unread
     roots, alike = one_stall_without_p2p(ctx, roots, waits.blocked)
     again += alike
+    roots, dead = gone_in_mismatch(ctx, roots)
+    again += dead
     again += [waited for _root, waited in failed if waited is not None]
     root_keys = {_key(r) for r in roots}
     root_places = {
@@ -386,13 +466,15 @@ def analyze(
         for r in roots
     }
     recast = {_key(f) for f in again}  # roots recast as consequences: one finding each
+    # (a tie recast names fewer culprits than its twin in `found`: its place tells them apart)
+    recast_places = {(f.kind, f.pg_name, f.collective_seq_id) for f in again}
     others = [
         f
         for f in found
         if f not in roots
         and _key(f) not in root_keys
         and _key(f) not in recast
-        and (f.kind, f.pg_name, f.collective_seq_id) not in root_places
+        and (f.kind, f.pg_name, f.collective_seq_id) not in root_places | recast_places
     ]
     others += again
     stopped = frozenset(

@@ -2,8 +2,10 @@
 
 Never by record_id (a per-process counter) or position in the file. Only sequence numbers that
 every member could still hold are judged (ring buffers drop old entries). Culprits are the ranks
-that differ from the majority; with two sides of equal size the rank's own call-site history
-decides, or both are named as undecidable.
+that differ from the majority; with two sides of equal size the same collective in the sibling
+groups (the other groups of its kind) decides, else the ranks' own call-site history (stacks
+only: JSON dumps have no call sites, and an op sequence cannot tell one side's extra call from
+the other's missing one), or both are named as undecidable.
 """
 
 from __future__ import annotations
@@ -13,11 +15,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from frtrace.analysis.context import Context, judged
+from frtrace.analysis.context import Context, is_default_group, judged
+from frtrace.analysis.facts import rank_slice
 from frtrace.analysis.findings import Finding, Kind, Reason
 from frtrace.analysis.ops import SIGNATURE, pg_seq_key
 from frtrace.tables.records import GATHER_NUMEL, SCATTER_NUMEL
-from frtrace.tables.table import Table, distinct, head_per, most_common, runs, split
+from frtrace.tables.table import (
+    Table,
+    distinct,
+    group_max,
+    group_min,
+    head_per,
+    most_common,
+    runs,
+    split,
+)
 
 _KIND_BY_COLUMN = {
     "op": Kind.TYPE_MISMATCH,
@@ -51,6 +63,7 @@ def analyze_collectives(ctx: Context) -> CollectiveResult:
     incomplete = _incomplete_keys(ctx, stats)
     findings = _missing_findings(ctx, coll, incomplete)
     findings += _mismatch_findings(ctx, coll, stats)
+    findings += _beside_no_dump(ctx, coll)
     findings += _numel_findings(ctx, coll)
     if ctx.view.states_tracked:
         findings += _state_findings(ctx, coll, stats)
@@ -154,6 +167,7 @@ def missing_finding(
     typed: dict = {"issued_by": have, "not_issued_by": missing}
     seq_out: int = seq
     rooted: str | None = None  # the rooted op the missing ranks never left (left_in_rooted)
+    facts_sib: dict = {}  # the sibling groups that decided, when they did
     began = {
         r: ctx.unlaunched[pg, r][1] for r in missing if ctx.unlaunched.get((pg, r), (0,))[0] == seq
     }
@@ -175,11 +189,18 @@ def missing_finding(
     elif len(have) < len(missing):
         culprits, waiting, reason = have, [], Reason.MINORITY_ISSUED
     else:
-        extra = extra_call(ctx, pg, have + missing)
-        stopped = len(have) == 1 and stopped_early(ctx, pg, seq, have[0], missing[0])
+        # Own histories decide only by call sites: an op sequence (JSON) cannot tell one
+        # side's extra call from the other side's missing one.
+        sites = ctx.decided_by(have + missing) == "stacks"
+        extra = extra_call(ctx, pg, have + missing) if sites else None
+        stopped = sites and len(have) == 1 and stopped_early(ctx, pg, seq, have[0], missing[0])
         rooted = left_in_rooted(ctx, pg, seq, missing)
+        siblings = sibling_call(ctx, pg, seq)
         if rooted is not None:
             culprits, waiting, reason = missing, have, Reason.LEFT_IN_ROOTED
+        elif siblings is not None and _calls(ctx, rows) == {siblings.signature}:
+            culprits, waiting, reason = missing, have, Reason.SIBLINGS_ISSUED
+            facts_sib = siblings.facts(ctx)
         elif extra is not None:
             rank, extra_seq, _stack_id = extra
             culprits, waiting, seq_out, reason = [rank], [], extra_seq, Reason.EXTRA_CALL
@@ -192,6 +213,8 @@ def missing_finding(
             culprits, waiting, reason = sorted(have + missing), have, Reason.EVEN_SPLIT_MISSING
             typed["undecidable"] = True
     facts: dict = {}
+    if reason == Reason.SIBLINGS_ISSUED:
+        facts.update(facts_sib)
     if reason == Reason.AWAITED_ELSEWHERE:
         facts["elsewhere"] = elsewhere
     if reason == Reason.LEFT_IN_ROOTED:
@@ -229,6 +252,177 @@ def left_in_rooted(ctx: Context, pg: int, seq: int, missing: list[int]) -> str |
             return None
         op = last[2]
     return op
+
+
+SIBLINGS_ASKED = 4  # sibling groups whose call is asked, nearest first (a history fetch each)
+
+
+@dataclass(frozen=True)
+class Siblings:
+    """What the sibling groups of a group issued at one seq: every member of each issued it,
+    with one signature (SIGNATURE codes), the same in every one asked."""
+
+    signature: tuple[int, ...]
+    groups: tuple[int, ...]  # their group codes
+
+    def facts(self, ctx: Context) -> dict:
+        """A finding's evidence: which groups decided, and what they issued."""
+        return {
+            "decided_by": "siblings",
+            "siblings": [ctx.name(g) for g in self.groups],
+            "sibling_call": _describe(ctx, self.signature),
+        }
+
+
+def sibling_call(ctx: Context, pg: int, seq: int) -> Siblings | None:
+    """The call the sibling groups of `pg` made at `seq`, where they agree (None: no sibling
+    issued it whole, or they disagree).
+
+    Siblings are the other groups of its kind (same desc, no member in common): the tensor-
+    parallel groups of the other replicas, a DeviceMesh dimension's other slices. Their ranks
+    run the same program in the same role, so their (desc, seq) is what a member of this group
+    was due to issue there. Unlike a rank's own op sequence, this is the same evidence in a
+    JSON dump as in a pickle. The nearest SIBLINGS_ASKED groups that issued it are asked."""
+    desc = ctx.desc(pg)
+    mine = set(ctx.group_members(pg))
+    if not desc or not mine:
+        return None
+    low = min(mine)
+    others = []
+    for code in _of_kind(ctx, desc):
+        members = ctx.group_members(code)
+        if code != pg and members and not mine.intersection(members):
+            others.append((abs(min(members) - low), code))
+    seen: set[tuple[int, ...]] = set()
+    asked: list[int] = []
+    for _distance, code in sorted(others):
+        call = _group_call(ctx, code, seq)
+        if call is None:
+            continue
+        seen.add(call)
+        asked.append(code)
+        if len(asked) >= SIBLINGS_ASKED:
+            break
+    if len(seen) != 1:
+        return None
+    return Siblings(seen.pop(), tuple(asked))
+
+
+def _of_kind(ctx: Context, desc: str) -> list[int]:
+    """The codes of the groups with this desc (worked out once per job)."""
+    cache = ctx.__dict__.setdefault("_of_kind", {})
+    if not cache:
+        for code in range(len(ctx.pg_names)):
+            cache.setdefault(ctx.desc(code), []).append(code)
+    return cache.get(desc, [])
+
+
+def _group_call(ctx: Context, pg: int, seq: int) -> tuple[int, ...] | None:
+    """The signature every member of `pg` gave its collective `seq`, when all issued it and
+    agree (None otherwise). Each member's ops are a slice of the view; where no member has the
+    op there, it may have settled on a Dask worker (a range every member completed alike):
+    one member's history tells."""
+    coll = ctx.view.coll
+    expected = ctx.expected(pg)
+    if not expected or expected != set(ctx.group_members(pg)):
+        return None  # a member left no dump: whether it issued the op is unknown
+    calls: set[tuple[int, ...]] = set()
+    for rank in sorted(expected):
+        rows = coll.take(rank_slice(coll["rank"], rank))
+        at = np.flatnonzero((rows["pg"] == pg) & (rows["seq"] == seq))
+        if len(at):
+            calls.add(tuple(int(rows[c][at[0]]) for c in SIGNATURE))
+        elif calls or not ctx.facts.left_out:
+            return None  # a member never issued it
+        else:
+            settled = ctx.rank_ops(rank)
+            at = np.flatnonzero((settled["pg"] == pg) & (settled["seq"] == seq))
+            if not len(at):
+                return None
+            return tuple(int(settled[c][at[0]]) for c in SIGNATURE)
+    return calls.pop() if len(calls) == 1 else None
+
+
+def _calls(ctx: Context, rows: Table) -> set[tuple[int, ...]]:
+    """The signatures the rows of one collective carry."""
+    return set(zip(*(rows[c].tolist() for c in SIGNATURE), strict=True))
+
+
+def _beside_no_dump(ctx: Context, coll: Table) -> list[Finding]:
+    """A collective whose visible members agree, while as many or more of its members left
+    no dump (or are not seen at all: a gloo group smaller than its siblings), and the sibling
+    groups issued something else there: the visible ranks changed.
+
+    gloo aborts a rank that receives more than its call expects (mesh_size_dies_4rank: rank 3
+    all_reduced [5, 8] where its tp group's other slice, and its own earlier calls, had
+    [4, 8]; rank 2 was aborted and left no dump). The dead rank is then no cause: the rank
+    whose call differs from its siblings' is. Only where each group's visible members stand
+    is asked: its first incomplete collective (without states, as on gloo: its newest)."""
+    lost = ctx.without_dump
+    if not len(coll):
+        return []
+    widest: dict[str, int] = {}
+    for pg in range(len(ctx.pg_names)):
+        desc = ctx.desc(pg)
+        widest[desc] = max(widest.get(desc, 0), len(ctx.group_members(pg)))
+    unseen: dict[int, set[int]] = {}
+    for pg in range(len(ctx.pg_names)):
+        members = ctx.group_members(pg)
+        gone = set(members) & lost
+        count = len(gone)
+        if not ctx.reliable.get(ctx.name(pg), True) and not is_default_group(
+            ctx.name(pg), ctx.desc(pg)
+        ):
+            # Members inferred from the dumps (gloo): any rank without one may be a member,
+            # and a DeviceMesh's groups of one kind are alike, so it lacks as many as it is
+            # smaller, even where no gap in the file names shows a rank (the highest ones).
+            gone |= lost
+            count = max(count, widest[ctx.desc(pg)] - len(members))
+        if count and len(ctx.expected(pg)) <= count:
+            unseen[pg] = gone
+    if ctx.view.states_tracked:  # where its visible members stand: the first incomplete one
+        open_ = coll["state"] < 2
+        frontier = group_min(coll["pg"][open_], coll["seq"][open_])
+    else:  # no states (gloo): the newest one
+        frontier = group_max(coll["pg"], coll["seq"])
+    keys = [(pg, int(frontier[pg])) for pg in sorted(unseen) if pg in frontier]
+    if not keys:
+        return []
+    wanted = Table({"pg": np.array([k[0] for k in keys]), "seq": np.array([k[1] for k in keys])})
+    findings = []
+    for (pg, seq), rows in _present(coll, wanted).items():
+        pg, seq = int(pg), int(seq)
+        named = set(ctx.group_members(pg))
+        visible = sorted(int(r) for r in rows["rank"])
+        if set(visible) != ctx.expected(pg):
+            continue  # a visible member never issued it: the others' findings say so
+        gone = unseen[pg]
+        calls = _calls(ctx, rows)
+        siblings = sibling_call(ctx, pg, seq)
+        if len(calls) != 1 or siblings is None or siblings.signature in calls:
+            continue
+        theirs = calls.pop()
+        pairs = zip(SIGNATURE, theirs, siblings.signature, strict=True)
+        column = next(c for c, a, b in pairs if a != b)
+        findings.append(
+            ctx.finding(
+                _KIND_BY_COLUMN[column],
+                pg,
+                collective_seq_id=seq,
+                op=_majority_label(ctx, rows, "op"),
+                culprit_ranks=visible,
+                waiting_ranks=[],
+                expected_ranks=sorted(named | gone),
+                reason=Reason.SIBLINGS_DIFFER,
+                facts={
+                    "column": column,
+                    "by_rank": {str(r): _describe(ctx, theirs) for r in visible},
+                    "no_dump": sorted(gone),
+                    **siblings.facts(ctx),
+                },
+            )
+        )
+    return findings
 
 
 def stopped_early(ctx: Context, pg: int, seq: int, waiting: int, idle: int) -> bool:
@@ -330,9 +524,14 @@ def mismatch_finding(ctx: Context, pg: int, seq: int, rows: Table) -> Finding:
             ours=ctx.view.label(column, signature[majority[0]][i]),
         )
     else:
-        changed = history_changed(ctx, pg, seq, rows)
         tied = sorted(signature)
-        if changed and len(changed) < len(tied) and any(set(changed) == set(s) for s in ordered):
+        siblings = sibling_call(ctx, pg, seq)
+        odd = [r for r in tied if siblings is not None and signature[r] != siblings.signature]
+        changed = history_changed(ctx, pg, seq, rows)
+        if odd and len(odd) < len(tied):
+            culprits, reason = odd, Reason.SIBLINGS_DIFFER
+            facts.update(siblings.facts(ctx))  # type: ignore[union-attr]
+        elif changed and len(changed) < len(tied) and any(set(changed) == set(s) for s in ordered):
             culprits, reason = sorted(changed), Reason.HISTORY_CHANGED
             facts["decided_by"] = ctx.decided_by(tied)
         else:
@@ -360,19 +559,20 @@ def history_changed(ctx: Context, pg: int, seq: int, rows: Table) -> list[int]:
 
     Only the columns the members disagree on are compared: a call site that issues a
     bucket's all_gather per bucket sees many sizes, but always the same op. Without stacks
-    (JSON dumps) the call site is unknown: a rank changed when what it issued here never
-    occurred earlier in its own history of the group, while every other member's did (a
-    repeating training step shows each call many times).
+    (JSON dumps) the call site is unknown and nothing is decided: that one side issued what
+    the group saw before and the other something new is what one side's extra call shows too
+    (helper_extra_2rank: rank 0 all_reduced its gradient once more, rank 1 went on to its
+    metrics; from the op sequence rank 1 "changed").
     """
     torn = [c for c in SIGNATURE if len(distinct(rows[c])) > 1] or list(SIGNATURE)
     changed = []
-    no_stacks = bool((rows["stack_id"] < 0).any())
+    if bool((rows["stack_id"] < 0).any()):
+        return []  # no call sites: see the docstring
     for i in range(len(rows)):
         rank = int(rows["rank"][i])
         mine = ctx.rank_ops(rank)
         earlier = (mine["pg"] == pg) & (mine["seq"] < seq)
-        if not no_stacks:
-            earlier &= mine["stack_id"] == rows["stack_id"][i]
+        earlier &= mine["stack_id"] == rows["stack_id"][i]
         before = mine.take(earlier)
         if not len(before):
             return []

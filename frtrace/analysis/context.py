@@ -342,7 +342,7 @@ def build_context(
         for code, name in enumerate(pg_names)
         if without_dump
         and not reliable.get(name, True)
-        and not _is_default(name, pg_desc.get(name, ""))
+        and not is_default_group(name, pg_desc.get(name, ""))
     )
     ctx = Context(
         facts=facts,
@@ -369,7 +369,7 @@ def build_context(
     return ctx
 
 
-def _is_default(name: str, desc: str) -> bool:
+def is_default_group(name: str, desc: str) -> bool:
     """The default group: its inferred members are the whole world already."""
     return name == "0" or desc == "default_pg"
 

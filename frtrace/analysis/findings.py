@@ -64,6 +64,13 @@ class Reason(_Named):
     HISTORY_CHANGED = "history_changed"
     # a tie no history breaks
     EVEN_SPLIT = "even_split"
+    # a tie (or a lone member beside ranks without a dump) broken by the sibling groups:
+    # these ranks' call differs from what the other groups of this kind issued there
+    SIBLINGS_DIFFER = "siblings_differ"
+    # a tie broken by the sibling groups: all of their members issued it, these ranks did not
+    SIBLINGS_ISSUED = "siblings_issued"
+    # consequence: a rank without a dump was a member where the root cause's ranks disagreed
+    GONE_IN_MISMATCH = "gone_in_mismatch"
     # all_gather / reduce_scatter sizes do not fit the group size
     NUMEL = "numel"
     # every member issued it, the culprits' GPU never started it

@@ -54,6 +54,7 @@ def classify(ctx: Context, finding: Finding, blocked: dict[int, Any]) -> None:
         not in {
             "never_issued",
             "stopped_early",
+            "siblings_issued",
             "awaited_elsewhere",
             "not_launched",
             "never_posted",
@@ -697,16 +698,28 @@ def lag_stats(ctx: Context, top: int = TOP) -> Lags:
 
 def stragglers(ctx: Context, threshold_share: float = 0.05) -> StragglerReport:
     """Ranks whose lateness cost at least `threshold_share` of the time their calls cover,
-    costliest first (at most TOP), with where it shows."""
+    costliest first (at most TOP), with where it shows. From enqueue times, lateness the
+    rank shared with a group it runs in step with is not its own (`beyond_peers`)."""
     lags = ctx.facts.lags
     per_rank = lags.per_rank
-    share = _share(per_rank)
     out = []
     for i in _costliest(per_rank, TOP).tolist():
-        if share[i] < threshold_share:
-            break
         rank_ = int(per_rank["rank"][i])
-        where, first = _where(ctx, rank_, lags.details.get(rank_))
+        held = lags.details.get(rank_)
+        cost, groups = float(per_rank["cost"][i]), lags.groups.get(rank_, [])
+        steady = (per_rank["last"][i] >= STEADY_LAST) & (
+            per_rank["median"][i] >= ENQUEUE_FLOOR_MS / 2
+        )
+        if lags.method == "enqueue" and held is not None and len(held) and not steady:
+            own = beyond_peers(ctx, rank_, held)
+            if (own < held["own"]).any():
+                held = Table({**held.cols, "own": own}).take(own >= RESOLUTION_MS)
+                cost, groups = float(held["own"].sum()), _costly_groups(held)
+        span = float(per_rank["span"][i])
+        cost_share = cost / span if span > 0 else 0.0
+        if cost_share < threshold_share or cost < RESOLUTION_MS:
+            continue
+        where, first = _where(ctx, rank_, held)
         out.append(
             Straggler(
                 rank=rank_,
@@ -714,15 +727,97 @@ def stragglers(ctx: Context, threshold_share: float = 0.05) -> StragglerReport:
                 p95_lag_ms=round(float(per_rank["p95"][i]), 2),
                 last_share=round(float(per_rank["last"][i]), 3),
                 collectives=int(per_rank["n"][i]),
-                groups=[ctx.name(g) for g in lags.groups.get(rank_, [])],
-                cost_ms=round(float(per_rank["cost"][i]), 2),
-                covered_ms=round(float(per_rank["span"][i]), 2),
-                cost_share=round(float(share[i]), 3),
+                groups=[ctx.name(g) for g in groups],
+                cost_ms=round(cost, 2),
+                covered_ms=round(span, 2),
+                cost_share=round(cost_share, 3),
                 where=where,
                 first_of_step_share=first,
             )
         )
+    out.sort(key=lambda s: (-s.cost_share, s.rank))
     return StragglerReport(lags.method, lags.collectives, out, ENQUEUE_FLOOR_MS, threshold_share)
+
+
+def _costly_groups(held: Table) -> list[int]:
+    """The (at most 3) group codes where these late calls cost most, as join_lags names them."""
+    pg = held["pg"]
+    keep = pg >= 0
+    if not keep.any():
+        return []
+    codes, which = np.unique(pg[keep], return_inverse=True)
+    sums = np.bincount(which.reshape(-1), weights=held["own"][keep], minlength=len(codes))
+    order = sorted(range(len(codes)), key=lambda k: (-sums[k], int(codes[k])))
+    return [int(codes[k]) for k in order[:3]]
+
+
+def beyond_peers(ctx: Context, rank: int, held: Table) -> np.ndarray:
+    """Per late call of `rank` (`held`: its positions, own lateness, group codes), the part of
+    its own lateness that is not shared with a group it runs collectives in step with: at
+    most how much longer it paused before the call than a peer of that group paused before
+    its own call of the same kind and seq, less ENQUEUE_FLOOR_MS (the skew enqueue times
+    show anyway). That group shares no other member with the late call's group (its
+    tensor-parallel peers, where it was late in data parallel).
+
+    Enqueue times show when a CPU asked, not when its GPU got there. A pipeline replica whose
+    stages run behind another's (its bubbles, its schedule) has every rank of its tp group
+    enqueue the step's data-parallel collectives late together, though no GPU waited for them
+    (healthy synthetic pipelines listed tp pairs at 15% of their time); how much each CPU ran
+    ahead differs, so one peer's pause is enough to show the group's. A rank late on its own
+    (its data loading, its host) paused longer than any of those peers. GPU durations need
+    none of this."""
+    own = held["own"].astype(np.float64).copy()
+    mine = ctx.rank_ops(rank)
+    if not len(mine) or not len(own):
+        return own
+    pos, pg = held["pos"], held["pg"]
+    at = np.minimum(np.searchsorted(mine["pos"], pos), len(mine) - 1)
+    found = (mine["pos"][at] == pos) & (pg >= 0)
+    seq = mine["seq"][at]
+    pause = _pauses(ctx, rank, pos)
+    groups = {int(g): set(ctx.group_members(int(g))) for g in distinct(mine["pg"]).tolist()}
+    shared = np.full(len(own), -np.inf)  # the longest pause an in-step peer took along
+    for late in distinct(pg[found]).tolist():
+        where = set(ctx.group_members(late))
+        events = found & (pg == late)
+        for h, members in groups.items():
+            if h == late or len(members) < 2 or members & where != {rank}:
+                continue
+            for peer in sorted(members - {rank}):
+                along = _paused_at(ctx, peer, ctx.desc(late), seq)
+                shared = np.where(events, np.maximum(shared, along), shared)
+    lead = np.maximum(pause - shared - ENQUEUE_FLOOR_MS, 0.0)
+    return np.where(np.isfinite(shared), np.minimum(own, lead), own)
+
+
+def _pauses(ctx: Context, rank: int, pos: np.ndarray) -> np.ndarray:
+    """Per position of the rank's dump, the ms since its call before (inf: none, or gone)."""
+    history = ctx.history(rank)
+    have, created = history["pos"], history["time_created_ns"].astype(np.int64)
+    out = np.full(len(pos), np.inf)
+    if len(have) < 2:
+        return out
+    at = np.minimum(np.searchsorted(have, pos), len(have) - 1)
+    ok = (have[at] == pos) & (at > 0)
+    out[ok] = (created[at[ok]] - created[at[ok] - 1]) / 1e6
+    return out
+
+
+def _paused_at(ctx: Context, rank: int, desc: str, seq: np.ndarray) -> np.ndarray:
+    """Per seq, the ms the rank paused before its collective of that seq in its group of kind
+    `desc` (-inf where it has none there: then it did not pause along)."""
+    ops = ctx.rank_ops(rank)
+    kind = np.array([ctx.desc(g) == desc for g in range(len(ctx.pg_names))] or [False], bool)
+    rows = ops.take(kind[ops["pg"]]) if len(ops) else ops
+    out = np.full(len(seq), -np.inf)
+    if not len(rows):
+        return out
+    order = np.argsort(rows["seq"], kind="stable")
+    seqs, where = rows["seq"][order], rows["pos"][order]
+    at = np.minimum(np.searchsorted(seqs, seq), len(seqs) - 1)
+    ok = seqs[at] == seq
+    out[ok] = _pauses(ctx, rank, where[at[ok]])
+    return out
 
 
 def _where(ctx: Context, rank: int, held: Table | None) -> tuple[Where | None, float | None]:

@@ -57,6 +57,7 @@ class Root:
     weight: int = 0
     elsewhere: int = 0  # idle: other places ranks wait for these ranks (their consequences)
     edges: dict[Node, dict[Node, set[int]]] = field(default_factory=dict)  # a cycle's own
+    tied: bool = False  # a cycle whose two orders nothing told apart: its ranks are all named
 
 
 @dataclass
@@ -108,12 +109,28 @@ def blocking_points(ctx: Context, coll: CollectiveResult, p2p: P2PResult) -> dic
         return out
     keys = coll.incomplete
     view = ctx.view.coll  # ordered by rank and position: a rank's first such row is its lowest
+    names = {n: i for i, n in enumerate(ctx.pg_names)}
     if len(keys):
         wanted = np.isin(pg_seq_key(view["pg"], view["seq"]), pg_seq_key(keys["pg"], keys["seq"]))
         rows = np.flatnonzero(wanted)
         _, first = np.unique(view["rank"][rows], return_index=True)
         for i in rows[first].tolist():
             out[int(view["rank"][i])] = _blocked_at(ctx, i)
+    torn = {
+        (names[f.pg_name], f.collective_seq_id)
+        for f in coll.findings
+        if f.kind in MISMATCH_KINDS and f.collective_seq_id is not None and f.pg_name in names
+    }
+    if torn and len(view):
+        # Without states, members that disagree on a collective look as if they completed
+        # it: gloo lets one side return and the other wait for bytes that never come, or
+        # aborts it. A member whose last collective is one its members disagree on went no
+        # further: blocked there, maybe (like a rank of an open group).
+        last = np.r_[np.flatnonzero(view["rank"][1:] != view["rank"][:-1]), len(view) - 1]
+        for i in last.tolist():
+            rank, key = int(view["rank"][i]), (int(view["pg"][i]), int(view["seq"][i]))
+            if rank not in out and key in torn:
+                out[rank] = _blocked_at(ctx, i, maybe=True)
     no_file = set(ctx.trace.no_file)
     if (ctx.open_groups or no_file) and len(view):
         # Without states, a rank not waiting anywhere may wait in its last collective for a
@@ -189,11 +206,23 @@ def analyze_waits(
                 edges.setdefault(node, {}).setdefault(blocked[m].node, set()).add(m)
             else:
                 idle.setdefault(node, set()).add(m)
+    unreadable = set(ctx.trace.unreadable)
     for node in list(nodump):
-        if node in idle or node in edges or _disagree(findings, ctx, node):
-            # Ranks that can be seen explain the wait (they never came, wait elsewhere, or
-            # disagree with the others there): a rank without a dump is no cause of it.
+        if _disagree(findings, ctx, node) or node in idle:
+            # The ranks there disagree, or a rank that can be seen never came (it stopped):
+            # one without a dump may be party to it, or have ended along (a launcher tears
+            # the job down once a rank raises: fixtures/logs/raise).
             del nodump[node]
+        elif node in edges:
+            # Ranks that can be seen are awaited too, held up in another collective. One
+            # whose dump is unreadable was alive to write it, most likely held up as they
+            # are: no cause of it. One that left no file at all is: ranks wait for it
+            # whatever the others do (a lost host beside another fault).
+            gone = nodump[node] - unreadable
+            if gone:
+                nodump[node] = gone
+            else:
+                del nodump[node]
     roots: list[Root] = []
     kept, redirects = _first_missed(ctx, idle, waiters, blocked)
     for node, ranks in kept.items():
@@ -206,7 +235,8 @@ def analyze_waits(
             roots.append(Root("together", [node], sorted(waiters[node])))
     for scc in _cycles(edges):
         own = {a: edges.get(a, {}) for a in scc}
-        roots.append(Root("cycle", scc, _cycle_culprits(ctx, scc, edges, blocked), edges=own))
+        cyc_ranks, tied = _cycle_culprits(ctx, scc, edges, blocked)
+        roots.append(Root("cycle", scc, cyc_ranks, edges=own, tied=tied))
     reverse: dict[Node, set[Node]] = {}
     for src, targets in edges.items():
         for dst in targets:
@@ -463,14 +493,16 @@ def _cycle_culprits(
     scc: list[Node],
     edges: dict[Node, dict[Node, set[int]]],
     blocked: dict[int, Blocked],
-) -> list[int]:
-    """Ranks that issued the cycle's collectives in the minority order.
+) -> tuple[list[int], bool]:
+    """Ranks that issued the cycle's collectives in the minority order, and whether they are a
+    tie nothing broke (both orders named).
 
     For each pair of collectives in the cycle, the ranks in both groups issued one first; the
     minority order is to blame. An even split goes to the ranks whose twins made another call
     where they are blocked (while the others' twins made the same), else to the rank whose step
-    into its blocking op never happened before in its own history. Without either, the
-    smallest side of the cycle.
+    into its blocking op never happened before in its own history of call sites (not from
+    JSON dumps: an op sequence never breaks a tie). Without either, the smallest side of the
+    cycle.
     """
     colls = [n for n in scc if n[0] == "c"]
     culprits: set[int] = set()
@@ -492,21 +524,23 @@ def _cycle_culprits(
                 wide = max(x, y, key=lambda n: (len(ctx.group_members(n.pg)), n))
                 anchors.update((r, wide) for r in xy + yx)
     if culprits:
-        return sorted(culprits)
+        return sorted(culprits), False
     twins = {r: _twins_agree(ctx, r, anchors[r], ties, blocked) for r in ties if r in blocked}
     odd = sorted(r for r, agree in twins.items() if agree is False)
     if odd and len(twins) == len(ties) and all(twins[r] for r in ties if r not in odd):
-        return odd
-    novel = sorted(r for r in ties if r in blocked and _novel_step(ctx, r, blocked[r]))
+        return odd, False
+    # A rank's own history decides by call sites only (JSON dumps: no tie-break by the ops).
+    sites = bool(ties) and ctx.decided_by(sorted(ties)) == "stacks"
+    novel = sorted(r for r in ties if sites and r in blocked and _novel_step(ctx, r, blocked[r]))
     if novel and len(novel) < len(ties):
-        return novel
+        return novel, False
     if ties:
-        return sorted(ties)
+        return sorted(ties), True
     inside = set(scc)
     sides: list[set[int]] = [
         ranks for a in scc for b, ranks in edges.get(a, {}).items() if b in inside
     ]
-    return sorted(min(sides, key=lambda side: len(side)))  # type: ignore[arg-type]
+    return sorted(min(sides, key=lambda side: len(side))), False  # type: ignore[arg-type]
 
 
 TWIN_BACK = 64  # calls before the anchor compared with a twin's (when both dumps hold them)
@@ -762,6 +796,7 @@ def _cycle_finding(
         reason=Reason.CYCLE,
         cycle=[ctx.place(n) for n in root.nodes],
         chain=hops,
+        undecidable=root.tied,
     )
 
 

@@ -52,7 +52,7 @@ def _not_issued(f: Finding) -> str:
 
 
 def _never_issued(f: Finding) -> str:
-    return _not_issued(f) + _idle(f)
+    return _not_issued(f) + _idle(f) + _one_stall_read(f)
 
 
 def _minority_issued(f: Finding) -> str:
@@ -76,6 +76,54 @@ def _stopped_early(f: Finding) -> str:
         f"{_not_issued(f)}; {verb(ranks, 'its own history shows', 'their own histories show')}"
         f" this call always followed {verb(ranks, 'its', 'their')} last one: "
         f"{verb(ranks, 'it', 'they')} stopped before it{_idle(f)}"
+    )
+
+
+def _siblings(f: Finding) -> str:
+    """'mesh_tp (pg 3, pg 5)': the sibling groups that decided a tie."""
+    names = ", ".join(f"pg {g}" for g in f.facts.get("siblings", []))
+    return f"{f.pg_desc or 'groups of this kind'} ({names})"
+
+
+def _siblings_issued(f: Finding) -> str:
+    ranks = f.culprit_ranks
+    return (
+        f"{_not_issued(f)}; every member of the other {_siblings(f)} issued it too, "
+        f"alike: ranks in the same role made this call, {verb(ranks, 'it', 'they')} stopped "
+        f"before it{_idle(f)}"
+    )
+
+
+def _siblings_differ(f: Finding) -> str:
+    ranks = f.culprit_ranks
+    gone = list(f.facts.get("no_dump", []))
+    beside = (
+        f"; {who(gone)} left no dump, and {verb(gone, 'its', 'their')} end follows from this"
+        " (gloo aborts a rank that receives more than its call expects)"
+        if gone and not f.waiting_ranks
+        else ""
+    )
+    return (
+        f"{where(f.place)}: {who(ranks)} issued {_column_values(f, ranks)}, where the other "
+        f"{_siblings(f)} issued {f.facts.get('sibling_call', '-')} at the same seq: "
+        f"{verb(ranks, 'its', 'their')} call differs from what ranks in the same role made"
+        f"{beside}"
+    )
+
+
+def _column_values(f: Finding, ranks: list[int]) -> str:
+    by_rank = f.facts.get("by_rank", {})
+    values = sorted({str(by_rank.get(str(r), "-")) for r in ranks})
+    return "; ".join(values)
+
+
+def _gone_in_mismatch(f: Finding) -> str:
+    m = f.facts.get("mismatch") or {}
+    place = where(Place(str(m.get("pg_name")), str(m.get("pg_desc", "")), m.get("seq")))
+    return (
+        f"{waits_in(f.waiting_ranks, _blocking_place(f))} for {who(f.culprit_ranks)}, which "
+        f"left no dump: {verb(f.culprit_ranks, 'it was a member', 'they were members')} of "
+        f"{place}, where the root cause's ranks disagreed (a consequence)"
     )
 
 
@@ -131,12 +179,34 @@ def _left_in_rooted(f: Finding) -> str:
 def _unrecorded_p2p(f: Finding) -> str:
     ranks = f.culprit_ranks
     groups = ", ".join(f"pg {g}" for g in f.facts.get("groups", []))
+    if f.facts.get("tied"):
+        absent, issued = f.not_issued_by, f.issued_by
+        what = (
+            f"in {where(f.place)} of groups {groups}, {who(issued)} issued it and "
+            f"{who(absent)} did not: {who(absent)} stopped (one stall), or {who(issued)} made "
+            "the same extra call; these dumps have no call sites to tell, so all are named"
+        )
+    else:
+        what = (
+            f"{who(ranks)} stopped before {where(f.place)} of {verb(ranks, 'its', 'their')} "
+            f"groups ({groups}), where {who(f.waiting_ranks)} "
+            f"{verb(f.waiting_ranks, 'waits', 'wait')}: one stall"
+        )
     return (
-        f"{who(ranks)} stopped before {where(f.place)} of {verb(ranks, 'its', 'their')} groups "
-        f"({groups}), where "
-        f"{who(f.waiting_ranks)} {verb(f.waiting_ranks, 'waits', 'wait')}: one stall. gloo "
-        "records no send/recv, so a pipeline stage that stalls stops the stage it feeds at the "
-        "same point, out of sight; which of them stopped first cannot be told from the dumps"
+        f"{what}. gloo records no send/recv, so a pipeline stage that stalls stops the stage it "
+        "feeds at the same point, out of sight; which of them stopped first cannot be told from "
+        "the dumps (or they stalled apart: the dumps look the same)"
+    )
+
+
+def _one_stall_read(f: Finding) -> str:
+    """The reading not taken, where ranks stopped at the same point of parallel groups."""
+    if f.facts.get("other_reading") != "one_stall":
+        return ""
+    return (
+        f"; ranks of other {f.pg_desc or 'such'} groups stopped at the same point too: one "
+        "stall passed on by unrecorded send/recv would need a pipeline between them, and the "
+        "recorded groups already join them (no stage boundary), so each stop is a cause"
     )
 
 
@@ -326,6 +396,12 @@ def _cycle(f: Finding, items: int | None = None) -> str:
         )
     )
     parts = "; ".join(text for text, _mine in _cut(waits, items))
+    if f.undecidable:
+        return (
+            f"deadlock: {parts}; each waits for the other. {who(ranks).capitalize()} issued "
+            "the two collectives in different orders, and nothing tells which of them swapped "
+            "them (no ranks in the same role, no call sites): undecidable, all are named"
+        )
     return (
         f"deadlock: {parts}; each waits for the other. {who(ranks).capitalize()} issued "
         f"{where(f.place)} before the collective {verb(ranks, 'its', 'their')} peers are in: "
@@ -546,6 +622,9 @@ _DETAIL: dict[str, Callable[[Finding], str]] = {
     "unreadable_elsewhere": _unreadable_elsewhere,
     "unrecorded_p2p": _unrecorded_p2p,
     "same_stall": _same_stall,
+    "siblings_differ": _siblings_differ,
+    "siblings_issued": _siblings_issued,
+    "gone_in_mismatch": _gone_in_mismatch,
     "never_joined": _never_joined,
     "all_waiting": _all_waiting,
     "named_by_check": _named_by_check,
@@ -563,6 +642,11 @@ def decided_line(f: Finding) -> str:
         )
     if told == "op_sequence":
         return "the sequence of ops (these dumps carry no stacks)"
+    if told == "siblings":
+        return (
+            "the same collective in the sibling groups (the other groups of this kind, "
+            f"{', '.join('pg ' + str(g) for g in f.facts.get('siblings', []))})"
+        )
     return ""
 
 

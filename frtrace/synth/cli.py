@@ -124,6 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--clock-skew-ms", type=int, default=0, help="offset each host's clock by up to this"
     )
     parser.add_argument(
+        "--gpu-scale",
+        type=int,
+        default=1,
+        help="multiply every GPU and network time (ms-long layers: pipeline bubbles)",
+    )
+    parser.add_argument(
         "--snapshot",
         type=float,
         default=None,
@@ -168,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             "snapshot": args.snapshot,
             "jitter_ns": args.jitter_ns,
             "clock_skew_ms": args.clock_skew_ms,
+            "gpu_scale": args.gpu_scale,
         }
         if args.entries is not None:
             if args.steps is not None or args.buffer_size is not None:

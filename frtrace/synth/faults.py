@@ -196,7 +196,8 @@ def plan_fault(
         program[pos] = replace(item, tids=tuple(reg.add(o) for o in ops), poison=True)
         if len(group.ranks) == 2 and fault.step == 0:
             # With two members and no earlier call at this site, nobody can tell which side
-            # deviated; from step 1 on the culprit's own history shows that it changed.
+            # deviated (unless a sibling group issued it: sim._sibling_told); from step 1 on
+            # the culprit's own history of call sites shows that it changed.
             culprits = list(group.ranks)
     elif fault.kind == "state_mismatch":
         program[pos] = replace(item, nostart=True)

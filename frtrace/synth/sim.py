@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from frtrace.analysis.findings import MISMATCH_KINDS
 from frtrace.synth.faults import Fault, plan_fault
-from frtrace.synth.layout import NKINDS, GroupTable, Layout
+from frtrace.synth.layout import KIND_INDEX, NKINDS, GroupTable, Layout
 from frtrace.synth.program import Item, OpT, Registry, site_frames, stage_program
 
 Dump = dict[str, Any]
@@ -51,6 +52,9 @@ class JobSpec:
     far apart ranks dump after a timeout. `clock_skew_ms` offsets each host's clock (8 ranks
     a host) by up to that much either way: every time a rank writes is on its host's clock.
     `jitter_ns` bounds the random CPU time added to every work item of every rank.
+    `gpu_scale` multiplies every item's GPU and network time: a model whose layers take
+    milliseconds, so pipeline stages wait for each other (bubbles) and CPUs run ahead of
+    their GPUs by as much; healthy all the same.
     `stack_depth` cuts or pads every call site's stack to that many frames (None: as written).
     """
 
@@ -77,11 +81,12 @@ class JobSpec:
     dump_skew_ms: int = 3000
     clock_skew_ms: int = 0
     jitter_ns: int = 20_000
+    gpu_scale: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.layout, Layout):
             raise ValueError(f"JobSpec.layout must be a Layout, got {self.layout!r}")
-        for name in ("steps", "microbatches", "layers", "buffer_size", "window"):
+        for name in ("steps", "microbatches", "layers", "buffer_size", "window", "gpu_scale"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"JobSpec.{name} must be an int >= 1, got {value!r}")
@@ -280,6 +285,16 @@ class _Simulator:
         self.members = [g.ranks for g in self.table.groups]
         rng = random.Random(spec.seed)
         self.jit = [rng.randrange(max(1, spec.jitter_ns)) for _ in range(_JITTER)]
+        if spec.gpu_scale != 1:
+            self.stage_progs = [
+                [
+                    replace(
+                        it, gpu_ns=it.gpu_ns * spec.gpu_scale, comm_ns=it.comm_ns * spec.gpu_scale
+                    )
+                    for it in prog
+                ]
+                for prog in self.stage_progs
+            ]
         self.t0 = BASE_TIME_NS + rng.randrange(10**15)
         self.expected: dict[str, Any] | None = None
         self.also_expected: list[dict[str, Any]] = []  # the truth of JobSpec.also's faults
@@ -350,6 +365,7 @@ class _Simulator:
         self._advance()
         self.hung = any(me.inflight or me.pc < me.total for me in self.ranks)
         self._mark_reached()
+        self._sibling_told()
         if self.spec.fault is None and self.hung:
             raise RuntimeError("healthy synthetic job deadlocked; program generator bug")
         if self.spec.fault is not None and not self.hung:
@@ -519,6 +535,26 @@ class _Simulator:
             pc = self.ranks[rank].pc
             reached = pc >= at if stops else pc > at
             truth["reached"] = reached or truth["kind"] == "missing_dump"
+
+    def _sibling_told(self) -> None:
+        """A two-member mismatch with no earlier call at its site names both members (nobody
+        can tell which side deviated), unless a sibling group (another group of its kind)
+        issued that collective whole: what ranks in the same role called there tells."""
+        truth, fault = self.expected, self.spec.fault
+        if truth is None or fault is None or len(truth["culprit_ranks"]) != 2:
+            return
+        if truth["kind"] not in MISMATCH_KINDS or truth["collective_seq_id"] is None:
+            return
+        kind, seq = KIND_INDEX[fault.group], truth["collective_seq_id"]
+        mine = self.table.gid(fault.rank, kind)
+        for g in self.table.groups:
+            if (
+                g.kind == kind
+                and g.gid != mine
+                and all(self.ranks[m].cc[kind] >= seq for m in g.ranks)
+            ):
+                truth["culprit_ranks"] = [fault.rank]
+                return
 
     def _dump_times(self) -> list[int]:
         """When each rank writes its dump, on its own clock.

@@ -84,6 +84,61 @@ def as_format(dump: dict[str, Any], version: str) -> dict[str, Any]:
     return out
 
 
+BACKENDS = ("nccl", "gloo")
+
+
+def as_gloo(dump: dict[str, Any]) -> dict[str, Any]:
+    """An NCCL job's dump as ProcessGroupGloo's Flight Recorder writes the same calls.
+
+    What differs (fixtures/README.md lists it from real torch 2.13 gloo dumps): send/recv make
+    no entry (`ProcessGroupGloo::send` / `::recv` never pass through `ProcessGroupGloo::enqueue`,
+    where gloo records), so p2p entries and their batches go and record ids close up; states
+    stay `scheduled` and no time is discovered (gloo never updates them; `retired` is True);
+    no duration; names are `gloo:<op>`; `pg_config` is one `''`-keyed group whose ranks are
+    `'[]'` once sub-groups exist; `pg_status` counts no start (-1) and lists only the groups
+    the rank recorded work in; `comm_lib_version` is empty. Collective coalescing blocks have
+    no gloo form here: a job written this way must have none (`coalesce_dp=False`, no
+    `extras`)."""
+    entries: list[dict[str, Any]] = []
+    used: set[int] = set()
+    first = None
+    for entry in dump.get("entries") or []:
+        if entry["is_p2p"]:
+            continue
+        name = str(entry["profiling_name"])
+        if not entry["input_sizes"] and name.endswith("coalesced"):
+            raise ValueError("a gloo job has no coalescing blocks: write it without them")
+        first = entry["record_id"] if first is None else first
+        item = {k: v for k, v in entry.items() if k != "duration_ms"}
+        item.update(
+            record_id=first + len(entries),
+            p2p_seq_id=0,
+            profiling_name="gloo:" + name.split(":", 1)[-1],
+            state="scheduled",
+            retired=True,
+            time_discovered_started_ns=None,
+            time_discovered_completed_ns=None,
+            thread_name="python",
+        )
+        used.add(int(entry["pg_id"]))
+        entries.append(item)
+    groups: dict[str, dict[str, str]] = dump.get("pg_config") or {}
+    only = next(iter(groups.values()), {"ranks": "[]"})
+    ranks = "[]" if len(groups) > 1 else only.get("ranks", "[]")
+    status = {
+        pg: {**counts, "last_started_collective": -1}
+        for pg, counts in (dump.get("pg_status") or {}).items()
+        if int(pg) in used
+    }
+    return {
+        "version": dump["version"],
+        "pg_config": {"": {"name": "", "desc": "", "ranks": ranks}},
+        "comm_lib_version": "",
+        "pg_status": status,
+        "entries": entries,
+    }
+
+
 def host_of(rank: int) -> str:
     """Host name a rank lives on: 8 GPUs per node."""
     return f"node{rank // 8:02d}-host"
@@ -150,8 +205,11 @@ def write_job(
     host_dirs: bool = False,
     workers: int = 1,
     format_version: str | None = None,
+    backend: str = "nccl",
 ) -> list[Path]:
     """Write every dump except those of `job.omit_ranks`; returns the paths in rank order.
+
+    `backend` "gloo" writes what gloo's recorder would have of the same calls (as_gloo).
 
     `format_version` (one of OLD_FORMATS) writes the dumps as torch's writer of that older
     format did (see as_format); pickle only: torch wrote JSON dumps from 2.3 on, with
@@ -161,6 +219,8 @@ def write_job(
     building dicts dominates, and forked children share the simulation state for free.
     """
     _check_options(fmt, format_version, prefix, workers)
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     root = Path(directory)
     todo: list[tuple[int, Path]] = []
     for rank in sorted(job.dumps):
@@ -179,9 +239,9 @@ def write_job(
     for parent in sorted({path.parent for _, path in todo} | {root}):
         parent.mkdir(parents=True, exist_ok=True)
     if workers > 1 and len(todo) > 1 and "fork" in mp.get_all_start_methods():
-        _write_forked(job, todo, workers, fmt, compress, format_version)
+        _write_forked(job, todo, workers, fmt, compress, format_version, backend)
     else:
-        _write_ranks(job, todo, fmt, compress, format_version)
+        _write_ranks(job, todo, fmt, compress, format_version, backend)
     return [path for _, path in todo]
 
 
@@ -206,13 +266,15 @@ def _write_forked(
     fmt: str,
     compress: bool,
     format_version: str | None,
+    backend: str = "nccl",
 ) -> None:
     """Split the ranks among forked writers, each taking every `workers`-th one; a failed
     writer fails the job (its files would be missing)."""
     ctx = mp.get_context("fork")
     procs = [
         ctx.Process(
-            target=_write_ranks, args=(job, todo[i::workers], fmt, compress, format_version)
+            target=_write_ranks,
+            args=(job, todo[i::workers], fmt, compress, format_version, backend),
         )
         for i in range(min(workers, len(todo)))
     ]
@@ -231,11 +293,14 @@ def _write_ranks(
     fmt: str,
     compress: bool,
     format_version: str | None = None,
+    backend: str = "nccl",
 ) -> None:
     """Serialize one dump at a time so memory stays at one dump, however large the job."""
     peek = getattr(job.dumps, "peek", job.dumps.__getitem__)
     for rank, path in todo:
         dump = peek(rank)
+        if backend == "gloo":
+            dump = as_gloo(dump)
         if format_version is not None:
             dump = as_format(dump, format_version)
         if fmt == "json":
