@@ -202,9 +202,18 @@ def _judge_detail(v: Verdict, culprit: dict[str, Any], root: dict[str, Any], tex
         v.problems.append("not shown: " + ", ".join(missing))
 
 
+SCHEMA = "frtrace.evidence-job/1"
+
+
 def scenarios(dirs: list[Path], only: list[str] | None) -> list[Path]:
+    """Scenario folders of the generators' schema (other fixtures' expected.json are not)."""
     found = sorted(p.parent for d in dirs for p in d.glob("*/expected.json"))
-    return [p for p in found if only is None or p.name in only]
+    return [
+        p
+        for p in found
+        if (only is None or p.name in only)
+        and json.loads((p / "expected.json").read_text()).get("schema") == SCHEMA
+    ]
 
 
 def table(verdicts: list[Verdict]) -> list[str]:
