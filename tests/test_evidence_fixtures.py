@@ -180,3 +180,19 @@ def test_gloos_dumps_under_detail_leave_the_logs_to_decide() -> None:
     root = data["root_cause"]
     assert (code, root["culprit_ranks"]) == (1, [want["rank"]])
     assert want["function"] in shown(root)
+
+
+def test_gloos_dumps_under_detail_with_no_fault_in_the_logs_give_no_finding(
+    tmp_path: Path,
+) -> None:
+    """The dumps' sequence numbers mix the wrapper's checks with the job's calls: unmatched
+    there is no fault of its own, and the logs, which show the debug level, show none."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for dump in (EVIDENCE / "detail_with_dumps" / "evidence").glob("trace_*"):
+        shutil.copy(dump, folder / dump.name)
+    (folder / "node.log").write_text(
+        "[I1128 12:32:07.629509714 debug.cpp:48] [c10d] The debug level is set to DETAIL.\n"
+    )
+    _code, data, _text = report(folder)
+    assert data["root_cause"] is None

@@ -235,3 +235,33 @@ def test_a_job_wide_file_keeps_each_agents_summary_on_its_own_host(tmp_path: Pat
     )
     ev = gather([parse_log(_log(tmp_path, "slurm-1.out", text))], [])
     assert (ev.ranks[0].host, ev.ranks[1].host) == ("gpu041", "gpu042")
+
+
+def test_a_rank_named_on_the_writers_own_node_is_its_local_rank(tmp_path: Path) -> None:
+    text = (
+        "[node17:1]:Initializing rank 3/4 on node17\n"
+        "[node17:0]:waiting for rank 2 on node18\n"
+        "[node17:0]:hello\n"
+    )
+    ev = gather([parse_log(_log(tmp_path, "node17.log", text))], [])
+    assert (ev.ranks[3].host, ev.ranks[3].local_rank) == ("node17", 1)
+    assert 2 not in ev.ranks  # a rank named on another node is not the writer
+
+
+def test_a_collective_waiting_in_c10d_is_told_from_native_frames_alone(tmp_path: Path) -> None:
+    """`py-spy dump --native` of a rank in a DETAIL check: its C++ frames fill the budget
+    before the first Python one."""
+    native = "".join(f"    c10d::ProcessGroupGloo::frame{i} (libtorch_cpu.so)\n" for i in range(20))
+    spy = _log(
+        tmp_path,
+        "node17.pyspy.txt",
+        "Process 4242: python train.py\nPython v3.11.7 (/usr/bin/python3.11)\n\n"
+        'Thread 4242 (idle): "MainThread"\n'
+        "    pthread_cond_timedwait (libc.so.6)\n" + native + "    all_reduce "
+        "(torch/distributed/distributed_c10d.py:3252)\n    step (train.py:40)\n",
+    )
+    from frtrace.evidence.gather import in_collective
+    from frtrace.evidence.pyspy import parse_pyspy
+
+    (proc,) = parse_pyspy(spy).processes
+    assert in_collective(proc) is not None

@@ -524,6 +524,8 @@ def _with_logs(
     found = log_findings(evidence)
     if not dumped:
         return found, found[0] if found else None
+    if folded and not found:  # unmatched seqs are no fault; the logs saw none
+        return [], None
     if not found:
         return findings, root
     if root is not None and not folded:  # missing_dump: unless the logs show a rank's own fault

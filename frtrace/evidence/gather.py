@@ -48,6 +48,8 @@ from frtrace.evidence.records import (
 # machine; the job's own lines and NCCL too; a file's or folder's name is what the user chose
 # when collecting; a torchrun role is whatever the user passed.
 _STRONG, _MEDIUM, _WEAK = 3, 2, 1
+# C++ frames of a collective's wait, as `py-spy dump --native` names them
+_COLLECTIVE_NATIVE = re.compile(r"\bc10d::|\bgloo::|\bnccl|ProcessGroup(?:NCCL|Gloo)")
 _USELESS_HOSTS = re.compile(r"^(?:localhost(?:\.localdomain)?|127(?:\.\d{1,3}){3}|::1|0\.0\.0\.0)$")
 
 
@@ -99,6 +101,8 @@ def in_collective(stack: ProcessStack) -> str | None:
         path = frame.file.replace("\\", "/")
         if path.endswith(".py"):
             return "" if "torch/distributed/" in path else None
+        if frame.native and _COLLECTIVE_NATIVE.search(frame.function):
+            return ""  # waiting inside c10d (`--native`), its Python frames cut off
     return None
 
 
@@ -295,7 +299,7 @@ def _build_nodes(
                 nodes.union(by_pid[event.pid], keys[0])
         for speaker, claim in log.claims:
             node = _node_of(nodes, log, speaker)
-            if claim.host and node is not None:
+            if claim.host and node is not None and claim.source != "job-on":
                 weight = _STRONG if claim.source == "nccl" else _MEDIUM
                 nodes.name(node, claim.host, weight)
         for slurm in log.slurm:
@@ -369,9 +373,15 @@ def _build_slots(logs: list[ParsedLog], stacks: list[ParsedStacks], join: _Join)
                     slots[(node, local)] = rank
         for speaker, claim in log.claims:
             node = _node_of(nodes, log, speaker)
-            stated = claim.source == "job" and claim.rank is not None
-            if stated and claim.local_rank is not None and node is not None:
-                slots[(node, claim.local_rank)] = int(claim.rank or 0)
+            if node is None or claim.rank is None or not claim.source.startswith("job"):
+                continue
+            said_local = claim.local_rank
+            if said_local is None and not join.headers_global and speaker.number is not None:
+                # `rank 3 on node17` written by node17's local rank 1: that local rank
+                named = claim.host and short_host(claim.host) == short_host(nodes.host(node))
+                said_local = speaker.number if named else None
+            if said_local is not None and (claim.source == "job" or said_local == speaker.number):
+                slots[(node, said_local)] = claim.rank
     for file in stacks:
         for proc in file.processes:
             where = _stack_node(nodes, file.input.path, proc)

@@ -597,13 +597,13 @@ class _Parser:
         pid = _CLAIM_PID.search(rest)
         host = _CLAIM_HOST.search(rest)
         name = (host.group("v") or host.group("on")) if host is not None else ""
-        if host is not None and host.group("on") and pid is None:
-            name = ""  # `... on X` only beside a pid: too loose alone
+        # `... on X` alone is loose (`on cpu`): it counts only where X is the writer's node
+        loose = host is not None and bool(host.group("on")) and pid is None
         if pid is None and not name:
             return
         local = _CLAIM_LOCAL.search(rest)
         claim = Claim(
-            "job",
+            "job-on" if loose else "job",
             where,
             rank=int(rank.group("v")),
             local_rank=int(local.group("v")) if local else None,

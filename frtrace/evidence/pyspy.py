@@ -112,14 +112,19 @@ class _Building:
             self.source = "faulthandler"
             main = "MainThread" if t.group("cur") == "Current thread" else ""
             self.thread = (t.group("tid"), "", main)
-        elif self.thread is None or len(self.frames) >= MAX_FRAMES:
+        elif self.thread is None or len(self.frames) >= 2 * MAX_FRAMES:
             return
         elif (f := _FRAME.match(text)) is not None:
             line = f.group("line")
             frame = PyFrame(cut(f.group("fn"), 200), cut(f.group("file"), 400), int(line or 0))
-            # `--native` frames past the innermost Python one crowd out the job's frames
-            if not (frame.native and any(not f.native for f in self.frames)):
-                self.frames.append(frame)
+            python = [f for f in self.frames if not f.native]
+            # `--native` frames: up to MAX_FRAMES before the innermost Python one (where a
+            # collective waits in c10d), none after it (they crowd out the job's frames)
+            if frame.native and (python or len(self.frames) >= MAX_FRAMES):
+                return
+            if not frame.native and len(python) >= MAX_FRAMES:
+                return
+            self.frames.append(frame)
         elif (f := FAULT_FRAME.match(text)) is not None:
             self.frames.append(
                 PyFrame(cut(f.group("fn"), 200), cut(f.group("file"), 400), int(f.group("line")))

@@ -130,7 +130,9 @@ class Warned:
 class Claim:
     """A line that states who its writer is: a global or local rank with a pid or a host
     (the job's own lines, torch's Python logging, NCCL's `host:pid:tid` lines, py-spy's
-    `--locals`, frtrace collect's labels). `source` says which."""
+    `--locals`, frtrace collect's labels). `source` says which; `job-on` is the job's line
+    naming a host only after `on` (`rank 3 on node17`), which counts only where it is the
+    writer's own node."""
 
     source: str
     where: Where
