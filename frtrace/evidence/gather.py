@@ -459,6 +459,9 @@ def gather(
     ev.files.extend(_resolved(join, log.input, per_node(log)) for log in logs)
     for log in logs:
         _file_log(ev, join, log)
+    for (node, pid), rank in join.pids.items():  # a pid stated beside a rank, on a node
+        r = _place(ev, join, rank, node, "")
+        r.pid = r.pid or pid
     _match_stacks(ev, join, stacks)
     ev.ending = _ending(logs, join)
     worlds = [r.world_size for log in logs for _s, r in log.rosters if r.world_size]
@@ -466,9 +469,6 @@ def gather(
     ev.world_size = max(worlds) if worlds else None
     ev.job_seen = any(_says_anything(log) for log in logs) or any(s.processes for s in stacks)
     ev.debug_detail = any(log.debug_level == "DETAIL" for log in logs)
-    for (node, _pid), rank in join.pids.items():  # ranks known only by their pid
-        if rank not in ev.ranks:
-            _place(ev, join, rank, node, "")
     for log in logs:
         for address in log.addresses:
             ev.addresses[address.address] = join.nodes.host(("host", short_host(address.host)))
@@ -575,12 +575,6 @@ def _file_log(ev: Evidence, join: _Join, log: ParsedLog) -> None:
         for local, rank in zip(roster.local_ranks, roster.global_ranks, strict=False):
             placed = _place(ev, join, rank, node, path)
             placed.local_rank = placed.local_rank if placed.local_rank is not None else local
-    for (node, pid), rank in join.pids.items():
-        r = ev.ranks.get(rank)
-        if r is not None and r.pid is None:
-            r.pid = pid
-            if not r.host:
-                r.host = nodes.host(node)
 
 
 def _infer_last_slot(
