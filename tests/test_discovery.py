@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,16 @@ def test_no_dump_at_any_default_place_is_an_error_naming_them(
         discover(None, None)
     assert f"{tmp_path}/.cache/torch/comm_lib_trace_rank_<rank>" in str(err.value)
     assert f"{tmp_path}/old_<rank>" in str(err.value)
+
+
+def test_a_folder_of_host_folders_of_dumps_is_read(tmp_path: Path) -> None:
+    """`dumps/<host>/trace_<rank>` beside the logs: the host folders' dumps are found."""
+    from conftest import FIXTURES
+
+    for rank, host in ((0, "nodeA"), (1, "nodeB")):
+        target = tmp_path / "dumps" / host
+        target.mkdir(parents=True)
+        shutil.copy(FIXTURES / "tutorial" / f"trace_{rank}", target / f"trace_{rank}")
+    (tmp_path / "nodeA.log").write_text("[nodeA:0]: hello\n")
+    found = discover(tmp_path, None)
+    assert [f.rank for f in found.files] == [0, 1]

@@ -265,3 +265,67 @@ def test_a_collective_waiting_in_c10d_is_told_from_native_frames_alone(tmp_path:
 
     (proc,) = parse_pyspy(spy).processes
     assert in_collective(proc) is not None
+
+
+def test_a_node_prefix_before_a_host_name_is_a_collecting_word() -> None:
+    assert host_from_path(Path("node-gpu005.out"), None) == "gpu005"
+    assert host_from_path(Path("node-17.log"), None) == "node-17"  # a name of its own
+
+
+_PEER_LOST = (
+    "[{r}]:[rank{r}]: Traceback (most recent call last):\n"
+    "[{r}]:[rank{r}]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+    "Connection closed by peer [127.0.0.1]:40211. This is typically caused by a remote "
+    "worker crashing.\n"
+)
+
+
+def test_a_rank_its_agent_sent_the_closing_signal_is_not_the_peer_that_died(
+    tmp_path: Path,
+) -> None:
+    """No summary (its agent died too), but the agent's `Sending process P closing signal
+    SIGTERM` and the job's own line tie P to rank 0: alive after the peer died."""
+    text = "[0]:rank 0 pid 41233 starting\n" + "".join(_PEER_LOST.format(r=r) for r in (1, 2))
+    text += (
+        "W1128 14:15:47.849000 15793 torch/distributed/elastic/multiprocessing/api.py:1028] "
+        "Sending process 41233 closing signal SIGTERM\n"
+    )
+    ev = gather([parse_log(_log(tmp_path, "node88.log", text))], [])
+    (finding,) = log_findings(ev)
+    assert (finding.culprit_ranks, ev.ranks[0].closed) == ([], "SIGTERM")
+
+
+def test_the_jobs_last_untied_process_is_its_last_rank_without_a_stack(tmp_path: Path) -> None:
+    """The agents' rosters say the job has ranks 0-1; rank 0's stack is tied by its pid; the
+    one other worker process, in a file that names no node, is rank 1's (a note says so)."""
+    head = "I1128 12:32:10.299000 14046 torch/distributed/elastic/agent/server/api.py:553]"
+
+    def roster(rank: int) -> str:
+        fields = (
+            "[x:] Rendezvous complete for workers. Result:",
+            f"  group_rank={rank}",
+            "  group_world_size=2",
+            "  local_ranks=[0]",
+            f"  global_ranks=[{rank}]",
+            "  global_world_sizes=[2]",
+            "",
+        )
+        return "".join(f"{head} {x}\n" for x in fields)
+
+    a = _log(tmp_path, "nodeA.log", roster(0) + "[nodeA:0]:rank 0 pid 100 on nodeA\n")
+    b = _log(tmp_path, "nodeB.log", roster(1))
+    block = (
+        "Process {pid}: python train.py\nPython v3.11.7 (/usr/bin/python3.11)\n\n"
+        'Thread {pid} (idle): "MainThread"\n    {fn} ({file}:40)\n'
+    )
+    tied = _log(
+        tmp_path,
+        "nodeA.pyspy.txt",
+        block.format(pid=100, fn="all_reduce", file="torch/distributed/distributed_c10d.py"),
+    )
+    untied = _log(tmp_path, "stacks.txt", block.format(pid=555, fn="read_shard", file="t.py"))
+    from frtrace.evidence.pyspy import parse_pyspy
+
+    ev = gather([parse_log(a), parse_log(b)], [parse_pyspy(tied), parse_pyspy(untied)])
+    stack = ev.ranks[1].stack
+    assert stack is not None and stack.pid == 555

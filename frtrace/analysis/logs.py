@@ -27,13 +27,12 @@ show it ended (frtrace.analysis.analyze, `Analysis.unseen`).
 from __future__ import annotations
 
 import itertools
-import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 from frtrace.analysis.findings import Finding, Kind, ProcessRef, Reason
-from frtrace.evidence.gather import in_collective
+from frtrace.evidence.gather import in_collective, is_auxiliary
 from frtrace.evidence.records import (
     PEER_LOST,
     TIMEOUT,
@@ -54,12 +53,6 @@ SILENT = "silent"  # nothing: no error, no stack, not waiting (never joined)
 
 FAILED = (RAISED, KILLED, CRASHED, STUCK)  # evidence of its own trouble
 TEARDOWN_SIGNALS = ("SIGTERM",)  # what torchelastic sends the survivors of a failure
-# Python processes on a node that are not ranks: DataLoader workers, multiprocessing's
-# helpers, compile workers (their main thread's innermost Python file says so).
-_AUX_FILES = re.compile(
-    r"torch/utils/data/_utils/|multiprocessing/(?:resource_tracker|forkserver|popen_)"
-    r"|concurrent/futures/process\.py|torch/_inductor/compile_worker"
-)
 
 
 @dataclass(frozen=True)
@@ -127,15 +120,6 @@ def _own_failure(ev: RankEvidence) -> str | None:
     if ev.stack is not None and in_collective(ev.stack) is None and ev.stack.main is not None:
         return STUCK
     return None
-
-
-def is_auxiliary(proc: ProcessStack) -> bool:
-    """A Python process of the node that is no rank (a DataLoader worker, a helper)."""
-    main = proc.main
-    if main is None:
-        return False
-    frames = main.python_frames
-    return bool(frames) and bool(_AUX_FILES.search(frames[-1].file.replace("\\", "/")))
 
 
 def rank_states(ev: Evidence) -> tuple[dict[int, RankState], Place | None]:
@@ -779,14 +763,17 @@ def _torn_down(ev: Evidence, states: dict[int, RankState], silent: list[int]) ->
     """When every waiting rank's wait ended with a peer's connection closing (gloo: that
     peer's process ended), the silent ranks that were alive after it: a rank torchrun's
     agent ended afterwards with its closing SIGTERM was not that peer. None when the waits
-    did not all lose a peer."""
+    did not all lose a peer. The agent's closing signal shows in its summary, or in its
+    `Sending process <pid> closing signal SIGTERM` line where the pid is the rank's."""
     waits = [s.wait for s in states.values() if s.state == WAITING and s.wait is not None]
     if not waits or any(w.how != PEER_LOST for w in waits):
         return None
     out = []
     for r in silent:
-        exited = ev.ranks[r].exit if r in ev.ranks else None
-        if exited is not None and exited.signal in TEARDOWN_SIGNALS:
+        rev = ev.ranks.get(r)
+        exited = rev.exit if rev is not None else None
+        closed = rev is not None and rev.closed in TEARDOWN_SIGNALS
+        if closed or (exited is not None and exited.signal in TEARDOWN_SIGNALS):
             out.append(r)
     return out
 

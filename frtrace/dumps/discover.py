@@ -169,6 +169,35 @@ def _candidates(trace_dir: Path, subfolders: bool = True) -> list[tuple[Path, st
     return found
 
 
+def _holder_candidates(
+    trace_dir: Path, found: list[tuple[Path, str | None]]
+) -> list[tuple[Path, str | None]]:
+    """A sub-folder that holds only folders is a holder of host folders (`dumps/<host>/
+    trace_3`): its folders' files are read instead of the folders being reported, unless
+    they are named like the dumps beside them (a folder where a dump should be)."""
+    families = {
+        _first_segment(strip_suffixes(p.name))
+        for p, kind in found
+        if kind is None and rank_from_name(p.name) is not None
+    }
+    holders = []
+    for holder in _subfolders(trace_dir):
+        hosts = [h for h in _subfolders(holder) if _first_segment(h.name) not in families]
+        try:
+            if hosts and len(hosts) == sum(1 for _ in holder.iterdir()):
+                holders.append((holder, hosts))
+        except OSError:
+            continue
+    if not holders:
+        return found
+    descended = {host for _holder, hosts in holders for host in hosts}
+    out = [(p, k) for p, k in found if p not in descended]
+    for _holder, hosts in holders:
+        for host in hosts:
+            out += [(p, k) for p, k in _candidates(host, subfolders=False)]
+    return out
+
+
 # Logs and stacks may lie deeper than dumps: torchrun's `--redirects --log-dir D` writes
 # `D/<run_id>_<suffix>/attempt_<n>/<local_rank>/stdout.log` (torch/distributed/elastic/
 # multiprocessing/api.py, DefaultLogsSpecs.reify), often under a folder per node.
@@ -287,6 +316,8 @@ def discover(trace_dir: str | Path | None, prefix: str | None) -> Discovery:
     # The default location is usually /tmp, shared with everything else: search it flat,
     # and for dumps only.
     candidates = _candidates(directory, subfolders=trace_dir is not None)
+    if trace_dir is not None:
+        candidates = _holder_candidates(directory, candidates)
     logs: list[Path] = []
     stacks: list[Path] = []
     if trace_dir is not None:  # files without a rank in their name: logs, stacks, others

@@ -462,11 +462,19 @@ def gather(
     for (node, pid), rank in join.pids.items():  # a pid stated beside a rank, on a node
         r = _place(ev, join, rank, node, "")
         r.pid = r.pid or pid
-    _match_stacks(ev, join, stacks)
-    ev.ending = _ending(logs, join)
+    for log in logs:  # `Sending process P closing signal SIGTERM`: P was alive then
+        for speaker, event in log.agent:
+            agent = _agent_node(join.nodes, log, speaker, event)
+            if event.event != "closing" or agent is None or event.pid is None:
+                continue
+            closed = join.pids.get((agent, event.pid))
+            if closed is not None:
+                ev.rank(closed).closed = event.signal
     worlds = [r.world_size for log in logs for _s, r in log.rosters if r.world_size]
     worlds += [n for log in logs for n, _c in log.comms]
     ev.world_size = max(worlds) if worlds else None
+    _match_stacks(ev, join, stacks)
+    ev.ending = _ending(logs, join)
     ev.job_seen = any(_says_anything(log) for log in logs) or any(s.processes for s in stacks)
     ev.debug_detail = any(log.debug_level == "DETAIL" for log in logs)
     for log in logs:
@@ -632,6 +640,45 @@ def _match_stacks(ev: Evidence, join: _Join, stacks: list[ParsedStacks]) -> None
         procs = _eliminate(ev, join, node, procs)
         for proc in procs:
             ev.unmatched.append(proc if proc.host == host or not host else _on(proc, host))
+    _eliminate_job(ev, join)
+
+
+def _eliminate_job(ev: Evidence, join: _Join) -> None:
+    """The job's last untied worker process and its last rank without a stack are the same
+    process, where the world is known whole (its size stated, every rank seen) and the rank's
+    host, if known, is the process's."""
+    workers = [p for p in ev.unmatched if not is_auxiliary(p)]
+    free = [r for r in ev.ranks.values() if r.stack is None]
+    whole = ev.world_size is not None and sorted(ev.ranks) == list(range(ev.world_size))
+    if not whole or len(workers) != 1 or len(free) != 1:
+        return
+    proc, r = workers[0], free[0]
+    if r.host and proc.host and short_host(r.host) != short_host(proc.host):
+        return
+    ev.unmatched.remove(proc)
+    r.stack, r.pid, r.host = proc, r.pid or proc.pid, r.host or proc.host
+    r.add_file(proc.where.file)
+    ev.notes.append(
+        f"py-spy process {proc.pid} on {proc.host or 'its node'} is taken to be rank {r.rank}: "
+        "the one worker process and the one rank of the job left untied"
+    )
+
+
+# Python processes of a node that are no ranks: DataLoader workers, multiprocessing's helpers,
+# compile workers (their main thread's outermost Python file says so).
+_AUX_FILES = re.compile(
+    r"torch/utils/data/_utils/|multiprocessing/(?:resource_tracker|forkserver|popen_)"
+    r"|concurrent/futures/process\.py|torch/_inductor/compile_worker"
+)
+
+
+def is_auxiliary(proc: ProcessStack) -> bool:
+    """A Python process of the node that is no rank (a DataLoader worker, a helper)."""
+    main = proc.main
+    if main is None:
+        return False
+    frames = main.python_frames
+    return bool(frames) and bool(_AUX_FILES.search(frames[-1].file.replace("\\", "/")))
 
 
 def _on(proc: ProcessStack, host: str) -> ProcessStack:

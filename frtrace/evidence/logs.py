@@ -383,11 +383,16 @@ def _strip_suffixes(name: str) -> str:
 
 
 def _strip_words(name: str) -> str:
-    """`trace-node17` -> node17, `pyspy_node17` -> node17, `slurm-1234` -> '' (a job id)."""
+    """`trace-node17` -> node17, `pyspy_node17` -> node17, `slurm-1234` -> '' (a job id);
+    `node-gpu005` -> gpu005 (slurm's `--output=node-%N.out`), where what is left holds a
+    letter (`node-17` is a name)."""
     pieces = re.split(r"([_\-.])", name)
     words = pieces[::2]
     start, end = 0, len(words)
     while start < end and words[start].lower() in _NAME_WORDS:
+        start += 1
+    rest = "".join(pieces[2 * start + 2 :])
+    if start < end - 1 and words[start].lower() == "node" and re.search("[A-Za-z]", rest):
         start += 1
     while end > start and words[end - 1].lower() in _NAME_WORDS:
         end -= 1

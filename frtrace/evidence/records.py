@@ -308,6 +308,7 @@ class RankEvidence:
     groups: list[GroupLine] = field(default_factory=list)
     stack: ProcessStack | None = None
     last_lines: list[tuple[Where, str]] = field(default_factory=list)  # what it wrote last
+    closed: str = ""  # the signal its agent sent it while tearing the job down (alive then)
 
     def add_file(self, path: str) -> None:
         if path not in self.files:
