@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -24,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES
+from processes import child_env, free_port, run_frtrace
 
 from frtrace.collect.dumps import fresh_from_worker_server, fresh_through_pipe
 from frtrace.collect.procs import find_training_processes
@@ -47,29 +47,13 @@ def _require_pyspy() -> str:
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_", "RANK"))}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env.update(extra)
-    return env
+    return child_env(extra)
 
 
 def frtrace(
-    *args: str, timeout: int = COLLECT_WITHIN_S, env: dict[str, str] | None = None
+    *args: str, env: dict[str, str] | None = None, timeout: int = COLLECT_WITHIN_S
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "frtrace", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=_env() if env is None else env,
-        check=False,
-    )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return run_frtrace(*args, timeout=timeout, env=_env() if env is None else env)
 
 
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -91,7 +75,7 @@ def live_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Job]:
     pytest.importorskip("torch")
     _require_pyspy()
     root = tmp_path_factory.mktemp("job")
-    port = str(_free_port())
+    port = str(free_port())
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for rank in range(2):

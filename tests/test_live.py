@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, REPO
+from processes import child_env, free_port, run_frtrace
 
 from frtrace.collect.pyspy import find_pyspy
 from frtrace.live.fetch import label_line
@@ -38,30 +39,13 @@ STACK_LABEL = "# frtrace-collect rank="
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_", "RANK", "MASTER_"))}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env.pop("FRTRACE_BUDGETS", None)
-    env.update(extra)
-    return env
+    return child_env(extra, drop=("TORCH_", "RANK", "MASTER_", "FRTRACE_BUDGETS"))
 
 
 def frtrace(
     *args: str, env: dict[str, str] | None = None, timeout: int = RUN_WITHIN_S
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "frtrace", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=_env() if env is None else env,
-        check=False,
-    )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return run_frtrace(*args, timeout=timeout, env=_env() if env is None else env)
 
 
 def _needs_a_real_job() -> None:
@@ -90,7 +74,7 @@ class Job:
 def _start_job(root: Path, mode: str, nodes: int, per_node: int) -> tuple[Job, list]:
     """torchrun agents (one per node), each in a session of its own; returns once every
     rank's debug server runs (and, for a hang, rank 3 is stuck)."""
-    port = _free_port()
+    port = free_port()
     pyspy = find_pyspy()
     path = os.pathsep.join(
         filter(None, [str(Path(pyspy).parent) if pyspy else "", os.environ["PATH"]])
@@ -98,7 +82,7 @@ def _start_job(root: Path, mode: str, nodes: int, per_node: int) -> tuple[Job, l
     env = _env(
         FRTRACE_TEST_DIR=str(root),
         FRTRACE_TEST_MODE=mode,
-        FRTRACE_TEST_FRONTEND=str(_free_port()),
+        FRTRACE_TEST_FRONTEND=str(free_port()),
         PATH=path,
     )
     agents: list[subprocess.Popen[bytes]] = []
@@ -570,7 +554,7 @@ def test_rounds_without_watch_is_a_usage_error() -> None:
 
 def test_a_refused_connection_is_unreachable() -> None:
     with pytest.raises(FetchError) as caught:
-        request(Worker("127.0.0.1", _free_port()), "GET", "/handler/", time.monotonic() + 2, 10)
+        request(Worker("127.0.0.1", free_port()), "GET", "/handler/", time.monotonic() + 2, 10)
     assert caught.value.unreachable
     assert str(caught.value) == "connection refused"
 
