@@ -122,11 +122,16 @@ Key = tuple[str, str]  # ("task", "3"), ("role", "nodeB"), ("file", path), ("hos
 class _Nodes:
     """Union-find over what stands for a node, with the names each is given."""
 
-    def __init__(self) -> None:
+    def __init__(self, one_node: Iterable[str] = ()) -> None:
         self.parent: dict[Key, Key] = {}
         self.names: dict[Key, Counter[str]] = defaultdict(Counter)
         self.strongest: dict[str, int] = defaultdict(int)  # short name -> its best source
         self.display: dict[str, Counter[str]] = defaultdict(Counter)  # short -> spellings
+        # root -> the names of every key under it, kept up to date by union and name so that
+        # a node's name is one lookup, not a pass over every key (host() is asked per record)
+        self.totals: dict[Key, Counter[str]] = {}
+        self.hosts: dict[Key, str] = {}  # root -> host(), until the next union or name
+        self.one_node = frozenset(one_node)  # paths of the files that hold one node's output
 
     def find(self, key: Key) -> Key:
         self.parent.setdefault(key, key)
@@ -139,6 +144,9 @@ class _Nodes:
         ra, rb = self.find(a), self.find(b)
         if ra != rb:
             self.parent[rb] = ra
+            if rb in self.totals:
+                self.totals.setdefault(ra, Counter()).update(self.totals.pop(rb))
+            self.hosts.clear()
 
     def name(self, key: Key, host: str, weight: int) -> None:
         host = host.strip()
@@ -146,9 +154,10 @@ class _Nodes:
             return
         short = short_host(host)
         self.names[key][short] += weight
+        self.totals.setdefault(self.find(key), Counter())[short] += weight
         self.strongest[short] = max(self.strongest[short], weight)
         self.display[short][host] += weight
-        self.find(key)
+        self.hosts.clear()
 
     def settle(self) -> None:
         """Join the keys that name the same host (medium or strong words), and a short role
@@ -166,8 +175,7 @@ class _Nodes:
         for key in list(self.parent):
             if key[0] != "role" or not key[1].isdigit():
                 continue
-            named = {n for k, c in self.names.items() if self.find(k) == self.find(key) for n in c}
-            if any(not n.isdigit() for n in named):
+            if any(not n.isdigit() for n in self.totals.get(self.find(key), ())):
                 continue
             digits = [h for h in hosts if re.sub(r"\D", "", h).lstrip("0") == key[1].lstrip("0")]
             if len(digits) == 1:
@@ -179,10 +187,11 @@ class _Nodes:
         if key is None:
             return ""
         root = self.find(key)
-        total: Counter[str] = Counter()
-        for k, names in self.names.items():
-            if self.find(k) == root:
-                total.update(names)
+        if root not in self.hosts:
+            self.hosts[root] = self._best(self.totals.get(root, Counter()))
+        return self.hosts[root]
+
+    def _best(self, total: Counter[str]) -> str:
         if not total:
             return ""
         best = max(total, key=lambda n: (not n.isdigit(), self.strongest[n], total[n], -len(n)))
@@ -207,7 +216,7 @@ def per_node(log: ParsedLog) -> bool:
     return len(roles) <= 1 and len(hosts) <= 1 and len(log.agent_pids) <= 1
 
 
-def _speaker_keys(log: ParsedLog, speaker: Speaker) -> list[Key]:
+def _speaker_keys(nodes: _Nodes, log: ParsedLog, speaker: Speaker) -> list[Key]:
     """What in a line stands for its node: its srun task, its `--role <host>:`, its file (a
     one-node file); none in a job-wide file without labels or roles."""
     keys: list[Key] = []
@@ -215,38 +224,38 @@ def _speaker_keys(log: ParsedLog, speaker: Speaker) -> list[Key]:
         keys.append(("task", str(speaker.task)))
     if speaker.role.endswith(":") and len(speaker.role) > 1:
         keys.append(("role", speaker.role[:-1]))
-    if speaker.task is None and per_node(log):
+    if speaker.task is None and log.input.path in nodes.one_node:
         keys.append(("file", log.input.path))
     return keys
 
 
 def _node_of(nodes: _Nodes, log: ParsedLog, speaker: Speaker) -> Key | None:
-    keys = _speaker_keys(log, speaker)
+    keys = _speaker_keys(nodes, log, speaker)
     return nodes.find(keys[0]) if keys else None
 
 
-def _exit_keys(log: ParsedLog, speaker: Speaker, exited: Exited) -> list[Key]:
+def _exit_keys(nodes: _Nodes, log: ParsedLog, speaker: Speaker, exited: Exited) -> list[Key]:
     """A torchelastic summary entry's node: where its agent wrote it, and the host it names."""
-    keys = _speaker_keys(log, speaker)
+    keys = _speaker_keys(nodes, log, speaker)
     if useful_host(exited.host):
         keys.append(("host", short_host(exited.host)))
     return keys
 
 
 def _exit_node(nodes: _Nodes, log: ParsedLog, speaker: Speaker, exited: Exited) -> Key | None:
-    keys = _exit_keys(log, speaker, exited)
+    keys = _exit_keys(nodes, log, speaker, exited)
     return nodes.find(keys[0]) if keys else None
 
 
-def _agent_keys(log: ParsedLog, speaker: Speaker, event: AgentEvent) -> list[Key]:
-    keys = _speaker_keys(log, speaker)
+def _agent_keys(nodes: _Nodes, log: ParsedLog, speaker: Speaker, event: AgentEvent) -> list[Key]:
+    keys = _speaker_keys(nodes, log, speaker)
     if event.agent_pid is not None:
         keys.append(("agent", f"{log.input.path}:{event.agent_pid}"))
     return keys
 
 
 def _agent_node(nodes: _Nodes, log: ParsedLog, speaker: Speaker, event: AgentEvent) -> Key | None:
-    keys = _agent_keys(log, speaker, event)
+    keys = _agent_keys(nodes, log, speaker, event)
     return nodes.find(keys[0]) if keys else None
 
 
@@ -264,19 +273,19 @@ class _Join:
 def _build_nodes(
     logs: list[ParsedLog], stacks: list[ParsedStacks], dumps: list[DumpHost]
 ) -> _Nodes:
-    nodes = _Nodes()
+    nodes = _Nodes(log.input.path for log in logs if per_node(log))
     for log in logs:
         speakers = set(log.speakers) | {s for s, _r in log.rosters}
         roles = set()
         for speaker in speakers:
-            keys = _speaker_keys(log, speaker)
+            keys = _speaker_keys(nodes, log, speaker)
             for key in keys[1:]:
                 nodes.union(keys[0], key)
             if speaker.role.endswith(":") and len(speaker.role) > 1:
                 roles.add(speaker.role[:-1])
                 nodes.name(("role", speaker.role[:-1]), speaker.role[:-1], _WEAK)
         file_key: Key = ("file", log.input.path)
-        if per_node(log):
+        if log.input.path in nodes.one_node:
             nodes.find(file_key)
             if len(roles) == 1:
                 nodes.union(file_key, ("role", roles.pop()))
@@ -284,7 +293,7 @@ def _build_nodes(
                 nodes.name(file_key, log.host, _MEDIUM)
         by_pid: dict[int, Key] = {}
         for speaker, exited in log.exits:
-            keys = _exit_keys(log, speaker, exited)
+            keys = _exit_keys(nodes, log, speaker, exited)
             for key in keys[1:]:
                 nodes.union(keys[0], key)
             if keys:
@@ -292,7 +301,7 @@ def _build_nodes(
                 if exited.pid is not None:
                     by_pid[exited.pid] = keys[0]
         for speaker, event in log.agent:
-            keys = _agent_keys(log, speaker, event)
+            keys = _agent_keys(nodes, log, speaker, event)
             for key in keys[1:]:
                 nodes.union(keys[0], key)
             if keys and event.pid is not None and event.pid in by_pid:  # the agent's worker
@@ -456,7 +465,9 @@ def gather(
         if d.host:
             r.host = r.host or join.nodes.host(("host", short_host(d.host)))
         ev.dump_files += 1
-    ev.files.extend(_resolved(join, log.input, per_node(log)) for log in logs)
+    ev.files.extend(
+        _resolved(join, log.input, log.input.path in join.nodes.one_node) for log in logs
+    )
     for log in logs:
         _file_log(ev, join, log)
     for (node, pid), rank in join.pids.items():  # a pid stated beside a rank, on a node
@@ -635,9 +646,10 @@ def _match_stacks(ev: Evidence, join: _Join, stacks: list[ParsedStacks]) -> None
                 left[node].append(proc)
                 continue
             _take_stack(ev, join, rank, node, proc, file.input.path)
+    residents = _Residents.of(ev, join)
     for node, procs in left.items():
         host = nodes.host(node)
-        procs = _eliminate(ev, join, node, procs)
+        procs = _eliminate(ev, join, residents, node, procs)
         for proc in procs:
             ev.unmatched.append(proc if proc.host == host or not host else _on(proc, host))
     _eliminate_job(ev, join)
@@ -717,25 +729,53 @@ def _take_stack(
         r.local_rank = label.local_rank
 
 
+@dataclass
+class _Residents:
+    """The ranks each node holds (placed on it, or on its host) and the local ranks its slots
+    name, indexed once for the elimination: scanning every rank and slot for each node made
+    it quadratic in the job's size."""
+
+    by_root: dict[Key, set[int]]
+    by_host: dict[str, set[int]]
+    locals_by_root: dict[Key, set[int]]
+
+    @classmethod
+    def of(cls, ev: Evidence, join: _Join) -> _Residents:
+        out = cls(defaultdict(set), defaultdict(set), defaultdict(set))
+        for r in ev.ranks.values():
+            out.note(join, r)
+        for n, local in join.slots:
+            out.locals_by_root[join.nodes.find(n)].add(local)
+        return out
+
+    def note(self, join: _Join, r: RankEvidence) -> None:
+        """File a rank under its node and its host as they stand now (after a stack is taken,
+        a rank may have gained its host)."""
+        if r.rank in join.rank_node:
+            self.by_root[join.nodes.find(join.rank_node[r.rank])].add(r.rank)
+        if r.host:
+            self.by_host[r.host].add(r.rank)
+
+    def on(self, node: Key, host: str) -> set[int]:
+        """The ranks on a node: placed on it, or on its host ('' names none)."""
+        return self.by_root.get(node, set()) | (self.by_host.get(host, set()) if host else set())
+
+
 def _eliminate(
-    ev: Evidence, join: _Join, node: Key, procs: list[ProcessStack]
+    ev: Evidence, join: _Join, residents: _Residents, node: Key, procs: list[ProcessStack]
 ) -> list[ProcessStack]:
     """Tie what is left on a node by elimination, where the evidence allows; return the
     processes still untied."""
-    nodes = join.nodes
-    host = nodes.host(node)
-    on_node = [
-        r
-        for r in ev.ranks.values()
-        if (r.rank in join.rank_node and nodes.find(join.rank_node[r.rank]) == node)
-        or (host and r.host == host)
-    ]
+    host = join.nodes.host(node)
+    on_node = [ev.ranks[rank] for rank in sorted(residents.on(node, host))]
     free = [r for r in on_node if r.stack is None]
     matched = len(on_node) - len(free)
     lone = len(procs) == 1 and len(free) == 1 and matched + 1 == len(on_node) > 1
-    if lone and _node_complete(join, node, len(on_node)):
+    # the node's ranks are all known: its roster or its slots name that many
+    if lone and len(residents.locals_by_root.get(node, ())) == len(on_node):
         proc, r = procs[0], free[0]
         _take_stack(ev, join, r.rank, node, proc, proc.where.file)
+        residents.note(join, r)
         ev.notes.append(
             f"py-spy process {proc.pid} on {host or 'its node'} is taken to be rank {r.rank}:"
             f" the one process and the one rank of that node left untied"
@@ -746,18 +786,13 @@ def _eliminate(
     if len(outside) == 1 and len(idle) == 1 and len(procs) == len(free):
         proc, r = outside[0], idle[0]
         _take_stack(ev, join, r.rank, node, proc, proc.where.file)
+        residents.note(join, r)
         ev.notes.append(
             f"py-spy process {proc.pid} on {host or 'its node'} is taken to be rank {r.rank}: "
             "the one process outside collectives, and the one rank on that host not waiting"
         )
         return [p for p in procs if p is not proc]
     return procs
-
-
-def _node_complete(join: _Join, node: Key, ranks: int) -> bool:
-    """Whether the node's ranks are all known: its roster or its slots name that many."""
-    locals_ = {local for (n, local) in join.slots if join.nodes.find(n) == node}
-    return len(locals_) == ranks
 
 
 def _ending(logs: list[ParsedLog], join: _Join) -> Ending:
