@@ -18,8 +18,9 @@ worker's lines carry `[rank<global>]:` (as in published NCCL timeout logs).
 from __future__ import annotations
 
 
-def _glog(line: int) -> str:
-    return f"[E1127 10:00:00.123456789 ProcessGroupNCCL.cpp:{line}] "
+def _glog(line: int, clock: str | None = "1127 10:00:00.123456789") -> str:
+    """c10's glog-style header (c10/util/Logging.cpp); '' for a line that lost it."""
+    return "" if clock is None else f"[E{clock} ProcessGroupNCCL.cpp:{line}] "
 
 
 def nccl_watchdog_lines(
@@ -36,8 +37,12 @@ def nccl_watchdog_lines(
     last_enqueued: int | None = None,
     last_completed: int | None = None,
     header: str = "",
+    clock: str | None = "1127 10:00:00.123456789",
+    ran_ms: int | None = None,
 ) -> list[str]:
-    """The two lines one rank's watchdog writes when its collective `seq` times out."""
+    """The two lines one rank's watchdog writes when its collective `seq` times out, at
+    `clock` (`MMDD hh:mm:ss.frac`; None: lines without c10's header), the work having run
+    `ran_ms` (the timeout and a little more by default)."""
     grank = rank if group_rank is None else group_rank
     work = (
         f"WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={numel}, NumelOut={numel}, "
@@ -45,7 +50,7 @@ def nccl_watchdog_lines(
     )
     timeout = (
         f"[Rank {grank}] Watchdog caught collective operation timeout: {work} ran for "
-        f"{timeout_ms + 17} milliseconds before timing out."
+        f"{timeout_ms + 17 if ran_ms is None else ran_ms} milliseconds before timing out."
     )
     pg_prefix = f"[PG ID {pg_id} PG GUID {pg_uid}({pg_desc}) Rank {grank}] "
     status = (
@@ -54,7 +59,7 @@ def nccl_watchdog_lines(
         f"completed work: {seq - 1 if last_completed is None else last_completed}"
     )
     tag = f"{header}[rank{rank}]:"
-    return [tag + _glog(632) + timeout, tag + _glog(2271) + status]
+    return [tag + _glog(632, clock) + timeout, tag + _glog(2271, clock) + status]
 
 
 def nccl_warn_line(host: str, pid: int, message: str, device: int = 0) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from log_builders import nccl_watchdog_lines
 
 from frtrace.analysis.logs import log_findings, member_global, member_range
 from frtrace.evidence.gather import dump_host, gather
@@ -191,6 +192,73 @@ def test_a_member_with_room_for_several_ranks_is_not_guessed() -> None:
 
 def test_the_one_rank_below_the_only_member_shown_is_group_rank_zero() -> None:
     assert member_global({1: 1}, 0) == 0
+
+
+def _two_pairs_stuck(clocked: bool) -> str:
+    """Two tp pairs each wait whole in their all_reduce, and a pp peer waits for a member of
+    each: equally waited on. Pair (2, 3) logs first, but pair (0, 1) began 30 s earlier
+    (`ran for` is measured from when the work was enqueued). The other members of the pp
+    groups never log a timeout there."""
+
+    def lines(rank: int, grank: int, seq: int, op: str, uid: str, desc: str, at: str, ran: int):
+        pg_id = 1 if desc == "mesh_tp" else 2
+        clock = f"1127 {at}" if clocked else None
+        return nccl_watchdog_lines(
+            rank, seq, group_rank=grank, op=op, pg_id=pg_id, pg_uid=uid, pg_desc=desc,
+            clock=clock, ran_ms=ran,
+        )  # fmt: skip
+
+    groups = [("2", "mesh_tp", (2, 3)), ("8", "mesh_tp", (0, 1))]
+    groups += [("19", "mesh_pp", (0, 2)), ("20", "mesh_pp", (1, 3))]
+    out = [  # ProcessGroupNCCL's constructor states each member's group rank and the size
+        f"[rank{rank}]:[I1127 09:59:00.000000000 ProcessGroupNCCL.cpp:905] [PG ID "
+        f"{1 if desc == 'mesh_tp' else 2} PG GUID {uid}({desc}) Rank {grank}] ProcessGroupNCCL "
+        f"initialization options: size: 2, global rank: {rank}, TIMEOUT(ms): 600000"
+        for uid, desc, members in groups
+        for grank, rank in enumerate(members)
+    ]
+    out += [
+        *lines(2, 0, 21, "ALLREDUCE", "2", "mesh_tp", "10:10:30.500000000", 600_000),
+        *lines(3, 1, 21, "ALLREDUCE", "2", "mesh_tp", "10:10:31.000000000", 600_400),
+        *lines(0, 0, 19, "ALLREDUCE", "8", "mesh_tp", "10:10:40.000000000", 640_000),
+        *lines(1, 1, 19, "ALLREDUCE", "8", "mesh_tp", "10:10:41.000000000", 640_900),
+        *lines(0, 0, 20, "RECV", "19", "mesh_pp", "10:10:50.000000000", 600_000),
+        *lines(3, 1, 20, "RECV", "20", "mesh_pp", "10:10:55.000000000", 600_000),
+    ]
+    return "\n".join(out) + "\n"
+
+
+def test_of_two_collectives_equally_waited_on_the_one_that_began_first_is_the_hang(
+    tmp_path: Path,
+) -> None:
+    ev = gather([parse_log(_log(tmp_path, "job.log", _two_pairs_stuck(clocked=True)))], [])
+    (finding,) = log_findings(ev)
+    assert (finding.kind, finding.pg_name, finding.collective_seq_id) == (
+        "stuck_collective",
+        "8",
+        19,
+    )
+    assert finding.culprit_ranks == [0, 1]
+    assert "also_stuck" not in finding.facts
+
+
+def test_without_clocks_two_collectives_equally_waited_on_are_both_named(tmp_path: Path) -> None:
+    ev = gather([parse_log(_log(tmp_path, "job.log", _two_pairs_stuck(clocked=False)))], [])
+    (finding,) = log_findings(ev)
+    named = {(finding.pg_name, finding.collective_seq_id)} | {
+        (a["pg"], a["seq"]) for a in finding.facts.get("also_stuck", [])
+    }
+    assert named == {("2", 21), ("8", 19)}
+    assert finding.undecidable
+
+
+def test_a_logs_speakers_are_listed_in_the_order_the_file_shows_them(tmp_path: Path) -> None:
+    """The joining step files ranks in this order, and ties downstream keep it: a set's
+    order would follow the interpreter's hash seed, and the verdict with it."""
+    ranks = [11, 3, 7, 0, 9, 2, 14, 5, 1, 12, 8, 4]
+    text = "".join(f"[node{r % 3}:{r}]:[rank{r}]: step 1 done\n" for r in ranks)
+    log = parse_log(_log(tmp_path, "job.log", text))
+    assert [s.rank for s in log.speakers] == ranks
 
 
 def test_one_ranks_fingerprint_report_alone_decides_nothing(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 from conftest import FIXTURES
 from hostile_cases import RAW_CONTROLS, run_cli
@@ -74,6 +75,25 @@ def test_a_watchdog_line_after_a_progress_bar_is_still_that_ranks(tmp_path: Path
     (folder / "nodeA.log").write_text(text.replace("[nodeA:1]:[rank1]:", bar + "[rank1]:"))
     _code, data = json_report(folder)
     assert data["root_cause"]["waiting_ranks"] == [0, 1, 2]
+
+
+def test_a_timeout_repeated_when_the_watchdog_exits_keeps_when_the_work_began(
+    tmp_path: Path,
+) -> None:
+    """Watchdog::run logs `<PG prefix>Process group watchdog thread terminated with exception:
+    <the timeout's message>` later: its `ran for` is the first line's, its clock later."""
+    first = nccl_watchdog_lines(5, 19, group_rank=1, pg_id=1, pg_uid="8", pg_desc="mesh_tp")
+    timeout = first[0].split("] ", 1)[1]  # `[Rank 1] Watchdog caught ...`, headers off
+    exiting = (
+        "[rank5]:[E1127 10:01:00.000000000 ProcessGroupNCCL.cpp:2197] [PG ID 1 PG GUID "
+        f"8(mesh_tp) Rank 1] Process group watchdog thread terminated with exception: {timeout}"
+    )
+    log = tmp_path / "rank5.log"
+    _write(log, [first[0], exiting])
+    ((_speaker, wait),) = parse_log(log).waits
+    assert (wait.pg_name, wait.seq) == ("8", 19)
+    # 10:00:00.123456789 on Nov 27 (day 331 from Jan 1, in a leap year), less the 600017 ms
+    assert wait.started == pytest.approx((331 * 86400 + 10 * 3600) + 0.123456789 - 600.017)
 
 
 def test_the_watchdog_status_line_gives_the_groups_last_enqueued_and_completed(

@@ -411,11 +411,15 @@ def group_findings(ev: Evidence) -> list[Finding]:
     states, _main = rank_states(ev)
     at: dict[tuple[str, int | None], set[int]] = defaultdict(set)
     waits: dict[tuple[str, int | None], dict[int, Wait]] = defaultdict(dict)
+    began: dict[tuple[str, int | None], dict[int, float]] = defaultdict(dict)
     for rank, rev in ev.ranks.items():
         for w in rev.waits:
             if w.pg_name:
                 at[(w.pg_name, w.seq)].add(rank)
                 waits[(w.pg_name, w.seq)][rank] = w
+                if w.started is not None:  # the first report of a wait; repeats are later
+                    known = began[(w.pg_name, w.seq)]
+                    known[rank] = min(known.get(rank, w.started), w.started)
     if not at:
         return []
     groups = _groups(ev)
@@ -435,13 +439,18 @@ def group_findings(ev: Evidence) -> list[Finding]:
     mismatched = [f for f in found.values() if f.kind == Kind.SIZE_MISMATCH]
     if mismatched:
         return [max(mismatched, key=lambda f: (len(f.waiting_ranks), f.pg_name))]
-    stuck = _waited_on(at, groups)
+    stuck, also = _waited_on(at, groups, began)
     silent_only = not any(
         r in states and states[r].state in FAILED for f in found.values() for r in f.culprit_ranks
     )
     if stuck is not None and silent_only:  # a whole group waits inside it, others wait for it
         name, seq = stuck
-        return [_stuck_at(ev, groups.get(name, _Group(name, members={})), seq, at, waits)]
+        f = _stuck_at(ev, groups.get(name, _Group(name, members={})), seq, at, waits)
+        if also:  # as well waited on, and no clock says which began first
+            f.facts["also_stuck"] = [
+                {"pg": n, "seq": q, "ranks": sorted(at[(n, q)])} for n, q in also
+            ]
+        return [f]
     explains: Counter[int] = Counter()
     behind: Counter[int] = Counter()
     for f in found.values():
@@ -472,19 +481,25 @@ def group_findings(ev: Evidence) -> list[Finding]:
         return [max(found.values(), key=lambda f: (len(f.waiting_ranks), f.pg_name))]
     # every member the logs show waits where it timed out: inside the collective, or the
     # member they wait for is not in the logs
-    (name, seq), _waiting = max(at.items(), key=lambda kv: (len(kv[1]), kv[0][0]))
+    (name, seq), _waiting = max(
+        at.items(), key=lambda kv: (len(kv[1]), kv[0][0], -1 if kv[0][1] is None else kv[0][1])
+    )
     return [_stuck_at(ev, groups.get(name, _Group(name, members={})), seq, at, waits)]
 
 
 Place_ = tuple[str, int | None]
 
 
-def _waited_on(at: dict[Place_, set[int]], groups: dict[str, _Group]) -> Place_ | None:
+def _waited_on(
+    at: dict[Place_, set[int]], groups: dict[str, _Group], began: dict[Place_, dict[int, float]]
+) -> tuple[Place_ | None, list[Place_]]:
     """The timed-out collective whose group's every member waits in it while members of
     other timed-out groups, absent from theirs, wait there too: the end of the chain (a hang
-    inside the collective, or a member's disagreement the logs cannot show)."""
-    best: tuple[int, int] | None = None
-    found: Place_ | None = None
+    inside the collective, or a member's disagreement the logs cannot show). Between equal
+    candidates, the one that began first: every wait behind it began later (NCCL's
+    watchdog line states how long the work ran, its header when). With no clock to tell
+    them apart, the others that could be it come second (the reading stays undecidable)."""
+    scored: dict[Place_, tuple[int, int]] = {}
     for place, waiting in at.items():
         g = groups.get(place[0])
         members = set((g.members or {}) if g is not None else {})
@@ -496,9 +511,23 @@ def _waited_on(at: dict[Place_, set[int]], groups: dict[str, _Group]) -> Place_ 
             if other == place or h is None:
                 continue
             behind += len((set(h.members or {}) - there) & waiting)
-        if behind and (best is None or (behind, len(waiting)) > best):
-            best, found = (behind, len(waiting)), place
-    return found
+        if behind:
+            scored[place] = (behind, len(waiting))
+    if not scored:
+        return None, []
+    best = max(scored.values())
+    tied = sorted((p for p, v in scored.items() if v == best), key=_place_key)
+    # when each began: its earliest member's start, known only when every member's is
+    start = {p: min(began[p].values()) for p in tied if began[p] and set(began[p]) >= at[p]}
+    if len(tied) > 1 and len(start) == len(tied):
+        return min(tied, key=lambda p: (start[p], _place_key(p))), []
+    return tied[0], tied[1:]
+
+
+def _place_key(place: Place_) -> tuple[int, str, int]:
+    """A place's order without the inputs' order: groups by their number, then seq."""
+    name, seq = place
+    return (int(name) if name.isdigit() else 1 << 62, name, -1 if seq is None else seq)
 
 
 def network_facts(ev: Evidence) -> list[dict[str, Any]]:

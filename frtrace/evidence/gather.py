@@ -275,7 +275,7 @@ def _build_nodes(
 ) -> _Nodes:
     nodes = _Nodes(log.input.path for log in logs if per_node(log))
     for log in logs:
-        speakers = set(log.speakers) | {s for s, _r in log.rosters}
+        speakers = dict.fromkeys([*log.speakers, *(s for s, _r in log.rosters)])
         roles = set()
         for speaker in speakers:
             keys = _speaker_keys(nodes, log, speaker)

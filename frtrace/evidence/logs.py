@@ -81,12 +81,15 @@ FAULT_FRAME = re.compile(
 # logs `<WorkNCCL::logPrefix() = "[Rank <rank>] ">Watchdog caught collective operation
 # timeout: <work> ran for <ms> milliseconds before timing out.`, where operator<<(WorkNCCL)
 # writes `WorkNCCL(SeqNum=<seq>, OpType=<opTypeToString>, NumelIn=<n>, NumelOut=<n>,
-# Timeout(ms)=<ms>)`. The `[Rank N]` there is fixed per process (a static in logPrefix):
-# it is not reliably the rank in the group that timed out.
+# Timeout(ms)=<ms>)`, then ` ran for <ms> milliseconds before timing out.`: the time since
+# workStartTime_ (set when the work was made, at enqueue), so with the c10 header's clock
+# it tells when the work began. The `[Rank N]` there is fixed per process (a static in
+# logPrefix): it is not reliably the rank in the group that timed out.
 _WATCHDOG = re.compile(
     r"(?:\[Rank (?P<grank>\d{1,7})\] )?Watchdog caught collective operation timeout: "
     r"WorkNCCL\(SeqNum=(?P<seq>\d{1,12}), OpType=(?P<op>\w{1,40}), NumelIn=(?P<nin>\d{1,20}), "
     r"NumelOut=(?P<nout>\d{1,20}), Timeout\(ms\)=(?P<timeout>\d{1,12})\)"
+    r"(?: ran for (?P<ran>\d{1,12}) milliseconds)?"
 )
 # WorkNCCL::checkAndSetException, for an NCCL error rather than a timeout: `<logPrefix()>
 # Collective <work> raised the following async exception: <message>`.
@@ -345,7 +348,9 @@ class ParsedLog:
     groups: deque[tuple[Speaker, GroupLine]] = field(default_factory=_bounded)
     addresses: deque[Address] = field(default_factory=_bounded)
     stacks: deque[tuple[Speaker, ProcessStack]] = field(default_factory=_bounded)
-    speakers: set[Speaker] = field(default_factory=set)  # every worker speaker seen
+    # every worker speaker seen, in the order the file shows them (a dict: a set's order
+    # would follow the hash seed, and with it which rank the joining step files first)
+    speakers: dict[Speaker, None] = field(default_factory=dict)
     last_lines: dict[Speaker, deque[tuple[int, str]]] = field(default_factory=dict)
     file_rank: int | None = None  # a per-rank file: the rank in its name
     file_local: int | None = None  # torchrun --redirects: the local rank its folder names
@@ -501,6 +506,7 @@ class _Parser:
         self.rosters: dict[int | None, _Roster] = {}
         self.probe: list[tuple[int, str]] | None = []  # lines held until labels are decided
         self.labelled = False
+        self.clock: float | None = None  # the clock of the line being read
 
     # --- reading -------------------------------------------------------------------------
 
@@ -526,8 +532,9 @@ class _Parser:
             line = line.replace("\r", " ")
         peeled = peel(line, self.labelled)
         speaker, rest = peeled.speaker, peeled.rest
+        self.clock = peeled.clock
         if not speaker.anonymous and (speaker.number is not None or speaker.rank is not None):
-            self.out.speakers.add(speaker)
+            self.out.speakers[speaker] = None
         if rest.strip() and not peeled.logged and not speaker.anonymous:  # the job's own
             last = self.out.last_lines.get(speaker)
             if last is None:
@@ -625,7 +632,7 @@ class _Parser:
             tags = list(_RANK_TAG.finditer(text))
             if tags:
                 speaker = speaker._replace(rank=int(tags[-1].group("rank")))
-                self.out.speakers.add(speaker)
+                self.out.speakers[speaker] = None
         g = _PG_PREFIX.search(text)
         if g is not None:
             options = _PG_OPTIONS.search(text, g.end())
@@ -653,6 +660,11 @@ class _Parser:
                 group_rank=int(g.group("grank")) if g else None,
                 detail=cut(text[m.start() :]),
                 numel=int(m.group("nin")),
+                started=(
+                    self.clock - int(m.group("ran")) / 1000
+                    if self.clock is not None and m.group("ran")
+                    else None
+                ),
             )
             self._add_wait(speaker, wait)
             return
@@ -711,6 +723,8 @@ class _Parser:
             ):
                 if wait.pg_name and not seen.pg_name:
                     self.out.waits.remove((who, seen))
+                    if seen.started is not None:  # a repeat's clock is later than the first's
+                        wait = replace(wait, started=seen.started)
                     break
                 return
         self.out.waits.append((speaker, wait))

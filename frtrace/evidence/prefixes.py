@@ -23,6 +23,7 @@ A worker's line can carry, in this order (each optional):
 from __future__ import annotations
 
 import re
+from datetime import date
 from typing import NamedTuple
 
 from frtrace.evidence.records import Speaker
@@ -32,7 +33,8 @@ _HEADER = re.compile(r"\[(?P<body>[^\[\]\s]{1,128})\]:")
 _NUMBERED = re.compile(r"(?P<role>.{0,127}?)(?P<num>\d{1,7})$")
 _RANK_TAG = re.compile(r"\[rank(?P<rank>\d{1,7})\]:\s?")
 _PY_HEADER = re.compile(
-    r"(?:\[rank(?P<rank>\d{1,7})\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d{6} (?P<pid>\d{1,10}) "
+    r"(?:\[rank(?P<rank>\d{1,7})\]:)?[VIWEC](?P<clock>\d{4} \d\d:\d\d:\d\d\.\d{6}) "
+    r"(?P<pid>\d{1,10}) "
     r"(?P<path>\S{1,512}):\d{1,9}\]\s?"
 )
 # torchrun's own modules: a line logged from these is the agent's (the path is as
@@ -43,7 +45,7 @@ _AGENT_PATHS = (
     "torch/distributed/launcher/",
 )
 _C10_HEADER = re.compile(
-    r"\[[VIWEF]\d{4} \d\d:\d\d:\d\d\.\d{1,9} (?:\d{1,10} )?[^\]\s]{1,512}\]\s?"
+    r"\[[VIWEF](?P<clock>\d{4} \d\d:\d\d:\d\d\.\d{1,9}) (?:\d{1,10} )?[^\]\s]{1,512}\]\s?"
 )
 
 
@@ -56,6 +58,20 @@ class Peeled(NamedTuple):
     rest: str
     agent: bool = False
     logged: bool = False  # written by torch's or c10's logging (a log header was peeled)
+    clock: float | None = None  # the header's time, as `clock_seconds` reads it
+
+
+def clock_seconds(stamp: str) -> float | None:
+    """Seconds since the year began of a log header's `MMDD hh:mm:ss.frac` (both headers
+    carry no year and no zone: good for ordering one job's lines, nothing more); None
+    for a date that does not exist."""
+    try:
+        month, day = int(stamp[:2]), int(stamp[2:4])
+        hours, minutes, seconds = stamp[5:].split(":")
+        days = (date(2024, month, day) - date(2024, 1, 1)).days  # a leap year: 0229 exists
+    except ValueError:
+        return None
+    return days * 86400.0 + int(hours) * 3600 + int(minutes) * 60 + float(seconds)
 
 
 def srun_task(line: str) -> tuple[int | None, str]:
@@ -88,11 +104,12 @@ def peel(line: str, labelled: bool) -> Peeled:
             line = line[t.end() :]
     pid: int | None = None
     agent = logged = False
+    clock: float | None = None
     first = line[:1]
     if first in "VIWEC[" and line:
         p = _PY_HEADER.match(line)
         if p is not None:
-            pid, logged = int(p.group("pid")), True
+            pid, logged, clock = int(p.group("pid")), True, clock_seconds(p.group("clock"))
             path = p.group("path")
             agent = any(a in path for a in _AGENT_PATHS)  # relative to where it ran, or not
             if p.group("rank") is not None:
@@ -101,8 +118,8 @@ def peel(line: str, labelled: bool) -> Peeled:
         elif first == "[":
             c = _C10_HEADER.match(line)
             if c is not None:
-                line, logged = line[c.end() :], True
-    return Peeled(Speaker(task, role, number, rank), pid, line, agent, logged)
+                line, logged, clock = line[c.end() :], True, clock_seconds(c.group("clock"))
+    return Peeled(Speaker(task, role, number, rank), pid, line, agent, logged, clock)
 
 
 def looks_labelled(lines: list[str]) -> bool:

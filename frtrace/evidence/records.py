@@ -89,6 +89,9 @@ class Wait:
     detail: str = ""  # the error's words, cut
     numel: int | None = None  # NCCL's NumelIn of the work that timed out
     peer: str = ""  # the address of the peer gloo lost (`[10.0.0.5]:41235`), when named
+    # when the work began: its line's clock less the time the watchdog says it ran, in
+    # prefixes.clock_seconds's scale; None when the line has no clock or no running time
+    started: float | None = None
 
 
 @dataclass(frozen=True)

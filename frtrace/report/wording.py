@@ -565,11 +565,17 @@ def _all_waiting(f: Finding) -> str:
         w = warned[0]
         peer = f"{w.get('peer')}" + (f" ({w['peer_host']})" if w.get("peer_host") else "")
         network = f"; NCCL on {w.get('host')} reported a network error with its peer {peer}"
+    also = "".join(
+        f"; {who(list(a.get('ranks', [])))} waited as well in pg {a.get('pg')} seq {a.get('seq')}"
+        ", equally waited on, and no log clock tells which began first"
+        for a in f.facts.get("also_stuck", [])[:3]
+    )
     return (
         f"{who(ranks)}, every rank these inputs name, waited in {what}"
         f"{' ' + how if how else ''}; none is seen missing from it: either the rank they wait "
         "for is in logs that were not given (give every node's logs or dumps), or the hang is "
-        f"inside the collective (network, NCCL, a GPU){network} (from the logs; undecidable)"
+        f"inside the collective (network, NCCL, a GPU){network}{also} (from the logs; "
+        "undecidable)"
     )
 
 
