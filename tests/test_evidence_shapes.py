@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from log_builders import nccl_watchdog_lines
 
+from frtrace.analysis.findings import Finding
 from frtrace.analysis.logs import log_findings, member_global, member_range
 from frtrace.evidence.gather import dump_host, gather
 from frtrace.evidence.logs import host_from_path, parse_log
@@ -259,6 +260,113 @@ def test_a_logs_speakers_are_listed_in_the_order_the_file_shows_them(tmp_path: P
     text = "".join(f"[node{r % 3}:{r}]:[rank{r}]: step 1 done\n" for r in ranks)
     log = parse_log(_log(tmp_path, "job.log", text))
     assert [s.rank for s in log.speakers] == ranks
+
+
+def _timed_out(rank: int, uid: str, desc: str, grank: int, seq: int, began_s: int) -> list[str]:
+    """A rank's watchdog lines for work of group `uid` that began `began_s` seconds after
+    10:00:00 and ran 600 s."""
+    pg_id = {"default_pg": 0, "mesh_tp": 1, "mesh_pp": 2, "mesh_dp": 3}[desc]
+    clock = f"1127 10:{10 + began_s // 60:02d}:{began_s % 60:02d}.000000000"
+    return nccl_watchdog_lines(
+        rank, seq, group_rank=grank, pg_id=pg_id, pg_uid=uid, pg_desc=desc, clock=clock,
+        ran_ms=600_000,
+    )  # fmt: skip
+
+
+def _init_line(rank: int, uid: str, desc: str, grank: int, size: int) -> str:
+    """ProcessGroupNCCL's constructor line: the member's group rank and the group's size."""
+    return (
+        f"[rank{rank}]:[I1127 09:59:00.000000000 ProcessGroupNCCL.cpp:905] [PG ID 1 PG GUID "
+        f"{uid}({desc}) Rank {grank}] ProcessGroupNCCL initialization options: size: {size}, "
+        f"global rank: {rank}, TIMEOUT(ms): 600000"
+    )
+
+
+def _comm_line(rank: int, comm_rank: int, nranks: int, comm_id: str) -> str:
+    """NCCL's `Init COMPLETE` line (src/init.cc) of the process of `rank`, pid 100 + rank."""
+    return (
+        f"[rank{rank}]:nodeA:{100 + rank}:{200 + rank} [{rank}] NCCL INFO ncclCommInitRankConfig "
+        f"comm 0x55d0{rank:08x} rank {comm_rank} nranks {nranks} cudaDev {rank} nvmlDev {rank} "
+        f"busId 1a000 commId 0x{comm_id} - Init COMPLETE"
+    )
+
+
+def _log_findings(tmp_path: Path, lines: list[str]) -> list[Finding]:
+    return log_findings(gather([parse_log(_log(tmp_path, "nodeA.log", "\n".join(lines)))], []))
+
+
+def test_nccls_communicators_name_the_member_no_watchdog_line_shows(tmp_path: Path) -> None:
+    """8 ranks in tp pairs; only rank 2 times out, as group rank 0 of its pair: the
+    communicator it shares with rank 3 (one commId) says who its pair is."""
+    lines = [_comm_line(r, r, 8, "aaaa") for r in range(8)]
+    lines += [_comm_line(r, r % 2, 2, f"b{r // 2}") for r in range(8)]
+    lines += _timed_out(2, "5", "mesh_tp", 0, 9, 0)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.culprit_ranks, finding.undecidable) == (
+        "missing_ranks",
+        [3],
+        False,
+    )
+
+
+def test_a_group_where_a_collective_timed_out_has_another_member(tmp_path: Path) -> None:
+    """Rank 0 alone logs a timeout, as group rank 0: it waited for somebody (a group of one
+    waits for nobody), so it is not stuck alone inside the collective."""
+    lines = [*_timed_out(0, "9", "mesh_dp", 0, 4, 0), "[rank1]:step 3 done"]
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.culprit_ranks) == ("missing_ranks", [1])
+
+
+def test_a_whole_group_whose_member_was_already_waiting_elsewhere_is_not_where_it_stopped(
+    tmp_path: Path,
+) -> None:
+    """tp pairs (0,1), (2,3), pp pairs (0,2), (1,3). Rank 2 stopped. Rank 0 waited for it in
+    pp from 10:00:00, then with rank 1 in their tp all_reduce from 10:00:10: that pair is
+    whole there, but rank 0 was stuck before it began."""
+    lines = [_init_line(r, uid, desc, g, 2) for r, uid, desc, g in _FOUR_RANKS]
+    lines += _timed_out(0, "7", "mesh_pp", 0, 4, 0)
+    lines += _timed_out(3, "8", "mesh_pp", 1, 4, 3)
+    lines += _timed_out(3, "6", "mesh_tp", 1, 9, 5)
+    lines += _timed_out(0, "5", "mesh_tp", 0, 9, 10)
+    lines += _timed_out(1, "5", "mesh_tp", 1, 9, 11)
+    found = _log_findings(tmp_path, [line for line in lines if "[rank2]" not in line])
+    assert found[0].culprit_ranks == [2]
+
+
+_FOUR_RANKS = [  # (rank, group, description, group rank) of 2x2 tp and pp pairs
+    (0, "5", "mesh_tp", 0), (1, "5", "mesh_tp", 1), (2, "6", "mesh_tp", 0), (3, "6", "mesh_tp", 1),
+    (0, "7", "mesh_pp", 0), (2, "7", "mesh_pp", 1), (1, "8", "mesh_pp", 0), (3, "8", "mesh_pp", 1),
+]  # fmt: skip
+
+
+def test_a_mesh_dimensions_siblings_give_its_spacing_to_a_group_showing_one_member(
+    tmp_path: Path,
+) -> None:
+    """tp pairs of 8 ranks: the pair (6, 7) shows its spacing; rank 5 alone times out, as
+    group rank 1 of its pair: group rank 0 is rank 4 (a mesh dimension's groups are evenly
+    spaced alike)."""
+    lines = [_init_line(6, "4", "mesh_tp", 0, 2), _init_line(7, "4", "mesh_tp", 1, 2)]
+    lines += [f"[rank{r}]:step 3 done" for r in range(8)]
+    lines += _timed_out(5, "3", "mesh_tp", 1, 9, 0)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.culprit_ranks, finding.undecidable) == ([4], False)
+
+
+def test_a_whole_group_whose_wait_began_before_every_other_is_where_the_job_stopped(
+    tmp_path: Path,
+) -> None:
+    """tp pair (2, 3) waits whole in its all_reduce from 10:00:00; ranks 0 and 1 wait later
+    in pp sends to them, then in their own tp all_reduce: the hang began inside the first."""
+    lines = [_init_line(r, uid, desc, g, 2) for r, uid, desc, g in _FOUR_RANKS if desc == "mesh_tp"]
+    lines += _timed_out(2, "6", "mesh_tp", 0, 17, 0) + _timed_out(3, "6", "mesh_tp", 1, 17, 0)
+    lines += _timed_out(0, "7", "mesh_pp", 0, 10, 9) + _timed_out(1, "8", "mesh_pp", 0, 10, 9)
+    lines += _timed_out(0, "5", "mesh_tp", 0, 21, 12) + _timed_out(1, "5", "mesh_tp", 1, 21, 12)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.pg_name, finding.culprit_ranks) == (
+        "stuck_collective",
+        "6",
+        [2, 3],
+    )
 
 
 def test_one_ranks_fingerprint_report_alone_decides_nothing(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -335,6 +336,7 @@ class _Group:
 
 def _groups(ev: Evidence) -> dict[str, _Group]:
     groups: dict[str, _Group] = {}
+    waited = {w.pg_name for rev in ev.ranks.values() for w in rev.waits if w.pg_name}
     for rank, rev in ev.ranks.items():
         lines = [(g.pg_name, g.pg_desc, g.group_rank, g.size) for g in rev.groups]
         lines += [
@@ -356,12 +358,14 @@ def _groups(ev: Evidence) -> dict[str, _Group]:
         if g.desc == "default_pg" and g.members is not None:
             g.members.update({r: r for r in ev.ranks})
             g.size = max(g.size or 0, world)
+    _members_from_communicators(ev, groups)
     # groups of one description have one size (DeviceMesh's dimensions): a sibling whose
-    # members reach a higher group rank shows a member this group's logs do not
+    # members reach a higher group rank shows a member this group's logs do not; a group
+    # where a collective timed out has another member (one rank alone waits for nobody)
     widest: dict[str, int] = {}
     for g in groups.values():
         if g.desc and g.members:
-            seen = max(g.size or 0, max(g.members.values()) + 1)
+            seen = max(g.size or 0, max(g.members.values()) + 1, 2 if g.name in waited else 0)
             widest[g.desc] = max(widest.get(g.desc, 0), seen)
     for g in groups.values():
         if g.desc in widest:
@@ -369,18 +373,56 @@ def _groups(ev: Evidence) -> dict[str, _Group]:
     return groups
 
 
-def member_global(members: dict[int, int], group_rank: int) -> int | None:
+def _members_from_communicators(ev: Evidence, groups: dict[str, _Group]) -> None:
+    """A group's members the watchdog lines do not show, from NCCL's communicators: a
+    ProcessGroupNCCL's communicator has the group's size and each member at its group rank
+    (ProcessGroupNCCL::initNCCLComm passes the group rank to ncclCommInitRankConfig). The
+    communicators that hold every member shown, each at its group rank (and of the group's
+    size where it is known), are the group's possible ones; a size or a member is taken
+    where they all agree on it (a lone send/recv's own communicator, 2 ranks, the lower one
+    first, may fit as well: where it disagrees, nothing is taken)."""
+    if not ev.communicators:
+        return
+    for g in groups.values():
+        if not g.members or g.desc == "default_pg" or len(g.members) >= (g.size or 1 << 30):
+            continue
+        shown = g.members
+        fits = [
+            c
+            for c in ev.communicators.values()
+            if (not g.size or c.nranks == g.size)
+            and all(c.members.get(r) == gr for r, gr in shown.items())
+        ]
+        sizes = {c.nranks for c in fits}
+        if len(sizes) != 1:
+            continue
+        g.size = sizes.pop()
+        taken = set(shown.values())
+        for i in range(g.size):
+            if i in taken:
+                continue
+            said = {frozenset(r for r, cr in c.members.items() if cr == i) for c in fits}
+            if len(said) == 1 and len(only := next(iter(said))) == 1:
+                g.members[next(iter(only))] = i
+
+
+def member_global(
+    members: dict[int, int], group_rank: int, mesh_step: int | None = None
+) -> int | None:
     """The global rank of a group member the logs never show, from the members they show:
     group ranks follow global ranks in order (new_group sorts them), so a member between two
     shown members whose global ranks are as far apart as their group ranks is the rank in
     between; in a group whose shown members are all evenly spaced (DeviceMesh's groups are),
-    it is as far from them as its group rank says. None when neither holds."""
+    it is as far from them as its group rank says; where they show no spacing, a DeviceMesh
+    dimension's (`mesh_step`, as its sibling groups show it) tells. None when none holds."""
     by_group = sorted((g, r) for r, g in members.items())
     lowest, highest = member_range(members, group_rank, -1)
     if lowest == highest:  # distinct sorted integers: no room for another
         return lowest
     pairs = list(itertools.pairwise(by_group))
     steps = {(r1 - r0) // (g1 - g0) for (g0, r0), (g1, r1) in pairs if g1 - g0 == 1}
+    if not steps and mesh_step is not None:
+        steps = {mesh_step}
     if len(steps) != 1:
         return None
     step = steps.pop()
@@ -389,6 +431,24 @@ def member_global(members: dict[int, int], group_rank: int) -> int | None:
     g0, r0 = by_group[0]
     guess = r0 + (group_rank - g0) * step
     return guess if guess >= 0 else None
+
+
+def mesh_steps(groups: Iterable[_Group]) -> dict[str, int]:
+    """Each DeviceMesh dimension's spacing of global ranks, where its groups show one: a
+    dimension's groups are slices of the mesh along it (torch/distributed/device_mesh.py,
+    `_init_process_groups`: `group_desc = f"mesh_{name}"`, the ranks from the mesh's layout),
+    so every one of them is evenly spaced by the same step."""
+    seen: dict[str, set[int]] = defaultdict(set)
+    for g in groups:
+        if not g.desc.startswith("mesh_") or not g.members or len(g.members) < 2:
+            continue
+        by_group = sorted((gr, r) for r, gr in g.members.items())
+        steps = {
+            (r1 - r0) // (g1 - g0) if (r1 - r0) % (g1 - g0) == 0 else -1
+            for (g0, r0), (g1, r1) in itertools.pairwise(by_group)
+        }
+        seen[g.desc].update(steps if len(steps) == 1 else {-1})
+    return {desc: next(iter(s)) for desc, s in seen.items() if len(s) == 1 and min(s) > 0}
 
 
 def member_range(members: dict[int, int], group_rank: int, top: int) -> tuple[int, int]:
@@ -423,6 +483,7 @@ def group_findings(ev: Evidence) -> list[Finding]:
     if not at:
         return []
     groups = _groups(ev)
+    steps = mesh_steps(groups.values())
     waiting_anywhere = set().union(*at.values())
     found: dict[tuple[str, int | None], Finding] = {}
     for name, seq in at:
@@ -433,7 +494,9 @@ def group_findings(ev: Evidence) -> list[Finding]:
             if other.desc == g.desc and other.name != name
             for r in (other.members or {})
         }
-        place = _group_place(ev, states, g, seq, waits[(name, seq)], waiting_anywhere, siblings)
+        place = _group_place(
+            ev, states, g, seq, waits[(name, seq)], waiting_anywhere, siblings, steps.get(g.desc)
+        )
         if place is not None:
             found[(name, seq)] = place
     mismatched = [f for f in found.values() if f.kind == Kind.SIZE_MISMATCH]
@@ -498,30 +561,54 @@ def _waited_on(
     inside the collective, or a member's disagreement the logs cannot show). Between equal
     candidates, the one that began first: every wait behind it began later (NCCL's
     watchdog line states how long the work ran, its header when). With no clock to tell
-    them apart, the others that could be it come second (the reading stays undecidable)."""
+    them apart, the others that could be it come second (the reading stays undecidable).
+    Where no other group's absentee waits in one, a whole group's that began before every
+    other wait the logs show is the first to stop: the rest began behind it."""
+    first = _first_waits(began)
+    absent: Counter[int] = Counter()  # in how many timed-out collectives each rank is missing
+    for (name, _seq), there in at.items():
+        h = groups.get(name)
+        if h is not None:
+            absent.update(r for r in (h.members or {}) if r not in there)
+    whole: list[Place_] = []
     scored: dict[Place_, tuple[int, int]] = {}
     for place, waiting in at.items():
         g = groups.get(place[0])
         members = set((g.members or {}) if g is not None else {})
         if g is None or not g.size or len(members) != g.size or members - waiting:
             continue
-        behind = 0
-        for other, there in at.items():
-            h = groups.get(other[0])
-            if other == place or h is None:
-                continue
-            behind += len((set(h.members or {}) - there) & waiting)
+        # a member already waiting in another collective when its work here began is stuck
+        # there first (each rank enqueues in program order; its oldest pending one is where
+        # it stopped): this one waits behind that
+        here = began.get(place, {})
+        if any(first[r] < t for r, t in here.items()):
+            continue
+        whole.append(place)
+        behind = sum(absent[r] for r in waiting)
         if behind:
             scored[place] = (behind, len(waiting))
+    # when each began: its earliest member's start, known only when every member's is
+    start = {p: min(began[p].values()) for p in at if began.get(p) and set(began[p]) >= at[p]}
     if not scored:
-        return None, []
+        if len(start) != len(at) or not whole:
+            return None, []
+        earliest = min(start.values())
+        oldest = [p for p in whole if start[p] == earliest]
+        return (oldest[0], []) if len(oldest) == 1 else (None, [])
     best = max(scored.values())
     tied = sorted((p for p, v in scored.items() if v == best), key=_place_key)
-    # when each began: its earliest member's start, known only when every member's is
-    start = {p: min(began[p].values()) for p in tied if began[p] and set(began[p]) >= at[p]}
-    if len(tied) > 1 and len(start) == len(tied):
+    if len(tied) > 1 and all(p in start for p in tied):
         return min(tied, key=lambda p: (start[p], _place_key(p))), []
     return tied[0], tied[1:]
+
+
+def _first_waits(began: dict[Place_, dict[int, float]]) -> dict[int, float]:
+    """When each rank began its oldest wait that timed out."""
+    first: dict[int, float] = {}
+    for there in began.values():
+        for rank, start in there.items():
+            first[rank] = min(first.get(rank, start), start)
+    return first
 
 
 def _place_key(place: Place_) -> tuple[int, str, int]:
@@ -582,6 +669,7 @@ def _group_place(
     at: dict[int, Wait],
     waiting_anywhere: set[int],
     siblings: set[int],
+    mesh_step: int | None = None,
 ) -> Finding | None:
     """The finding at one timed-out (group, seq) where ranks `at` waited, or None when its
     members are all there and agree (then it is a consequence or stuck, decided elsewhere).
@@ -621,7 +709,7 @@ def _group_place(
     if g.size:
         shown = set(members.values())
         unknown = [i for i in range(g.size) if i not in shown]
-    derived = {i: member_global(members, i) for i in unknown}
+    derived = {i: member_global(members, i, mesh_step) for i in unknown}
     candidates: set[int] = set()
     for i, rank in list(derived.items()):
         if rank is None:

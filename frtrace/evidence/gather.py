@@ -33,6 +33,7 @@ from frtrace.evidence.logs import LAST_LINES, ParsedLog, collective_of, same_fol
 from frtrace.evidence.pyspy import ParsedStacks
 from frtrace.evidence.records import (
     AgentEvent,
+    Communicator,
     Ending,
     Evidence,
     Exited,
@@ -318,7 +319,7 @@ def _build_nodes(
             nodes.name(("host", short_host(warned.host)), warned.host, _STRONG)
         for address in log.addresses:
             nodes.name(("host", short_host(address.host)), address.host, _STRONG)
-        for _n, comm in log.comms:
+        for _n, comm, _id in log.comms:
             nodes.name(("host", short_host(comm.host)), comm.host, _STRONG)
     for file in stacks:
         nodes.name(("file", file.input.path), file.host, _MEDIUM)
@@ -402,9 +403,9 @@ def _build_slots(logs: list[ParsedLog], stacks: list[ParsedStacks], join: _Join)
                 slots[(where, said_local)] = said
     # NCCL's communicator of the most ranks is the world's (the default group's): a rank in
     # it is the process's global rank (nccl src/init.cc logs each communicator it joins)
-    world = max((n for log in logs for n, _c in log.comms), default=0)
+    world = max((n for log in logs for n, _c, _i in log.comms), default=0)
     for log in logs:
-        for n, comm in log.comms:
+        for n, comm, _id in log.comms:
             if n == world and comm.pid is not None and comm.rank is not None:
                 pids[(nodes.find(("host", short_host(comm.host))), comm.pid)] = comm.rank
     # pids stated beside a rank (or a local rank) once the slots are known
@@ -482,8 +483,9 @@ def gather(
             if closed is not None:
                 ev.rank(closed).closed = event.signal
     worlds = [r.world_size for log in logs for _s, r in log.rosters if r.world_size]
-    worlds += [n for log in logs for n, _c in log.comms]
+    worlds += [n for log in logs for n, _c, _i in log.comms]
     ev.world_size = max(worlds) if worlds else None
+    _communicators(ev, join, logs)
     _match_stacks(ev, join, stacks)
     ev.ending = _ending(logs, join)
     ev.job_seen = any(_says_anything(log) for log in logs) or any(s.processes for s in stacks)
@@ -492,6 +494,20 @@ def gather(
         for address in log.addresses:
             ev.addresses[address.address] = join.nodes.host(("host", short_host(address.host)))
     return ev
+
+
+def _communicators(ev: Evidence, join: _Join, logs: list[ParsedLog]) -> None:
+    """NCCL's communicators by commId, each member by global rank (the rank its host and pid
+    are tied to) with its rank in the communicator."""
+    for log in logs:
+        for n, comm, comm_id in log.comms:
+            if not comm_id or comm.pid is None or comm.rank is None:
+                continue
+            rank = join.pids.get((join.nodes.find(("host", short_host(comm.host))), comm.pid))
+            if rank is None:
+                continue
+            known = ev.communicators.setdefault(comm_id, Communicator(comm_id, n))
+            known.members[rank] = comm.rank
 
 
 def _resolved(join: _Join, read: InputFile, one_node: bool) -> InputFile:

@@ -218,10 +218,13 @@ _NCCL_BOOTSTRAP = re.compile(
     r"Bootstrap ?: Using (?:\[\d{1,3}\])?[\w.\-]{1,64}:(?P<addr>[0-9A-Fa-f.:]{3,64})<"
 )
 # src/init.cc, ncclCommInitRankFunc: `<func> comm <ptr> rank <r> nranks <n> cudaDev <d> ...
-# - Init COMPLETE`: the process's rank in one communicator of n ranks.
+# - Init COMPLETE`: the process's rank in one communicator of n ranks. A communicator made
+# from a unique id (not split from a parent) ends `commId 0x<hashUniqueId(commId)> - Init
+# COMPLETE`: the same for every member, so it tells who shares the communicator.
 _NCCL_COMM = re.compile(
     r"comm 0x[0-9a-fA-F]{1,16} rank (?P<rank>\d{1,7}) nranks (?P<n>\d{1,7}) .{0,200}Init COMPLETE"
 )
+_NCCL_COMM_ID = re.compile(r"commId 0x(?P<id>[0-9a-fA-F]{1,16}) - Init COMPLETE")
 _NCCL_PEER = re.compile(r"(?P<addr>\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f:]{3,64})<(?P<port>\d{1,5})>")
 
 # The job's own lines that pair its rank with a pid or a host (`rank 3 pid 1234 on node17`,
@@ -341,7 +344,8 @@ class ParsedLog:
     rosters: deque[tuple[Speaker, Roster]] = field(default_factory=_bounded)
     agent: deque[tuple[Speaker, AgentEvent]] = field(default_factory=_bounded)
     agent_pids: set[int] = field(default_factory=set)  # torchrun agents that wrote here
-    comms: deque[tuple[int, Claim]] = field(default_factory=_bounded)  # (nranks, rank in it)
+    # (nranks, the rank in it, its commId or ''), per NCCL communicator a process joined
+    comms: deque[tuple[int, Claim, str]] = field(default_factory=_bounded)
     debug_level: str = ""  # TORCH_DISTRIBUTED_DEBUG as torch logged it
     slurm: deque[SlurmEvent] = field(default_factory=_bounded)
     reports: deque[tuple[Speaker, Reported]] = field(default_factory=_bounded)
@@ -750,7 +754,8 @@ class _Parser:
         c = _NCCL_COMM.search(msg)
         if c is not None:
             comm = Claim("nccl-comm", where, rank=int(c.group("rank")), pid=pid, host=host)
-            self.out.comms.append((int(c.group("n")), comm))
+            cid = _NCCL_COMM_ID.search(msg, c.start())
+            self.out.comms.append((int(c.group("n")), comm, cid.group("id") if cid else ""))
 
     # --- DETAIL --------------------------------------------------------------------------
 

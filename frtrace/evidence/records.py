@@ -348,6 +348,16 @@ class Ending:
 
 
 @dataclass
+class Communicator:
+    """An NCCL communicator as NCCL's INFO lines show it: its size and its members, by
+    global rank, with each one's rank in it."""
+
+    comm_id: str
+    nranks: int
+    members: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
 class Evidence:
     """The logs' and stacks' account of the job, by global rank."""
 
@@ -365,6 +375,7 @@ class Evidence:
     addresses: dict[str, str] = field(default_factory=dict)  # network address -> host
     job_seen: bool = False  # the logs or stacks show a distributed job at all
     debug_detail: bool = False  # the job ran with TORCH_DISTRIBUTED_DEBUG=DETAIL
+    communicators: dict[str, Communicator] = field(default_factory=dict)  # by NCCL commId
 
     def rank(self, rank: int) -> RankEvidence:
         got = self.ranks.get(rank)
