@@ -413,6 +413,19 @@ def test_a_job_wide_file_keeps_each_agents_summary_on_its_own_host(tmp_path: Pat
     assert (ev.ranks[0].host, ev.ranks[1].host) == ("gpu041", "gpu042")
 
 
+def test_a_node_is_named_by_its_most_qualified_spelling(tmp_path: Path) -> None:
+    """NCCL's lines give the short hostname, torchelastic's summary socket.getfqdn()."""
+    nccl = [_comm_line(r, r, 2, "aaaa").replace("nodeA", "gpu-st-162") for r in range(2)]
+    summary = (
+        "Root Cause (first observed failure):\n[0]:\n  host      : gpu-st-162.cluster.internal\n"
+        "  rank      : 1 (local_rank: 1)\n  exitcode  : -6 (pid: 101)  (SIGABRT)\n"
+        "------------------------------------------------------------\n"
+    )
+    text = "\n".join(nccl * 3) + "\n" + summary
+    ev = gather([parse_log(_log(tmp_path, "slurm-1.out", text))], [])
+    assert ev.ranks[1].host == "gpu-st-162.cluster.internal"
+
+
 def test_a_rank_named_on_the_writers_own_node_is_its_local_rank(tmp_path: Path) -> None:
     text = (
         "[node17:1]:Initializing rank 3/4 on node17\n"

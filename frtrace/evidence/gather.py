@@ -183,8 +183,8 @@ class _Nodes:
                 self.union(by_name[digits[0]], key)
 
     def host(self, key: Key | None) -> str:
-        """The node's name: the best-attested spelling of its best-attested name ('' for an
-        unknown node)."""
+        """The node's name: the most qualified, then best-attested, spelling of its
+        best-attested name ('' for an unknown node)."""
         if key is None:
             return ""
         root = self.find(key)
@@ -196,8 +196,11 @@ class _Nodes:
         if not total:
             return ""
         best = max(total, key=lambda n: (not n.isdigit(), self.strongest[n], total[n], -len(n)))
+        # the most qualified spelling: torchelastic's summary gives socket.getfqdn()
+        # (torch/distributed/elastic/multiprocessing/errors/__init__.py, ChildFailedError's
+        # _format_failure), NCCL and the launchers the short hostname; the domain only adds
         spellings = self.display[best]
-        return max(spellings, key=lambda s: (spellings[s], -len(s)))
+        return max(spellings, key=lambda s: (s.count("."), spellings[s], -len(s)))
 
 
 def useful_host(name: str) -> bool:
