@@ -352,6 +352,17 @@ def test_a_mesh_dimensions_siblings_give_its_spacing_to_a_group_showing_one_memb
     assert (finding.culprit_ranks, finding.undecidable) == ([4], False)
 
 
+def test_a_mesh_dimensions_size_is_the_one_its_step_and_the_world_leave(tmp_path: Path) -> None:
+    """8 ranks; dp groups spaced by 2. Ranks 1, 3, 5 time out as group ranks 0-2, rank 7 is
+    silent: a slice of 3 spaced by 2 does not tile 8 ranks, one of 4 does, so rank 7 is the
+    fourth member, not a whole group of three waiting inside."""
+    lines = [f"[rank{r}]:step 3 done" for r in range(8)]
+    for grank, rank in enumerate((1, 3, 5)):
+        lines += _timed_out(rank, "10", "mesh_dp", grank, 4, grank)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.culprit_ranks) == ("missing_ranks", [7])
+
+
 def test_a_whole_group_whose_wait_began_before_every_other_is_where_the_job_stopped(
     tmp_path: Path,
 ) -> None:

@@ -370,7 +370,32 @@ def _groups(ev: Evidence) -> dict[str, _Group]:
     for g in groups.values():
         if g.desc in widest:
             g.size = max(g.size or 0, widest[g.desc])
+    if world > 1:
+        _mesh_sizes(groups, world)
     return groups
+
+
+def _mesh_sizes(groups: dict[str, _Group], world: int) -> None:
+    """A DeviceMesh dimension's size where the members shown leave one choice: its groups
+    are its slices of a mesh laid out over the world's ranks, so size x step divides the
+    world size and every slice lies within the world (init_device_mesh: a mesh of
+    `world_size` ranks, torch/distributed/device_mesh.py)."""
+    for desc, step in mesh_steps(groups.values()).items():
+        same = [g for g in groups.values() if g.desc == desc and g.members]
+        low = max(2, *(g.size or 0 for g in same))
+        firsts = []  # each slice's first rank, from its lowest member shown
+        for g in same:
+            g0, r0 = min((gr, r) for r, gr in (g.members or {}).items())
+            firsts.append(r0 - g0 * step)
+        fits = [
+            n
+            for n in range(low, world // step + 1)
+            if world % (n * step) == 0
+            and all(first >= 0 and first + (n - 1) * step < world for first in firsts)
+        ]
+        if len(fits) == 1:
+            for g in same:
+                g.size = fits[0]
 
 
 def _members_from_communicators(ev: Evidence, groups: dict[str, _Group]) -> None:
