@@ -87,6 +87,18 @@ def test_a_healthy_jobs_logs_without_an_ending_are_unknown_with_exit_4(tmp_path:
     assert "do not show the job ended" in data["unseen"]["why"][0]
 
 
+def test_a_job_log_that_says_nothing_is_unknown_with_exit_4(tmp_path: Path) -> None:
+    """An empty `slurm-<jobid>.out` (the job printed nothing before it was collected): the
+    job is not seen at all, which is UNKNOWN, not a usage error about dumps."""
+    (tmp_path / "slurm-8719008.out").write_text("")
+    result, data = report(str(tmp_path))
+    assert result.exit_code == 4
+    assert (data["verdict"], data["inputs"]["logs"][0]["file"]) == (
+        "unknown",
+        str(tmp_path / "slurm-8719008.out"),
+    )
+
+
 def test_the_stuck_ranks_own_function_from_py_spy_is_in_the_report(tmp_path: Path) -> None:
     truth = expected("stuck")
     result = frtrace(str(logs_only("stuck", tmp_path)))

@@ -7,6 +7,7 @@ same analysis and reports run on the logs alone.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -98,6 +99,12 @@ def load_with_evidence(found: Discovery, parse: Callable[[], Trace]) -> Trace:
     return _logs_only(found, [Skipped(str(p), r) for p, r in found.skipped])
 
 
+# a file named as a job's output: slurm's default `slurm-%j.out` (sbatch(1), --output: "By
+# default both standard output and standard error are directed to a file of the name
+# slurm-%j.out"), or a log's usual suffixes; other text (a README) says nothing of a job
+_JOB_LOG_NAME = re.compile(r"^slurm-.*|\.(?:log|out|err)$", re.IGNORECASE)
+
+
 def _logs_only(found: Discovery, skipped: list[Skipped]) -> Trace:
     """No usable dump: the Trace of the logs and stacks, if they name any rank at all."""
     trace = empty_trace(found, skipped)
@@ -105,7 +112,10 @@ def _logs_only(found: Discovery, skipped: list[Skipped]) -> Trace:
     if evidence is None or not (evidence.ranks or evidence.workers or evidence.job_seen):
         texts = [p for p in [*found.logs, *found.stacks] if rank_from_name(p.name) is not None]
         if not found.files and not found.skipped and not texts:  # nothing like a dump there
-            raise FrtraceError(f"no dump files found in {found.trace_dir}")
+            if not any(_JOB_LOG_NAME.search(p.name) for p in found.logs):
+                raise FrtraceError(f"no dump files found in {found.trace_dir}")
+            trace.evidence = evidence  # the job's own log, saying nothing yet: it is unknown
+            return trace
         named = {s.file for s in trace.skipped}
         for path in [*found.logs, *found.stacks]:
             if str(path) not in named:
