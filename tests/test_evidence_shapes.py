@@ -380,6 +380,39 @@ def test_a_whole_group_whose_wait_began_before_every_other_is_where_the_job_stop
     )
 
 
+def _dp_pairs_and_a_barrier(first_to_barrier: list[int], ranks: int = 8) -> list[str]:
+    """`ranks` ranks in dp pairs (r, r + ranks/2), every one pending in its pair's collective
+    (seq 3) and in the default group's (seq 2): those in `first_to_barrier` began the default
+    group's first (at 0 s, the dp one at 2 s), the others the dp one first (1 s, then 3 s)."""
+    half = ranks // 2
+    lines = [_init_line(r, str(10 + r % half), "mesh_dp", r // half, 2) for r in range(ranks)]
+    for r in range(ranks):
+        early = r in first_to_barrier
+        lines += _timed_out(r, "0", "default_pg", r, 2, 0 if early else 3)
+        lines += _timed_out(r, str(10 + r % half), "mesh_dp", r // half, 3, 2 if early else 1)
+    return lines
+
+
+def test_the_rank_that_called_the_default_groups_collective_first_breaks_the_order(
+    tmp_path: Path,
+) -> None:
+    (finding,) = _log_findings(tmp_path, _dp_pairs_and_a_barrier([1]))
+    assert (finding.kind, finding.reason, finding.culprit_ranks, finding.pg_name) == (
+        "order_cycle",
+        "order_differs",
+        [1],
+        "0",
+    )
+
+
+def test_an_order_most_ranks_do_not_outnumber_three_to_one_blames_nobody_for_it(
+    tmp_path: Path,
+) -> None:
+    """Three of eight ranks in the other order: the rest is no clear majority."""
+    found = _log_findings(tmp_path, _dp_pairs_and_a_barrier([1, 5, 6]))
+    assert all(f.kind != "order_cycle" for f in found)
+
+
 def test_one_ranks_fingerprint_report_alone_decides_nothing(tmp_path: Path) -> None:
     text = _fingerprint(3, 0, "BARRIER", "ALLREDUCE")
     ev = gather([parse_log(_log(tmp_path, "job.log", text))], [])

@@ -109,6 +109,9 @@ class Reason(_Named):
     SAME_STALL = "same_stall"
     # logs: the culprits never joined the collective the others waited in
     NEVER_JOINED = "never_joined"
+    # logs: the culprits called the default group's collective before their own mesh
+    # group's, which most ranks called first; each side waits for the other
+    ORDER_DIFFERS = "order_differs"
     # logs: every rank they name waited in it: one missing from them, or inside
     ALL_WAITING = "all_waiting"
     # logs: a check of the job's own named them (DETAIL's fingerprints, a monitored barrier)

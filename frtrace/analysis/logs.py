@@ -527,6 +527,9 @@ def group_findings(ev: Evidence) -> list[Finding]:
     mismatched = [f for f in found.values() if f.kind == Kind.SIZE_MISMATCH]
     if mismatched:
         return [max(mismatched, key=lambda f: (len(f.waiting_ranks), f.pg_name))]
+    order = _order_differs(ev, at, groups, began)
+    if order is not None:
+        return [order]
     stuck, also = _waited_on(at, groups, began)
     silent_only = not any(
         r in states and states[r].state in FAILED for f in found.values() for r in f.culprit_ranks
@@ -625,6 +628,74 @@ def _waited_on(
     if len(tied) > 1 and all(p in start for p in tied):
         return min(tied, key=lambda p: (start[p], _place_key(p))), []
     return tied[0], tied[1:]
+
+
+def _order_differs(
+    ev: Evidence,
+    at: dict[Place_, set[int]],
+    groups: dict[str, _Group],
+    began: dict[Place_, dict[int, float]],
+) -> Finding | None:
+    """A few ranks called the default group's collective before their mesh group's, while
+    most called their mesh group's first: their order differs, and each side waits for the
+    other (a deadlock no member's absence explains). Every rank is in the default group and
+    in one group of each mesh dimension, and runs one program, so the order of the two is
+    the same on every rank but the culprits'. A rank's order: which of its waits began
+    first (NCCL's `ran for` and the line's clock), told only where both are pending: a rank
+    seen in one alone may have finished the other, not called it yet, or not logged it. The
+    culprits are a side three times outnumbered by the other."""
+    defaults = [p for p in at if groups.get(p[0], _Group("")).desc == "default_pg"]
+    if len(defaults) != 1:
+        return None
+    a = defaults[0]
+    there = at[a]
+    by_desc: dict[str, list[Place_]] = defaultdict(list)
+    for p in at:
+        g = groups.get(p[0])
+        if g is not None and g.desc.startswith("mesh_"):
+            by_desc[g.desc].append(p)
+    for desc, places in sorted(by_desc.items()):
+        first_here: dict[int, float] = {}  # each rank's oldest wait in a group of this kind
+        for p in places:
+            for r, t in began.get(p, {}).items():
+                first_here[r] = min(first_here.get(r, t), t)
+        pending = {r for p in places for r in at[p]}
+        early: list[int] = []  # called the default group's first
+        late: list[int] = []
+        for r in sorted(there & pending):
+            start = began.get(a, {}).get(r)
+            if start is None or r not in first_here:
+                return None  # no clock to order them: nothing is said
+            (early if start < first_here[r] else late).append(r)
+        if early and len(early) * 3 <= len(late):  # a clear majority keeps the other order
+            other = min(
+                (p for p in places if set(groups[p[0]].members or {}) & set(early)),
+                key=lambda p: min(began.get(p, {}).values(), default=0.0),
+                default=None,
+            )
+            facts: dict[str, Any] = {
+                "source": "logs",
+                "decided_by": "nccl_groups",
+                "same_order": len(late),
+                "other": {"pg": other[0], "seq": other[1], "desc": desc}
+                if other
+                else {"desc": desc},
+            }
+            g = groups[a[0]]
+            op = next((w.op for r in early for w in ev.ranks[r].waits if w.pg_name == a[0]), "")
+            return _group_finding(
+                Kind.ORDER_CYCLE,
+                Reason.ORDER_DIFFERS,
+                g,
+                a[1],
+                op,
+                early,
+                sorted(there - set(early)),
+                dict(g.members or {}),
+                facts,
+                undecidable=False,
+            )
+    return None
 
 
 def _first_waits(began: dict[Place_, dict[int, float]]) -> dict[int, float]:

@@ -555,6 +555,19 @@ def _named_by_check(f: Finding) -> str:
     )
 
 
+def _order_differs(f: Finding) -> str:
+    other = f.facts.get("other", {})
+    mesh = f"{'its' if len(f.culprit_ranks) == 1 else 'their'} {other.get('desc', 'mesh')} "
+    mesh += "collective" + (f" (pg {other['pg']} seq {other['seq']})" if "pg" in other else "")
+    n = int(f.facts.get("same_order", 0))
+    return (
+        f"{who(f.culprit_ranks)} called {f.op or 'a collective'} at {where(f.place)} before "
+        f"{mesh}, while {n} rank{'s' if n != 1 else ''} called the {other.get('desc', 'mesh')} "
+        "one first: the order of calls differs, and each side waits for the other "
+        "(from the logs)"
+    )
+
+
 def _all_waiting(f: Finding) -> str:
     ranks = f.waiting_ranks
     how = _HOW.get(str(f.facts.get("how", "")), "")
@@ -632,6 +645,7 @@ _DETAIL: dict[str, Callable[[Finding], str]] = {
     "siblings_issued": _siblings_issued,
     "gone_in_mismatch": _gone_in_mismatch,
     "never_joined": _never_joined,
+    "order_differs": _order_differs,
     "all_waiting": _all_waiting,
     "named_by_check": _named_by_check,
 }
