@@ -470,6 +470,13 @@ def test_a_node_is_named_by_its_most_qualified_spelling(tmp_path: Path) -> None:
     assert ev.ranks[1].host == "gpu-st-162.cluster.internal"
 
 
+def test_a_bare_number_for_a_role_names_no_host(tmp_path: Path) -> None:
+    """`--role $SLURM_NODEID:` gives `[0:1]:`: node 0 of the allocation, not a host to ssh to."""
+    text = "[0:1]:[rank1]: step 3 done\n[1:0]:[rank2]: step 3 done\n"
+    ev = gather([parse_log(_log(tmp_path, "slurm-1.out", text))], [])
+    assert (ev.ranks[1].host, ev.ranks[2].host) == ("", "")
+
+
 def test_a_rank_named_on_the_writers_own_node_is_its_local_rank(tmp_path: Path) -> None:
     text = (
         "[node17:1]:Initializing rank 3/4 on node17\n"

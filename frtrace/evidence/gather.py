@@ -196,6 +196,8 @@ class _Nodes:
         if not total:
             return ""
         best = max(total, key=lambda n: (not n.isdigit(), self.strongest[n], total[n], -len(n)))
+        if best.isdigit():  # a bare number (`--role $SLURM_NODEID:`) names no host to ssh to
+            return ""
         # the most qualified spelling: torchelastic's summary gives socket.getfqdn()
         # (torch/distributed/elastic/multiprocessing/errors/__init__.py, ChildFailedError's
         # _format_failure), NCCL and the launchers the short hostname; the domain only adds
