@@ -405,6 +405,15 @@ def test_the_rank_that_called_the_default_groups_collective_first_breaks_the_ord
     )
 
 
+def test_a_silent_absentee_is_the_culprit_before_any_order_that_differs(tmp_path: Path) -> None:
+    """Rank 7 logs nothing while its dp pair waits for it: that explains the hang, and a rank
+    whose calls reached NCCL in another order (backward hooks run on another thread) is not
+    blamed for it."""
+    lines = [line for line in _dp_pairs_and_a_barrier([1]) if "[rank7]" not in line]
+    found = _log_findings(tmp_path, lines)
+    assert (found[0].kind, found[0].culprit_ranks) == ("missing_ranks", [7])
+
+
 def test_an_order_most_ranks_do_not_outnumber_three_to_one_blames_nobody_for_it(
     tmp_path: Path,
 ) -> None:

@@ -527,7 +527,12 @@ def group_findings(ev: Evidence) -> list[Finding]:
     mismatched = [f for f in found.values() if f.kind == Kind.SIZE_MISMATCH]
     if mismatched:
         return [max(mismatched, key=lambda f: (len(f.waiting_ranks), f.pg_name))]
-    order = _order_differs(ev, at, groups, began)
+    # an order that differs explains a deadlock no absentee does: only where none is named
+    order = (
+        None
+        if any(f.culprit_ranks for f in found.values())
+        else _order_differs(ev, at, groups, began)
+    )
     if order is not None:
         return [order]
     stuck, also = _waited_on(at, groups, began)
@@ -638,7 +643,9 @@ def _order_differs(
 ) -> Finding | None:
     """A few ranks called the default group's collective before their mesh group's, while
     most called their mesh group's first: their order differs, and each side waits for the
-    other (a deadlock no member's absence explains). Every rank is in the default group and
+    other (a deadlock no member's absence explains: asked only where no absentee is named,
+    as collectives issued from other threads, DDP's and FSDP's backward hooks, may reach
+    NCCL in another order on some ranks without harm). Every rank is in the default group and
     in one group of each mesh dimension, and runs one program, so the order of the two is
     the same on every rank but the culprits'. A rank's order: which of its waits began
     first (NCCL's `ran for` and the line's clock), told only where both are pending: a rank
