@@ -37,6 +37,7 @@ from frtrace.evidence.gather import in_collective, is_auxiliary
 from frtrace.evidence.records import (
     PEER_LOST,
     TIMEOUT,
+    Communicator,
     Evidence,
     ProcessStack,
     RankEvidence,
@@ -408,13 +409,17 @@ def _members_from_communicators(ev: Evidence, groups: dict[str, _Group]) -> None
     first, may fit as well: where it disagrees, nothing is taken)."""
     if not ev.communicators:
         return
+    holding: dict[tuple[int, int], list[Communicator]] = defaultdict(list)
+    for c in ev.communicators.values():  # a rank is in a few: each group looks at those
+        for r, cr in c.members.items():
+            holding[(r, cr)].append(c)
     for g in groups.values():
         if not g.members or g.desc == "default_pg" or len(g.members) >= (g.size or 1 << 30):
             continue
         shown = g.members
         fits = [
             c
-            for c in ev.communicators.values()
+            for c in holding.get(next(iter(shown.items())), [])
             if (not g.size or c.nranks == g.size)
             and all(c.members.get(r) == gr for r, gr in shown.items())
         ]

@@ -22,6 +22,7 @@ A worker's line can carry, in this order (each optional):
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import date
 from typing import NamedTuple
@@ -66,12 +67,17 @@ def clock_seconds(stamp: str) -> float | None:
     carry no year and no zone: good for ordering one job's lines, nothing more); None
     for a date that does not exist."""
     try:
-        month, day = int(stamp[:2]), int(stamp[2:4])
+        days = _day_of_year(stamp[:4])
         hours, minutes, seconds = stamp[5:].split(":")
-        days = (date(2024, month, day) - date(2024, 1, 1)).days  # a leap year: 0229 exists
+        return days * 86400.0 + int(hours) * 3600 + int(minutes) * 60 + float(seconds)
     except ValueError:
         return None
-    return days * 86400.0 + int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+
+
+@functools.lru_cache(maxsize=400)
+def _day_of_year(mmdd: str) -> int:
+    """Days from Jan 1 to MMDD, in a leap year (0229 exists); ValueError for no such day."""
+    return (date(2024, int(mmdd[:2]), int(mmdd[2:])) - date(2024, 1, 1)).days
 
 
 def srun_task(line: str) -> tuple[int | None, str]:
