@@ -363,6 +363,17 @@ def test_a_mesh_dimensions_size_is_the_one_its_step_and_the_world_leave(tmp_path
     assert (finding.kind, finding.culprit_ranks) == ("missing_ranks", [7])
 
 
+def test_a_size_the_groups_state_wins_over_the_mesh_inference(tmp_path: Path) -> None:
+    """16 ranks; a hand-built dp group of 3 spaced by 4 states its size: its members all
+    waiting is the whole group, not a fourth member (rank 13) missing."""
+    lines = [f"[rank{r}]:step 3 done" for r in range(16)]
+    lines += [_init_line(r, "10", "mesh_dp", g, 3) for g, r in enumerate((1, 5, 9))]
+    for grank, rank in enumerate((1, 5, 9)):
+        lines += _timed_out(rank, "10", "mesh_dp", grank, 4, grank)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.culprit_ranks) == ("stuck_collective", [1, 5, 9])
+
+
 def test_a_whole_group_whose_wait_began_before_every_other_is_where_the_job_stopped(
     tmp_path: Path,
 ) -> None:

@@ -333,6 +333,7 @@ class _Group:
     desc: str = ""
     members: dict[int, int] | None = None
     size: int | None = None
+    stated: bool = False  # the size is stated (the group's own line, its communicator)
 
 
 def _groups(ev: Evidence) -> dict[str, _Group]:
@@ -351,7 +352,7 @@ def _groups(ev: Evidence) -> dict[str, _Group]:
             g.members[rank] = group_rank
             g.desc = g.desc or desc
             if size is not None:
-                g.size = max(g.size or 0, size)
+                g.size, g.stated = max(g.size or 0, size), True
     # the default group holds every rank, its group rank the global rank
     # (torch/distributed/distributed_c10d.py, init_process_group)
     world = max([*ev.ranks, (ev.world_size or 0) - 1], default=-1) + 1
@@ -383,6 +384,8 @@ def _mesh_sizes(groups: dict[str, _Group], world: int) -> None:
     `world_size` ranks, torch/distributed/device_mesh.py)."""
     for desc, step in mesh_steps(groups.values()).items():
         same = [g for g in groups.values() if g.desc == desc and g.members]
+        if any(g.stated for g in groups.values() if g.desc == desc):
+            continue  # a size the groups state wins over one inferred
         low = max(2, *(g.size or 0 for g in same))
         firsts = []  # each slice's first rank, from its lowest member shown
         for g in same:
@@ -426,7 +429,7 @@ def _members_from_communicators(ev: Evidence, groups: dict[str, _Group]) -> None
         sizes = {c.nranks for c in fits}
         if len(sizes) != 1:
             continue
-        g.size = sizes.pop()
+        g.size, g.stated = sizes.pop(), True
         taken = set(shown.values())
         for i in range(g.size):
             if i in taken:
