@@ -51,6 +51,17 @@ def test_a_slurm_job_log_and_py_spy_recipe_files_name_the_stuck_rank_its_host_an
     assert want["function"] in shown(root)
 
 
+def test_a_folder_holding_several_nodes_files_names_no_node(tmp_path: Path) -> None:
+    """The same evidence one folder down (`incident/evidence/`, as users copy it): a folder
+    whose py-spy files name three nodes is no node, so the culprit keeps its rank and host."""
+    want = truth("slurm_pyspy_recipe")["culprit"]
+    shutil.copytree(EVIDENCE / "slurm_pyspy_recipe" / "evidence", tmp_path / "evidence")
+    code, data, _text = report(tmp_path)
+    root = data["root_cause"]
+    assert (code, root["culprit_ranks"]) == (1, [want["rank"]])
+    assert [short_host(h) for h in root["hosts"]] == [short_host(want["host"])]
+
+
 def test_the_agents_in_a_py_spy_recipe_file_are_not_workers() -> None:
     _code, data, _text = report(EVIDENCE / "slurm_pyspy_recipe" / "evidence")
     stacks = sum(f["lines"] > 0 for f in data["inputs"]["stacks"])

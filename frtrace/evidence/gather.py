@@ -29,7 +29,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from frtrace.dumps.discover import strip_suffixes
-from frtrace.evidence.logs import LAST_LINES, ParsedLog, collective_of, same_folder
+from frtrace.evidence.logs import (
+    LAST_LINES,
+    ParsedLog,
+    collecting_folder,
+    collective_of,
+    same_folder,
+)
 from frtrace.evidence.pyspy import ParsedStacks
 from frtrace.evidence.records import (
     AgentEvent,
@@ -70,9 +76,12 @@ _DUMP_WORDS = frozenset(
 )
 
 
-def dump_host(path: Path, prefix: str, root: Path | None) -> str:
+def dump_host(
+    path: Path, prefix: str, root: Path | None, shared: frozenset[str] = frozenset()
+) -> str:
     """The host in a dump's name (`nccl_trace_rank_node03-host_27` -> node03-host), else its
-    sub-folder of `root` (one folder per node), else ''. The prefix inferred from a family
+    folder (one folder per node, unless it collects: `collecting_folder`), else ''. The
+    prefix inferred from a family
     of names stops where their hosts first differ (`nccl_trace_rank_train-a3-`): only its
     part up to its last dump word is taken off."""
     stem = strip_suffixes(path.name)
@@ -84,9 +93,10 @@ def dump_host(path: Path, prefix: str, root: Path | None) -> str:
     middle = middle.rstrip("0123456789").rstrip("_-.")
     if middle:
         return middle
-    if root is not None and not same_folder(path.parent, root) and path.parent.name:
-        return path.parent.name
-    return ""
+    parent = path.parent
+    if root is None or same_folder(parent, root) or not parent.name:
+        return ""
+    return "" if collecting_folder(parent, root, shared) else parent.name
 
 
 def in_collective(stack: ProcessStack) -> str | None:

@@ -22,7 +22,8 @@ from __future__ import annotations
 import os
 import re
 import signal as signals
-from collections import deque
+from collections import defaultdict, deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -360,25 +361,74 @@ class ParsedLog:
     file_local: int | None = None  # torchrun --redirects: the local rank its folder names
 
 
-def host_from_path(path: Path, root: Path | None) -> str:
-    """The node a file's place names: its sub-folder of `root` (one folder per node; the
-    folder above torchrun's `--redirects` layout), else its name without the usual suffixes
-    and words (`nodeB.log`, `trace-nodeB.out`, `pyspy_nodeB.txt` -> nodeB); '' when what is
-    left is no name (`slurm-1234.out`, `stdout.log`)."""
-    if root is not None and not same_folder(path.parent, root):
-        try:
-            parts = Path(os.path.relpath(path.parent, root)).parts
-        except ValueError:
-            parts = ()
-        if parts and parts[0] not in ("..", "."):
-            for part in parts:
-                if _ATTEMPT.fullmatch(part) or part.lower() in _NAME_WORDS:
-                    continue
-                if any(_ATTEMPT.fullmatch(p) for p in parts) and part == parts[-1]:
-                    break  # the local rank's folder of a --redirects layout
-                return _strip_words(part) or part
+def host_from_path(path: Path, root: Path | None, shared: frozenset[str] = frozenset()) -> str:
+    """The node a file's place names: its sub-folder of `root` (`folder_host`), else its
+    name without the usual suffixes and words (`nodeB.log`, `trace-nodeB.out`,
+    `pyspy_nodeB.txt` -> nodeB); '' when what is left is no name (`slurm-1234.out`,
+    `stdout.log`)."""
+    folder = folder_host(path, root, shared)
+    if folder:
+        return folder
     name = _strip_suffixes(path.name)
     return "" if _RANK_FILE.search(name) else _strip_words(name)  # `rank3.log`: no node
+
+
+def folder_host(path: Path, root: Path | None, shared: frozenset[str] = frozenset()) -> str:
+    """The node a file's sub-folder of `root` names (one folder per node; the folder above
+    torchrun's `--redirects` layout); '' for none: collecting words (`logs/`, `dumps/`) and
+    folders in `shared` (relative to `root`, see `shared_folders`: they collect several
+    nodes' files) name no node."""
+    if root is None or same_folder(path.parent, root):
+        return ""
+    try:
+        parts = Path(os.path.relpath(path.parent, root)).parts
+    except ValueError:
+        return ""
+    if not parts or parts[0] in ("..", "."):
+        return ""
+    for i, part in enumerate(parts):
+        if _ATTEMPT.fullmatch(part) or part.lower() in _NAME_WORDS:
+            continue
+        if os.path.join(*parts[: i + 1]) in shared:
+            continue
+        if any(_ATTEMPT.fullmatch(p) for p in parts) and part == parts[-1]:
+            break  # the local rank's folder of a --redirects layout
+        return _strip_words(part) or part
+    return ""
+
+
+def collecting_folder(folder: Path, root: Path, shared: frozenset[str] = frozenset()) -> bool:
+    """Whether a folder below `root` collects files rather than holding one node's: named
+    by a collecting word (`dumps/`, `logs/`), or in `shared` (see `shared_folders`)."""
+    try:
+        rel = os.path.relpath(folder, root)
+    except ValueError:
+        return False
+    return folder.name.lower() in _NAME_WORDS or rel in shared
+
+
+def shared_folders(paths: Iterable[Path], root: Path | None) -> frozenset[str]:
+    """The folders below `root` (and their parents) holding files whose own names name two
+    nodes or more (`evidence/pyspy_nodeA.txt`, `evidence/pyspy_nodeB.txt`): a folder that
+    collects several nodes' files is no node's folder."""
+    if root is None:
+        return frozenset()
+    named: dict[str, set[str]] = defaultdict(set)
+    for path in paths:
+        name = _strip_suffixes(path.name)
+        host = "" if _RANK_FILE.search(name) else _strip_words(name)
+        try:
+            folder = os.path.relpath(path.parent, root)
+        except ValueError:
+            continue
+        if host and folder not in (".", "") and not folder.startswith(".."):
+            named[folder].add(host.lower().split(".", 1)[0])
+    out: set[str] = set()
+    for folder, hosts in named.items():
+        if len(hosts) >= 2:
+            parts = Path(folder).parts
+            out.update(os.path.join(*parts[: i + 1]) for i in range(len(parts)))
+    return frozenset(out)
 
 
 def _strip_suffixes(name: str) -> str:
@@ -499,9 +549,9 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 class _Parser:
-    def __init__(self, path: Path, root: Path | None) -> None:
+    def __init__(self, path: Path, root: Path | None, shared: frozenset[str]) -> None:
         self.path = str(path)
-        self.out = ParsedLog(InputFile(self.path, "log", "", 0), host_from_path(path, root))
+        self.out = ParsedLog(InputFile(self.path, "log", "", 0), host_from_path(path, root, shared))
         self.out.file_local = local_from_layout(path)
         self.tracebacks: dict[Speaker, _Traceback] = {}
         self.faults: dict[Speaker, _Faults] = {}
@@ -1076,9 +1126,11 @@ def collective_of(frames: tuple[PyFrame, ...]) -> tuple[str, PyFrame | None]:
     return op, None
 
 
-def parse_log(path: Path, root: Path | None = None) -> ParsedLog:
+def parse_log(
+    path: Path, root: Path | None = None, shared: frozenset[str] = frozenset()
+) -> ParsedLog:
     """Every record of one log file, within the budgets (an unreadable file reads as empty)."""
-    parser = _Parser(path, root)
+    parser = _Parser(path, root, shared)
     stats = LineStats()
     try:
         for number, line in read_lines(path, stats):

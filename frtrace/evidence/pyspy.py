@@ -152,9 +152,11 @@ class _Building:
         return replace(stack, locals=tuple(reversed(held)))  # the outermost frame's first
 
 
-def parse_pyspy(path: Path, root: Path | None = None) -> ParsedStacks:
+def parse_pyspy(
+    path: Path, root: Path | None = None, shared: frozenset[str] = frozenset()
+) -> ParsedStacks:
     """Every process of one py-spy output file, within the budgets."""
-    host = host_from_path(path, root)
+    host = host_from_path(path, root, shared)
     out = ParsedStacks(InputFile(str(path), "stacks", host, 0), host)
     stats = LineStats()
     label: Label | None = None

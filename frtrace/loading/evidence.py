@@ -14,7 +14,7 @@ from pathlib import Path
 from frtrace.dumps.discover import Discovery, rank_from_name, reclaim_text
 from frtrace.errors import FrtraceError
 from frtrace.evidence.gather import DumpHost, dump_host, gather
-from frtrace.evidence.logs import LogReadError, ParsedLog, parse_log
+from frtrace.evidence.logs import LogReadError, ParsedLog, parse_log, shared_folders
 from frtrace.evidence.pyspy import ParsedStacks, parse_pyspy
 from frtrace.evidence.records import Evidence
 from frtrace.tables.columns import columnize
@@ -36,8 +36,9 @@ def read_evidence(
     no host in a dump's name or folder). A file that cannot be read is added to `skipped`."""
     root = found.trace_dir
     usable = set(dumped)
+    shared = shared_folders([*found.logs, *found.stacks], root)
     dumps = [
-        DumpHost(f.rank, str(f.path), dump_host(f.path, found.prefix, root))
+        DumpHost(f.rank, str(f.path), dump_host(f.path, found.prefix, root, shared))
         for f in found.files
         if f.rank in usable
     ]
@@ -47,12 +48,12 @@ def read_evidence(
     stacks: list[ParsedStacks] = []
     for path in found.logs:
         try:
-            logs.append(parse_log(path, root))
+            logs.append(parse_log(path, root, shared))
         except LogReadError as exc:
             _skip(skipped, path, f"log: {exc}")
     for path in found.stacks:
         try:
-            stacks.append(parse_pyspy(path, root))
+            stacks.append(parse_pyspy(path, root, shared))
         except LogReadError as exc:
             _skip(skipped, path, f"py-spy stacks: {exc}")
     return gather(logs, stacks, dumps)
