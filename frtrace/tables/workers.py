@@ -53,18 +53,33 @@ def abort() -> None:
     end at once (os._exit on SIGTERM or Ctrl-C) rather than unwind: nothing may wait here."""
     kill_workers()
     for path in list(_SCRATCH):
-        shutil.rmtree(path, ignore_errors=True)
+        for _attempt in range(5):  # a thread or a dying worker may still write into it
+            shutil.rmtree(path, ignore_errors=True)
+            if not os.path.lexists(path):
+                break
+
+
+_STOPS = {signal.SIGINT, signal.SIGTERM}
 
 
 @contextlib.contextmanager
 def scratch_dir() -> Iterator[str]:
-    """A private temporary folder, removed on the way out and by abort()."""
-    with tempfile.TemporaryDirectory(prefix="frtrace-") as path:
+    """A private temporary folder, removed on the way out and by abort(). A stop signal is
+    held while the folder is made and filed, so that abort() always knows of it."""
+    held = (
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS) if hasattr(signal, "SIG_BLOCK") else None
+    )
+    try:
+        path = tempfile.mkdtemp(prefix="frtrace-")
         _SCRATCH.add(path)
-        try:
-            yield path
-        finally:
-            _SCRATCH.discard(path)
+    finally:
+        if held is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    try:
+        yield path
+    finally:
+        _SCRATCH.discard(path)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _pool_context() -> Any:
