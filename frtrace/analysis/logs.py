@@ -336,7 +336,8 @@ class _Group:
     stated: bool = False  # the size is stated (the group's own line, its communicator)
 
 
-def _groups(ev: Evidence) -> dict[str, _Group]:
+def _groups(ev: Evidence) -> tuple[dict[str, _Group], dict[str, int]]:
+    """The groups the logs show, and each DeviceMesh dimension's step (`mesh_steps`)."""
     groups: dict[str, _Group] = {}
     waited = {w.pg_name for rev in ev.ranks.values() for w in rev.waits if w.pg_name}
     for rank, rev in ev.ranks.items():
@@ -372,17 +373,18 @@ def _groups(ev: Evidence) -> dict[str, _Group]:
     for g in groups.values():
         if g.desc in widest:
             g.size = max(g.size or 0, widest[g.desc])
+    steps = mesh_steps(groups.values())  # sizes do not change them: members do
     if world > 1:
-        _mesh_sizes(groups, world)
-    return groups
+        _mesh_sizes(groups, world, steps)
+    return groups, steps
 
 
-def _mesh_sizes(groups: dict[str, _Group], world: int) -> None:
+def _mesh_sizes(groups: dict[str, _Group], world: int, steps: dict[str, int]) -> None:
     """A DeviceMesh dimension's size where the members shown leave one choice: its groups
     are its slices of a mesh laid out over the world's ranks, so size x step divides the
     world size and every slice lies within the world (init_device_mesh: a mesh of
     `world_size` ranks, torch/distributed/device_mesh.py)."""
-    for desc, step in mesh_steps(groups.values()).items():
+    for desc, step in steps.items():
         same = [g for g in groups.values() if g.desc == desc and g.members]
         if any(g.stated for g in groups.values() if g.desc == desc):
             continue  # a size the groups state wins over one inferred
@@ -515,8 +517,7 @@ def group_findings(ev: Evidence) -> list[Finding]:
                     known[rank] = min(known.get(rank, w.started), w.started)
     if not at:
         return []
-    groups = _groups(ev)
-    steps = mesh_steps(groups.values())
+    groups, steps = _groups(ev)
     waiting_anywhere = set().union(*at.values())
     found: dict[tuple[str, int | None], Finding] = {}
     for name, seq in at:
@@ -670,10 +671,8 @@ def _order_differs(
         if g is not None and g.desc.startswith("mesh_"):
             by_desc[g.desc].append(p)
     for desc, places in sorted(by_desc.items()):
-        first_here: dict[int, float] = {}  # each rank's oldest wait in a group of this kind
-        for p in places:
-            for r, t in began.get(p, {}).items():
-                first_here[r] = min(first_here.get(r, t), t)
+        # each rank's oldest wait in a group of this kind
+        first_here = _first_waits({p: began.get(p, {}) for p in places})
         pending = {r for p in places for r in at[p]}
         early: list[int] = []  # called the default group's first
         late: list[int] = []

@@ -801,28 +801,29 @@ def _eliminate(
     on_node = [ev.ranks[rank] for rank in sorted(residents.on(node, host))]
     free = [r for r in on_node if r.stack is None]
     matched = len(on_node) - len(free)
-    lone = len(procs) == 1 and len(free) == 1 and matched + 1 == len(on_node) > 1
-    # the node's ranks are all known: its roster or its slots name that many
-    if lone and len(residents.locals_by_root.get(node, ())) == len(on_node):
-        proc, r = procs[0], free[0]
-        _take_stack(ev, join, r.rank, node, proc, proc.where.file)
-        residents.note(join, r)
-        ev.notes.append(
-            f"py-spy process {proc.pid} on {host or 'its node'} is taken to be rank {r.rank}:"
-            f" the one process and the one rank of that node left untied"
-        )
-        return []
-    outside = [p for p in procs if in_collective(p) is None]
-    idle = [r for r in free if not r.waits]
-    if len(outside) == 1 and len(idle) == 1 and len(procs) == len(free):
-        proc, r = outside[0], idle[0]
+
+    def tie(proc: ProcessStack, r: RankEvidence, why: str) -> None:
         _take_stack(ev, join, r.rank, node, proc, proc.where.file)
         residents.note(join, r)
         ev.notes.append(
             f"py-spy process {proc.pid} on {host or 'its node'} is taken to be rank {r.rank}: "
-            "the one process outside collectives, and the one rank on that host not waiting"
+            + why
         )
-        return [p for p in procs if p is not proc]
+
+    lone = len(procs) == 1 and len(free) == 1 and matched + 1 == len(on_node) > 1
+    # the node's ranks are all known: its roster or its slots name that many
+    if lone and len(residents.locals_by_root.get(node, ())) == len(on_node):
+        tie(procs[0], free[0], "the one process and the one rank of that node left untied")
+        return []
+    outside = [p for p in procs if in_collective(p) is None]
+    idle = [r for r in free if not r.waits]
+    if len(outside) == 1 and len(idle) == 1 and len(procs) == len(free):
+        tie(
+            outside[0],
+            idle[0],
+            "the one process outside collectives, and the one rank on that host not waiting",
+        )
+        return [p for p in procs if p is not outside[0]]
     return procs
 
 

@@ -366,9 +366,11 @@ def host_from_path(path: Path, root: Path | None, shared: frozenset[str] = froze
     name without the usual suffixes and words (`nodeB.log`, `trace-nodeB.out`,
     `pyspy_nodeB.txt` -> nodeB); '' when what is left is no name (`slurm-1234.out`,
     `stdout.log`)."""
-    folder = folder_host(path, root, shared)
-    if folder:
-        return folder
+    return folder_host(path, root, shared) or _name_host(path)
+
+
+def _name_host(path: Path) -> str:
+    """The node a file's own name names, without the usual suffixes and words; ''."""
     name = _strip_suffixes(path.name)
     return "" if _RANK_FILE.search(name) else _strip_words(name)  # `rank3.log`: no node
 
@@ -387,9 +389,7 @@ def folder_host(path: Path, root: Path | None, shared: frozenset[str] = frozense
     if not parts or parts[0] in ("..", "."):
         return ""
     for i, part in enumerate(parts):
-        if _ATTEMPT.fullmatch(part) or part.lower() in _NAME_WORDS:
-            continue
-        if os.path.join(*parts[: i + 1]) in shared:
+        if _ATTEMPT.fullmatch(part) or _collects(part, os.path.join(*parts[: i + 1]), shared):
             continue
         if any(_ATTEMPT.fullmatch(p) for p in parts) and part == parts[-1]:
             break  # the local rank's folder of a --redirects layout
@@ -404,7 +404,13 @@ def collecting_folder(folder: Path, root: Path, shared: frozenset[str] = frozens
         rel = os.path.relpath(folder, root)
     except ValueError:
         return False
-    return folder.name.lower() in _NAME_WORDS or rel in shared
+    return _collects(folder.name, rel, shared)
+
+
+def _collects(name: str, rel: str, shared: frozenset[str]) -> bool:
+    """A folder (its name, its path relative to the root) named by a collecting word, or
+    holding several nodes' files."""
+    return name.lower() in _NAME_WORDS or rel in shared
 
 
 def shared_folders(paths: Iterable[Path], root: Path | None) -> frozenset[str]:
@@ -415,8 +421,7 @@ def shared_folders(paths: Iterable[Path], root: Path | None) -> frozenset[str]:
         return frozenset()
     named: dict[str, set[str]] = defaultdict(set)
     for path in paths:
-        name = _strip_suffixes(path.name)
-        host = "" if _RANK_FILE.search(name) else _strip_words(name)
+        host = _name_host(path)
         try:
             folder = os.path.relpath(path.parent, root)
         except ValueError:
