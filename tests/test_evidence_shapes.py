@@ -8,13 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 from log_builders import nccl_watchdog_lines
 
 from frtrace.analysis.findings import Finding
 from frtrace.analysis.logs import log_findings, member_global, member_range
-from frtrace.evidence.gather import dump_host, gather
+from frtrace.evidence.gather import DumpHost, dump_host, gather
 from frtrace.evidence.logs import host_from_path, parse_log
 from frtrace.evidence.prefixes import looks_labelled, peel
+from frtrace.evidence.records import Evidence, PyFrame
 
 # --- who wrote a line ------------------------------------------------------------------------
 
@@ -589,3 +591,101 @@ def test_the_jobs_last_untied_process_is_its_last_rank_without_a_stack(tmp_path:
     ev = gather([parse_log(a), parse_log(b)], [parse_pyspy(tied), parse_pyspy(untied)])
     stack = ev.ranks[1].stack
     assert stack is not None and stack.pid == 555
+
+
+_IN_WORKER = (
+    PyFrame("all_reduce", "/venv/torch/distributed/distributed_c10d.py", 3245),
+    PyFrame("wrapper", "/venv/torch/distributed/c10d_logger.py", 83),
+    PyFrame("worker", "/work/scripts/make_log_fixtures.py", 110),
+)
+_BARRIER = (
+    PyFrame("barrier", "/venv/torch/distributed/distributed_c10d.py", 5349),
+    PyFrame("worker", "/work/scripts/make_log_fixtures.py", 120),
+)
+
+
+def _stuck_node_b(
+    tmp_path: Path, rank3_last_call: tuple[PyFrame, ...], third_waiter: bool = False
+) -> Evidence:
+    """Node B of the real stuck job (fixtures/logs/stuck): its py-spy file (pid 5800 waits in
+    all_reduce called from worker:110, pid 5802 sits in slow_data_loader) and its two dumps
+    (ranks 2 and 3), with rank 3's last recorded call given; no log ties a pid to a rank.
+    `third_waiter` adds rank 1 on the node, waiting like rank 2 (pid 5803)."""
+    from frtrace.evidence.pyspy import parse_pyspy
+
+    text = (FIXTURES / "logs" / "stuck" / "nodeB.pyspy.txt").read_text()
+    if third_waiter:
+        first = text[: text.index("Process 5802")]
+        text += first.replace("5800", "5803")
+    spy = tmp_path / "nodeB.pyspy.txt"
+    spy.write_text(text)
+    dumps = [
+        DumpHost(2, str(tmp_path / "trace_2"), "nodeB", _IN_WORKER),
+        DumpHost(3, str(tmp_path / "trace_3"), "nodeB", rank3_last_call),
+    ]
+    if third_waiter:
+        dumps.append(DumpHost(1, str(tmp_path / "trace_1"), "nodeB", _IN_WORKER))
+    return gather([], [parse_pyspy(spy)], dumps)
+
+
+def test_a_process_inside_the_call_a_ranks_dump_recorded_last_is_that_rank(
+    tmp_path: Path,
+) -> None:
+    """Rank 3's last recorded call is a barrier elsewhere: pid 5800, inside all_reduce at
+    worker:110 where rank 2's dump ends, is rank 2, and the other process is rank 3."""
+    ev = _stuck_node_b(tmp_path, _BARRIER)
+    assert {r: ev.ranks[r].pid for r in (2, 3)} == {2: 5800, 3: 5802}
+    assert not ev.unmatched
+
+
+def test_ranks_whose_dumps_end_where_as_many_processes_wait_leave_the_one_outside(
+    tmp_path: Path,
+) -> None:
+    """Ranks 1 and 2 both last recorded all_reduce at worker:110 and two processes wait
+    there: which is which is unknown, but both wait, so the process outside collectives is
+    rank 3, whose dump ends at a barrier elsewhere."""
+    ev = _stuck_node_b(tmp_path, _BARRIER, third_waiter=True)
+    assert (ev.ranks[3].pid, ev.ranks[1].pid, ev.ranks[2].pid) == (5802, None, None)
+    assert sorted(p.pid for p in ev.unmatched) == [5800, 5803]
+
+
+def test_two_ranks_whose_dumps_end_at_the_same_call_tie_no_process(tmp_path: Path) -> None:
+    """Both dumps end in all_reduce at worker:110 (a loop's one collective): which process
+    is which is unknown, and no rank is guessed."""
+    same = (
+        PyFrame("all_reduce", "/venv/torch/distributed/distributed_c10d.py", 3245),
+        PyFrame("worker", "/work/scripts/make_log_fixtures.py", 110),
+    )
+    ev = _stuck_node_b(tmp_path, same)
+    assert ev.ranks[2].pid is None and ev.ranks[3].pid is None
+    assert sorted(p.pid for p in ev.unmatched) == [5800, 5802]
+
+
+def test_the_dumps_verdict_ties_nothing_where_two_ranks_of_the_host_wait_in_none(
+    tmp_path: Path,
+) -> None:
+    """Node B's dumps show neither rank 2 nor rank 3 waiting: which of them is the process
+    outside collectives is unknown, and neither is named."""
+    from frtrace.evidence.gather import tie_by_waits
+
+    same = (_IN_WORKER[0], _IN_WORKER[2])
+    ev = _stuck_node_b(tmp_path, same)
+    tie_by_waits(ev, waiting=set(), dumped={2, 3})
+    assert ev.ranks[2].pid is None and ev.ranks[3].pid is None
+    tie_by_waits(ev, waiting={2}, dumped={2, 3})
+    assert (ev.ranks[3].pid, ev.ranks[2].pid) == (5802, None)
+
+
+def test_the_dumps_verdict_ties_nothing_on_a_host_with_more_processes_than_known_ranks(
+    tmp_path: Path,
+) -> None:
+    """Only rank 2's dump says it is on node B, which shows two processes: the one outside
+    collectives may be a rank the evidence never placed there, so rank 2 stays untied."""
+    from frtrace.evidence.gather import tie_by_waits
+    from frtrace.evidence.pyspy import parse_pyspy
+
+    spy = tmp_path / "nodeB.pyspy.txt"
+    spy.write_text((FIXTURES / "logs" / "stuck" / "nodeB.pyspy.txt").read_text())
+    ev = gather([], [parse_pyspy(spy)], [DumpHost(2, str(tmp_path / "trace_2"), "nodeB")])
+    tie_by_waits(ev, waiting=set(), dumped={2})
+    assert ev.ranks[2].pid is None

@@ -205,3 +205,20 @@ def test_dump_folders_and_logs_given_together_are_one_job() -> None:
     _result, data = report(*map(str, paths))
     assert data["inputs"]["files"] == 3
     assert data["root_cause"]["culprit_evidence"][0]["host"] == "nodeB"
+
+
+def test_dumps_and_py_spy_files_without_logs_show_the_culprits_live_stack(
+    tmp_path: Path,
+) -> None:
+    """No log ties a pid to a rank, and ranks 2 and 3 both last recorded the loop's one
+    all_reduce: the dumps' verdict (rank 2 waits in a collective, rank 3 in none) ties
+    node B's one process outside collectives to rank 3."""
+    truth = expected("stuck")
+    folder = dumps_only("stuck", tmp_path)
+    for spy in LOGS.glob("stuck/*.pyspy.txt"):
+        shutil.copy(spy, folder / spy.name)
+    result, data = report(str(folder))
+    assert result.exit_code == 1
+    (culprit,) = data["root_cause"]["culprit_evidence"]
+    assert (culprit["rank"], culprit["pid"]) == (truth["culprit_rank"], truth["culprit_pid"])
+    assert "slow_data_loader  make_log_fixtures.py:70" in frtrace(str(folder)).stdout

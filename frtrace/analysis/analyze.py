@@ -17,6 +17,7 @@ from frtrace.analysis.p2p import analyze_p2p
 from frtrace.analysis.snapshots import SnapshotComparison, compare_snapshots
 from frtrace.analysis.timing import StragglerReport, classify, lag_stats, stragglers
 from frtrace.analysis.waits import Blocked, analyze_waits, mark_secondary
+from frtrace.evidence.gather import tie_by_waits
 from frtrace.evidence.records import Evidence
 from frtrace.tables.trace import Trace
 
@@ -501,6 +502,9 @@ def analyze(
         if not f.secondary:
             classify(ctx, f, waits.blocked)
     if evidence is not None:
+        if len(trace.file_table):  # the dumps tell which ranks wait: they tie what is left
+            waiting = {r for r, b in waits.blocked.items() if not b.maybe}
+            tie_by_waits(evidence, waiting, trace.ranks)
         findings, root_cause = _with_logs(trace, evidence, findings, root_cause)
     return Analysis(
         ctx, findings, root_cause, waits.blocked, notes, stragglers=late.result(), evidence=evidence

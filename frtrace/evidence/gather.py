@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -45,6 +45,7 @@ from frtrace.evidence.records import (
     Exited,
     InputFile,
     ProcessStack,
+    PyFrame,
     RankEvidence,
     SlurmEvent,
     Speaker,
@@ -62,11 +63,14 @@ _USELESS_HOSTS = re.compile(r"^(?:localhost(?:\.localdomain)?|127(?:\.\d{1,3}){3
 
 @dataclass(frozen=True)
 class DumpHost:
-    """A dump file, its rank, and the host its name or folder gives ('' if none)."""
+    """A dump file, its rank, the host its name or folder gives ('' if none), and the Python
+    stack of its last entry (its `frames`, innermost first: `FlightRecorder<EventType>::record`
+    in torch's FlightRecorderDetail.hpp gathers the CapturedTraceback as the call is made)."""
 
     rank: int
     path: str
     host: str
+    last_call: tuple[PyFrame, ...] = ()
 
 
 # Words of dump file names (torch's `nccl_trace_rank_`, `comm_lib_trace_rank_`, users' `fr_`):
@@ -275,6 +279,24 @@ def _agent_node(nodes: _Nodes, log: ParsedLog, speaker: Speaker, event: AgentEve
     return nodes.find(keys[0]) if keys else None
 
 
+# A collective call: its op and the job's frame that made it (function, file name, line).
+Call = tuple[str, str, str, int]
+
+
+def call_of(frames: tuple[PyFrame, ...]) -> Call | None:
+    """The collective call a stack is in (innermost first), None outside one or where the
+    job's frame that made it is not shown. Files compare by name: py-spy shortens paths, a
+    dump's frames keep them whole."""
+    op, site = collective_of(frames)
+    if not op or site is None:
+        return None
+    return (op, site.function, site.file.replace("\\", "/").rsplit("/", 1)[-1], site.line)
+
+
+def _live_call(proc: ProcessStack) -> Call | None:
+    return call_of(proc.main.frames) if proc.main is not None else None
+
+
 @dataclass
 class _Join:
     """The job's identities, as the joining step builds them."""
@@ -284,6 +306,7 @@ class _Join:
     slots: dict[tuple[Key, int], int] = field(default_factory=dict)  # (node, local) -> rank
     pids: dict[tuple[Key, int], int] = field(default_factory=dict)  # (node, pid) -> rank
     rank_node: dict[int, Key] = field(default_factory=dict)
+    calls: dict[int, Call] = field(default_factory=dict)  # rank -> its dump's last call
 
 
 def _build_nodes(
@@ -478,6 +501,9 @@ def gather(
     for d in dumps:
         r = ev.rank(d.rank)
         r.add_file(d.path)
+        call = call_of(d.last_call)
+        if call is not None:
+            join.calls[d.rank] = call
         if d.host:
             r.host = r.host or join.nodes.host(("host", short_host(d.host)))
         ev.dump_files += 1
@@ -698,13 +724,47 @@ def _eliminate_job(ev: Evidence, join: _Join) -> None:
     proc, r = workers[0], free[0]
     if r.host and proc.host and short_host(r.host) != short_host(proc.host):
         return
+    _adopt(ev, proc, r, "the one worker process and the one rank of the job left untied")
+
+
+def _adopt(ev: Evidence, proc: ProcessStack, r: RankEvidence, why: str) -> None:
+    """An untied process is rank `r`, for the reason `why` (said in the report's notes)."""
     ev.unmatched.remove(proc)
     r.stack, r.pid, r.host = proc, r.pid or proc.pid, r.host or proc.host
     r.add_file(proc.where.file)
     ev.notes.append(
         f"py-spy process {proc.pid} on {proc.host or 'its node'} is taken to be rank {r.rank}: "
-        "the one worker process and the one rank of the job left untied"
+        + why
     )
+
+
+def tie_by_waits(ev: Evidence, waiting: Collection[int], dumped: Collection[int]) -> None:
+    """Tie, host by host, the one untied process outside collectives to the one untied rank
+    whose dump shows it waiting in none, where every other untied rank of that host has a
+    dump that shows it waiting in one (`waiting`: the dumps' verdict, which the joining step
+    does not have). A host whose untied processes and ranks differ in number ties nothing."""
+    procs_on: dict[str, list[ProcessStack]] = defaultdict(list)
+    for p in ev.unmatched:
+        if p.host and not p.is_agent and not is_auxiliary(p):
+            procs_on[short_host(p.host)].append(p)
+    free_on: dict[str, list[RankEvidence]] = defaultdict(list)
+    for r in ev.ranks.values():
+        if r.stack is None and r.host:
+            free_on[short_host(r.host)].append(r)
+    for host, procs in procs_on.items():
+        free = free_on.get(host, [])
+        if len(procs) != len(free) or not all(r.rank in dumped for r in free):
+            continue
+        outside = [p for p in procs if in_collective(p) is None]
+        idle = [r for r in free if r.rank not in waiting]
+        if len(outside) == 1 == len(idle):
+            _adopt(
+                ev,
+                outside[0],
+                idle[0],
+                "the one process of that host outside collectives, and the one rank of it "
+                "its dump shows waiting in none",
+            )
 
 
 # Python processes of a node that are no ranks: DataLoader workers, multiprocessing's helpers,
@@ -810,13 +870,33 @@ def _eliminate(
             + why
         )
 
+    # A process inside the very call a rank's dump recorded last is that rank, where it is
+    # the one rank of the node whose last call that was and the one process in it.
+    recorded = {r.rank: call for r in free if (call := join.calls.get(r.rank)) is not None}
+    live = [_live_call(p) for p in procs]
+    ranks_at, procs_at = Counter(recorded.values()), Counter(c for c in live if c is not None)
+    for proc, call in zip(list(procs), live, strict=True):
+        if call is None or not ranks_at[call] == procs_at[call] == 1:
+            continue
+        r = ev.ranks[next(rank for rank, c in recorded.items() if c == call)]
+        where = f"{call[0]} at {call[1]} ({call[2]}:{call[3]})"
+        tie(proc, r, f"its live stack is inside {where}, the call its dump recorded last")
+        procs = [p for p in procs if p is not proc]
+        free = [f for f in free if f is not r]
+        matched += 1
     lone = len(procs) == 1 and len(free) == 1 and matched + 1 == len(on_node) > 1
     # the node's ranks are all known: its roster or its slots name that many
     if lone and len(residents.locals_by_root.get(node, ())) == len(on_node):
         tie(procs[0], free[0], "the one process and the one rank of that node left untied")
         return []
     outside = [p for p in procs if in_collective(p) is None]
-    idle = [r for r in free if not r.waits]
+    # a rank whose last recorded call has as many processes of the node inside it as ranks
+    # that made it last is waiting there, like a rank whose logs show it waiting
+    idle = [
+        r
+        for r in free
+        if not r.waits and not ((call := recorded.get(r.rank)) and procs_at[call] >= ranks_at[call])
+    ]
     if len(outside) == 1 and len(idle) == 1 and len(procs) == len(free):
         tie(
             outside[0],

@@ -8,15 +8,17 @@ same analysis and reports run on the logs alone.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+
+import numpy as np
 
 from frtrace.dumps.discover import Discovery, rank_from_name, reclaim_text
 from frtrace.errors import FrtraceError
 from frtrace.evidence.gather import DumpHost, dump_host, gather
 from frtrace.evidence.logs import LogReadError, ParsedLog, parse_log, shared_folders
 from frtrace.evidence.pyspy import ParsedStacks, parse_pyspy
-from frtrace.evidence.records import Evidence
+from frtrace.evidence.records import Evidence, PyFrame
 from frtrace.tables.columns import columnize
 from frtrace.tables.parse import NoUsableDumpError, Skipped
 from frtrace.tables.repair import (
@@ -29,16 +31,26 @@ from frtrace.tables.trace import Trace, file_table, merge_columns
 
 
 def read_evidence(
-    found: Discovery, skipped: list[Skipped] | None = None, dumped: Iterable[int] = ()
+    found: Discovery,
+    skipped: list[Skipped] | None = None,
+    dumped: Iterable[int] = (),
+    last_calls: Mapping[int, tuple[PyFrame, ...]] | None = None,
 ) -> Evidence | None:
     """The evidence of the logs, stacks and dump names `found` holds (the dumps of the ranks
-    `dumped` only: those that were usable); None when they tell nothing (no log, no stacks,
-    no host in a dump's name or folder). A file that cannot be read is added to `skipped`."""
+    `dumped` only: those that were usable, with the stack of each one's last entry in
+    `last_calls`); None when they tell nothing (no log, no stacks, no host in a dump's name
+    or folder). A file that cannot be read is added to `skipped`."""
     root = found.trace_dir
     usable = set(dumped)
+    calls = last_calls or {}
     shared = shared_folders([*found.logs, *found.stacks], root)
     dumps = [
-        DumpHost(f.rank, str(f.path), dump_host(f.path, found.prefix, root, shared))
+        DumpHost(
+            f.rank,
+            str(f.path),
+            dump_host(f.path, found.prefix, root, shared),
+            calls.get(f.rank, ()),
+        )
         for f in found.files
         if f.rank in usable
     ]
@@ -57,6 +69,24 @@ def read_evidence(
         except LogReadError as exc:
             _skip(skipped, path, f"py-spy stacks: {exc}")
     return gather(logs, stacks, dumps)
+
+
+def last_calls(trace: Trace) -> dict[int, tuple[PyFrame, ...]]:
+    """Each dumped rank's last entry's Python stack (FlightRecorder's `frames`, innermost
+    first; entries are in each dump's order, oldest first), for tying a py-spy process that
+    waits inside that very call to its rank."""
+    table = trace.table
+    if not len(table):
+        return {}
+    ranks = table["rank"]
+    last = np.flatnonzero(np.append(ranks[1:] != ranks[:-1], True))
+    out: dict[int, tuple[PyFrame, ...]] = {}
+    for row, stack in zip(last.tolist(), table["stack_id"][last].tolist(), strict=True):
+        if stack >= 0:
+            out[int(ranks[row])] = tuple(
+                PyFrame(n, f, int(line)) for n, f, line in trace.stacks[stack]
+            )
+    return out
 
 
 def _skip(skipped: list[Skipped] | None, path: Path, reason: str) -> None:
@@ -95,7 +125,7 @@ def load_with_evidence(found: Discovery, parse: Callable[[], Trace]) -> Trace:
                 raise
             return _logs_only(found, left)
         trace.skipped[:] = reclaim_text(found, trace.skipped)
-        trace.evidence = read_evidence(found, trace.skipped, trace.ranks)
+        trace.evidence = read_evidence(found, trace.skipped, trace.ranks, last_calls(trace))
         return trace
     return _logs_only(found, [Skipped(str(p), r) for p, r in found.skipped])
 
