@@ -670,9 +670,9 @@ def test_the_dumps_verdict_ties_nothing_where_two_ranks_of_the_host_wait_in_none
 
     same = (_IN_WORKER[0], _IN_WORKER[2])
     ev = _stuck_node_b(tmp_path, same)
-    tie_by_waits(ev, waiting=set(), dumped={2, 3})
+    tie_by_waits(ev, waiting=set(), known={2, 3})
     assert ev.ranks[2].pid is None and ev.ranks[3].pid is None
-    tie_by_waits(ev, waiting={2}, dumped={2, 3})
+    tie_by_waits(ev, waiting={2}, known={2, 3})
     assert (ev.ranks[3].pid, ev.ranks[2].pid) == (5802, None)
 
 
@@ -687,5 +687,91 @@ def test_the_dumps_verdict_ties_nothing_on_a_host_with_more_processes_than_known
     spy = tmp_path / "nodeB.pyspy.txt"
     spy.write_text((FIXTURES / "logs" / "stuck" / "nodeB.pyspy.txt").read_text())
     ev = gather([], [parse_pyspy(spy)], [DumpHost(2, str(tmp_path / "trace_2"), "nodeB")])
-    tie_by_waits(ev, waiting=set(), dumped={2})
+    tie_by_waits(ev, waiting=set(), known={2})
     assert ev.ranks[2].pid is None
+
+
+def test_a_numbered_nodes_full_name_keeps_its_node_prefix() -> None:
+    """`node-214.hpc.example.edu`: the first label is a bare number once `node-` is cut, so
+    `node-` is part of the name (it was `214.hpc.example.edu`, a host no evidence names)."""
+    assert host_from_path(Path("node-214.hpc.example.edu.log"), None) == "node-214.hpc.example.edu"
+
+
+# TORCH_DISTRIBUTED_DEBUG=DETAIL's line for each collective a rank enters, as torch 2.13 wrote
+# it in a real gloo job here (ProcessGroupWrapper.cpp:710, runCollectiveChecks)
+_RUNNING_LINE = (
+    "[rank{g}]:[I1128 16:26:43.2{seq}2473065 ProcessGroupWrapper.cpp:710] [Rank {r}] Running "
+    "collective: CollectiveFingerPrint(SequenceNumber={seq}, OpType={op}, TensorShape=[8], "
+    "TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cpu, "
+    "layout=Strided (default), requires_grad=false (default), pinned_memory=false (default), "
+    "memory_format=(nullopt)))"
+)
+
+
+def _entered_log(
+    tmp_path: Path,
+    last: dict[int, int],
+    group_rank: dict[int, int] | None = None,
+    last_op: dict[int, str] | None = None,
+) -> Path:
+    """nodeA.log: each rank's DETAIL lines for collectives #0 to its `last` (all_reduce, or
+    `last_op` for its last)."""
+    lines = [
+        _RUNNING_LINE.format(
+            g=g,
+            r=(group_rank or {}).get(g, g),
+            seq=seq,
+            op=(last_op or {}).get(g, "ALLREDUCE") if seq == last[g] else "ALLREDUCE",
+        )
+        for seq in range(max(last.values()) + 1)
+        for g in sorted(last)
+        if seq <= last[g]
+    ]
+    return _log(tmp_path, "nodeA.log", "\n".join(lines) + "\n")
+
+
+def test_detail_logs_name_the_rank_that_never_entered_the_collective_the_others_did(
+    tmp_path: Path,
+) -> None:
+    (f,) = log_findings(gather([parse_log(_entered_log(tmp_path, {0: 3, 1: 3, 2: 2}))], []))
+    assert (f.kind, f.culprit_ranks, f.waiting_ranks) == ("missing_ranks", [2], [0, 1])
+    assert (f.collective_seq_id, f.op, f.undecidable) == (3, "all_reduce", False)
+
+
+def test_detail_logs_two_collectives_behind_decide_nothing(tmp_path: Path) -> None:
+    """Entering #2 took every rank through #1's monitored barrier: a rank whose last line is
+    #1 while others entered #3 says its lines are lost, not where it stopped."""
+    ev = gather([parse_log(_entered_log(tmp_path, {0: 3, 1: 3, 2: 1}))], [])
+    assert not any(f.facts.get("decided_by") == "entered" for f in log_findings(ev))
+
+
+def test_detail_logs_of_a_subgroup_decide_nothing(tmp_path: Path) -> None:
+    """Rank 2 numbered 0 in its line: a subgroup's sequence, which the world's cannot be
+    compared with."""
+    log = _entered_log(tmp_path, {0: 3, 1: 3, 2: 2}, group_rank={2: 0})
+    ev = gather([parse_log(log)], [])
+    assert not any(f.facts.get("decided_by") == "entered" for f in log_findings(ev))
+
+
+def test_detail_logs_tie_the_one_process_outside_collectives_to_the_rank_they_name(
+    tmp_path: Path,
+) -> None:
+    from frtrace.evidence.pyspy import parse_pyspy
+
+    text = (FIXTURES / "logs" / "stuck" / "nodeB.pyspy.txt").read_text()
+    text += text[: text.index("Process 5802")].replace("5800", "5803")
+    spy = tmp_path / "nodeA.pyspy.txt"
+    spy.write_text(text)
+    ev = gather([parse_log(_entered_log(tmp_path, {0: 3, 1: 3, 2: 2}))], [parse_pyspy(spy)])
+    (f,) = log_findings(ev)
+    assert (f.culprit_ranks, ev.ranks[2].pid) == ([2], 5802)
+
+
+def test_detail_logs_where_the_ranks_ahead_entered_different_ops_decide_nothing(
+    tmp_path: Path,
+) -> None:
+    """Ranks 0 and 1 entered #3 as all_reduce and broadcast: their own mismatch, which the
+    fingerprint check reports; rank 2 being behind does not explain it."""
+    log = _entered_log(tmp_path, {0: 3, 1: 3, 2: 2}, last_op={1: "BROADCAST"})
+    ev = gather([parse_log(log)], [])
+    assert not any(f.facts.get("decided_by") == "entered" for f in log_findings(ev))

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from frtrace.analysis.findings import Finding, Kind, ProcessRef, Reason
-from frtrace.evidence.gather import in_collective, is_auxiliary
+from frtrace.evidence.gather import in_collective, is_auxiliary, tie_by_waits
+from frtrace.evidence.logs import OP_NAMES
 from frtrace.evidence.records import (
     PEER_LOST,
     TIMEOUT,
@@ -236,6 +237,9 @@ def log_findings(ev: Evidence) -> list[Finding]:
     reported = reported_findings(ev)
     if reported:
         return reported
+    entered = entered_findings(ev)
+    if entered:
+        return entered
     grouped = group_findings(ev)
     if grouped:
         return grouped
@@ -278,6 +282,44 @@ def reported_findings(ev: Evidence) -> list[Finding]:
     }
     kind = _fingerprint_kind(prints)
     return [_named(kind, culprits, states, ev, facts, undecidable=not decided)]
+
+
+def entered_findings(ev: Evidence) -> list[Finding]:
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL logs each collective a rank enters, numbered in its
+    group, before the monitored barrier of its checks (frtrace.evidence.logs, `_RUNNING`):
+    ranks that entered #K wait there for those whose last was #K-1. Asked only where every
+    rank the evidence knows logged them, ranks 0 to the world's size (or, the size untold, to
+    the highest seen) without a gap; each line's group rank its global rank (one group, the
+    world's: a subgroup's numbers would mix with it); the ranks at #K agree on its op, and
+    every other rank stopped at #K-1 on the op the first ones had there (entering #K-1's
+    barrier took every rank: none can be further behind)."""
+    logged = {r: rev.entered for r, rev in ev.ranks.items() if rev.entered}
+    world = ev.world_size if ev.world_size is not None else max(ev.ranks, default=-1) + 1
+    if not logged or sorted(logged) != list(range(world)) or len(ev.ranks) != world:
+        return []
+    if any(e.group_rank != r for r, entered in logged.items() for e in entered):
+        return []
+    last = {r: entered[-1] for r, entered in logged.items()}
+    top = max(e.seq for e in last.values())
+    ahead = sorted(r for r, e in last.items() if e.seq == top)
+    behind = sorted(r for r, e in last.items() if e.seq != top)
+    if not behind or any(last[r].seq != top - 1 for r in behind):
+        return []
+    ops = {last[r].op for r in ahead}
+    before = {last[r].op for r in behind}
+    before |= {e.op for r in ahead for e in logged[r][:-1] if e.seq == top - 1}
+    if len(ops) != 1 or len(before) != 1:
+        return []
+    tie_by_waits(ev, set(ahead), set(logged))  # the culprit's live stack, where it was untied
+    states, _main = rank_states(ev)
+    facts: dict[str, Any] = {"source": "logs", "decided_by": "entered", "entered": top}
+    f = _named(Kind.MISSING_RANKS, behind, states, ev, facts, undecidable=False)
+    op = ops.pop()
+    f.op = OP_NAMES.get(op, op.lower())
+    f.collective_seq_id = top
+    f.waiting_ranks = f.issued_by = ahead
+    f.not_issued_by = behind
+    return [f]
 
 
 def _fingerprint_kind(prints: list[Reported]) -> Kind:

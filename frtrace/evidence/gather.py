@@ -619,6 +619,11 @@ def _file_log(ev: Evidence, join: _Join, log: ParsedLog) -> None:
     for speaker, group in log.groups:
         if (r := owner(speaker)) is not None:
             r.groups.append(group)
+    for speaker, entered in log.entered.items():
+        if (r := owner(speaker)) is not None:
+            # a --tee'd line is in the node's log and the rank's own file: read once
+            seen = {(e.seq, e.op, e.group_rank): e for e in [*r.entered, *entered]}
+            r.entered = sorted(seen.values(), key=lambda e: e.seq)[-2:]
     for speaker, stack in log.stacks:
         if (r := owner(speaker)) is not None and r.stack is None:
             r.stack = stack
@@ -738,11 +743,12 @@ def _adopt(ev: Evidence, proc: ProcessStack, r: RankEvidence, why: str) -> None:
     )
 
 
-def tie_by_waits(ev: Evidence, waiting: Collection[int], dumped: Collection[int]) -> None:
+def tie_by_waits(ev: Evidence, waiting: Collection[int], known: Collection[int]) -> None:
     """Tie, host by host, the one untied process outside collectives to the one untied rank
-    whose dump shows it waiting in none, where every other untied rank of that host has a
-    dump that shows it waiting in one (`waiting`: the dumps' verdict, which the joining step
-    does not have). A host whose untied processes and ranks differ in number ties nothing."""
+    shown waiting in none, where every other untied rank of that host is shown waiting in one
+    (`waiting`, among the ranks whose state is `known`: the dumps' verdict, or DETAIL's
+    entered collectives, which the joining step does not have). A host whose untied
+    processes and ranks differ in number, or with a rank of unknown state, ties nothing."""
     procs_on: dict[str, list[ProcessStack]] = defaultdict(list)
     for p in ev.unmatched:
         if p.host and not p.is_agent and not is_auxiliary(p):
@@ -753,7 +759,7 @@ def tie_by_waits(ev: Evidence, waiting: Collection[int], dumped: Collection[int]
             free_on[short_host(r.host)].append(r)
     for host, procs in procs_on.items():
         free = free_on.get(host, [])
-        if len(procs) != len(free) or not all(r.rank in dumped for r in free):
+        if len(procs) != len(free) or not all(r.rank in known for r in free):
             continue
         outside = [p for p in procs if in_collective(p) is None]
         idle = [r for r in free if r.rank not in waiting]
@@ -763,7 +769,7 @@ def tie_by_waits(ev: Evidence, waiting: Collection[int], dumped: Collection[int]
                 outside[0],
                 idle[0],
                 "the one process of that host outside collectives, and the one rank of it "
-                "its dump shows waiting in none",
+                "shown waiting in none",
             )
 
 

@@ -38,6 +38,7 @@ from frtrace.evidence.records import (
     Address,
     AgentEvent,
     Claim,
+    Entered,
     Exited,
     GroupLine,
     InputFile,
@@ -137,6 +138,15 @@ _FINGERPRINT = re.compile(
     r"running collective: CollectiveFingerPrint\((?P<theirs>[^)]{0,400})"
 )
 _FP_OP = re.compile(r"OpType=(?P<op>\w{1,40})")
+# Every collective a rank enters under DETAIL, logged before the monitored barrier of its
+# checks (ProcessGroupWrapper.cpp, runCollectiveChecks: `LOG(INFO) << "[Rank " << getRank()
+# << "] " << "Running collective: " << finger_print`; CollectiveFingerPrint's `<<` writes
+# `CollectiveFingerPrint(SequenceNumber=<n>, OpType=<op>, …`). getRank() is the rank in the
+# wrapped group, the number the group's own sequence. Seen in real torch 2.13 gloo runs here.
+_RUNNING = re.compile(
+    r"\[Rank (?P<rank>\d{1,7})\] Running collective: CollectiveFingerPrint\("
+    r"SequenceNumber=(?P<seq>\d{1,12}), OpType=(?P<op>\w{1,40})"
+)
 # CollectiveFingerPrint's aspects, as `Collectives differ in the following aspects:` lists them
 _FP_ASPECTS = ("Sequence number", "Op type", "Tensor shapes", "Tensor dtypes", "Tensor devices")
 _MONITORED = re.compile(
@@ -309,6 +319,7 @@ def _maybe(rest: str) -> bool:
         or "PG ID" in rest
         or "monitoredBarrier" in rest
         or "mismatch between collectives" in rest
+        or "Running collective" in rest
         or "local_rank" in rest
         or "closing signal" in rest
         or "successfully finished" in rest
@@ -353,6 +364,7 @@ class ParsedLog:
     groups: deque[tuple[Speaker, GroupLine]] = field(default_factory=_bounded)
     addresses: deque[Address] = field(default_factory=_bounded)
     stacks: deque[tuple[Speaker, ProcessStack]] = field(default_factory=_bounded)
+    entered: dict[Speaker, deque[Entered]] = field(default_factory=dict)  # each one's last two
     # every worker speaker seen, in the order the file shows them (a dict: a set's order
     # would follow the hash seed, and with it which rank the joining step files first)
     speakers: dict[Speaker, None] = field(default_factory=dict)
@@ -449,14 +461,15 @@ def _strip_suffixes(name: str) -> str:
 def _strip_words(name: str) -> str:
     """`trace-node17` -> node17, `pyspy_node17` -> node17, `slurm-1234` -> '' (a job id);
     `node-gpu005` -> gpu005 (slurm's `--output=node-%N.out`), where what is left holds a
-    letter (`node-17` is a name)."""
+    letter before its first dot (`node-17` and `node-214.hpc.example.edu` are names)."""
     pieces = re.split(r"([_\-.])", name)
     words = pieces[::2]
     start, end = 0, len(words)
     while start < end and words[start].lower() in _NAME_WORDS:
         start += 1
     rest = "".join(pieces[2 * start + 2 :])
-    if start < end - 1 and words[start].lower() == "node" and re.search("[A-Za-z]", rest):
+    label = rest.split(".", 1)[0]
+    if start < end - 1 and words[start].lower() == "node" and re.search("[A-Za-z]", label):
         start += 1
     while end > start and words[end - 1].lower() in _NAME_WORDS:
         end -= 1
@@ -625,6 +638,10 @@ class _Parser:
             self._nccl_group(speaker, rest, where)
         if "monitoredBarrier" in rest or "mismatch between collectives" in rest:
             self._reports(speaker, rest, where)
+        if "Running collective" in rest and (e := _RUNNING.search(rest)) is not None:
+            entered = Entered(int(e.group("rank")), int(e.group("seq")), e.group("op"), where)
+            self.out.entered.setdefault(speaker, deque(maxlen=2)).append(entered)
+            return
         if "debug level" in rest and (d := _DEBUG_LEVEL.search(rest)) is not None:
             self.out.debug_level = d.group("level")
             return

@@ -201,6 +201,17 @@ class Reported:
 
 
 @dataclass(frozen=True)
+class Entered:
+    """A collective a rank entered, as TORCH_DISTRIBUTED_DEBUG=DETAIL logs it before its
+    checks: the rank in its group, the group's sequence number, the op (OpType's name)."""
+
+    group_rank: int
+    seq: int
+    op: str
+    where: Where
+
+
+@dataclass(frozen=True)
 class GroupLine:
     """ProcessGroupNCCL's log prefix `[PG ID <id> PG GUID <name>(<desc>) Rank <group rank>]`
     on a line, with the group's size and the writer's global rank when its initialization
@@ -309,6 +320,7 @@ class RankEvidence:
     exits: list[Exited] = field(default_factory=list)
     warnings: list[Warned] = field(default_factory=list)
     groups: list[GroupLine] = field(default_factory=list)
+    entered: list[Entered] = field(default_factory=list)  # its last two, DETAIL's
     stack: ProcessStack | None = None
     last_lines: list[tuple[Where, str]] = field(default_factory=list)  # what it wrote last
     closed: str = ""  # the signal its agent sent it while tearing the job down (alive then)

@@ -22,6 +22,8 @@ def where(place: Place) -> str:
         return f"{label}{_pg(place)} p2p {place.src}->{place.dst}"
     mark = " p2p#" if place.p2p else "#"
     seq = f"{mark}{place.seq}" if place.seq is not None and place.seq >= 0 else ""
+    if seq and label == UNKNOWN_GROUP:  # `collective #3 (group not in logs)`
+        return f"collective {seq.strip()} ({UNKNOWN_GROUP})"
     return f"{label}{seq}{_pg(place)}"
 
 
@@ -539,6 +541,13 @@ def _named_by_check(f: Finding) -> str:
         return (
             f"rank 0's monitored barrier names {who(culprits)}: {verb(culprits, 'it', 'they')} "
             f"never reached it{within} (TORCH_DISTRIBUTED_DEBUG=DETAIL; from the logs)"
+        )
+    if f.facts.get("decided_by") == "entered":
+        seq = f.collective_seq_id
+        return (
+            f"TORCH_DISTRIBUTED_DEBUG=DETAIL logs each collective a rank enters: "
+            f"{who(f.waiting_ranks)} entered collective #{seq} ({f.op}), {who(culprits)} "
+            f"stopped after #{(seq or 1) - 1} and never entered it (from the logs)"
         )
     named_by = f.facts.get("named_by", {})
     if f.undecidable:
