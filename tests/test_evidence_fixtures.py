@@ -207,3 +207,34 @@ def test_gloos_dumps_under_detail_with_no_fault_in_the_logs_give_no_finding(
     )
     _code, data, _text = report(folder)
     assert data["root_cause"] is None
+
+
+def test_detail_lines_name_the_rank_that_never_entered_the_collective_the_others_did() -> None:
+    """Cancelled before any timeout, no dump, no stack: DETAIL's `Running collective` lines
+    alone show which rank never entered the collective the others are in."""
+    want = truth("detail_entered")["culprit"]
+    code, data, _text = report(EVIDENCE / "detail_entered" / "evidence")
+    root = data["root_cause"]
+    assert (code, root["culprit_ranks"]) == (1, [want["rank"]])
+    assert [short_host(h) for h in root["hosts"]] == [short_host(want["host"])]
+
+
+def test_an_even_split_is_settled_by_the_rank_its_agent_found_still_running() -> None:
+    want = truth("even_split_alive")["culprit"]
+    code, data, _text = report(EVIDENCE / "even_split_alive" / "evidence")
+    root = data["root_cause"]
+    told = root["evidence"]
+    assert (code, root["culprit_ranks"], told["undecidable"]) == (1, [want["rank"]], False)
+    assert told["reason"] == "still_running"
+
+
+def test_an_even_split_without_the_agents_closing_line_stays_undecidable(tmp_path: Path) -> None:
+    """The same job without the line that shows the absent rank alive: both ranks named."""
+    shutil.copytree(EVIDENCE / "even_split_alive" / "evidence", tmp_path / "evidence")
+    for log in (tmp_path / "evidence").rglob("*"):
+        if log.is_file() and "closing signal" in log.read_text(errors="replace"):
+            kept = [ln for ln in log.read_text().splitlines() if "closing signal" not in ln]
+            log.write_text("\n".join(kept) + "\n")
+    code, data, _text = report(tmp_path / "evidence")
+    root = data["root_cause"]
+    assert (code, root["culprit_ranks"], root["evidence"]["undecidable"]) == (1, [0, 1], True)

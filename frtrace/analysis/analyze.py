@@ -12,7 +12,7 @@ from frtrace.analysis.consistency import check_one_job
 from frtrace.analysis.context import Context, build_context, is_default_group
 from frtrace.analysis.findings import MISMATCH_KINDS, STUCK_AFTER_MS, Finding, Kind, Note, Reason
 from frtrace.analysis.logs import FAILED as FAILED_STATES
-from frtrace.analysis.logs import EndingGap, ending_gap, log_findings
+from frtrace.analysis.logs import EndingGap, ending_gap, log_findings, settle_even_split
 from frtrace.analysis.p2p import analyze_p2p
 from frtrace.analysis.snapshots import SnapshotComparison, compare_snapshots
 from frtrace.analysis.timing import StragglerReport, classify, lag_stats, stragglers
@@ -524,6 +524,8 @@ def _with_logs(
     dumped = len(trace.file_table) > 0
     folded = dumped and evidence.debug_detail and _unnamed_groups(trace)
     if dumped and root is not None and root.kind != Kind.MISSING_DUMP and not folded:
+        if settle_even_split(root, evidence):  # the logs tell the two sides apart
+            tie_by_waits(evidence, root.waiting_ranks, trace.ranks)
         return findings, root
     found = log_findings(evidence)
     if not dumped:

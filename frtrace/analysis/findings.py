@@ -116,6 +116,9 @@ class Reason(_Named):
     ALL_WAITING = "all_waiting"
     # logs: a check of the job's own named them (DETAIL's fingerprints, a monitored barrier)
     NAMED_BY_CHECK = "named_by_check"
+    # dumps split evenly; the logs show the ranks that never issued it still running
+    # outside collectives until their agent ended them
+    STILL_RUNNING = "still_running"
 
 
 # Work in flight this long is stuck even before its timeout (a dump taken on demand during a

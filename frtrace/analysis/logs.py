@@ -322,6 +322,31 @@ def entered_findings(ev: Evidence) -> list[Finding]:
     return [f]
 
 
+def settle_even_split(f: Finding, ev: Evidence) -> bool:
+    """Settle the dumps' even split (as many members issued the collective as did not, and no
+    history tells which side is wrong) where every member that did not issue it was still
+    running when torchelastic's agent ended it (`Sending process P closing signal`:
+    RankEvidence.closed), exited by itself in no way the logs show, and is not seen inside a
+    collective: held outside collectives, those are the cause. A member that had finished
+    would have exited by itself; one that moved on would have issued a later collective.
+    Returns whether it settled `f` (then the culprits are those members)."""
+    absent = [r for r in f.not_issued_by if r in f.culprit_ranks]
+    if not f.undecidable or f.reason != Reason.EVEN_SPLIT_MISSING or not absent:
+        return False
+    for r in absent:
+        rev = ev.ranks.get(r)
+        if rev is None or not rev.closed or rev.exits:
+            return False
+        if rev.stack is not None and in_collective(rev.stack) is not None:
+            return False
+    f.culprit_ranks = absent
+    f.waiting_ranks = [r for r in f.issued_by if r not in absent]
+    f.undecidable = False
+    f.reason = Reason.STILL_RUNNING
+    f.facts["closed"] = {str(r): ev.ranks[r].closed for r in absent}
+    return True
+
+
 def _fingerprint_kind(prints: list[Reported]) -> Kind:
     """What the fingerprints differ in: the op (type), the shapes (size), the dtypes, or the
     sequence number alone (a rank missed or added a collective)."""

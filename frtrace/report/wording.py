@@ -167,6 +167,17 @@ def _even_split_missing(f: Finding) -> str:
     )
 
 
+def _still_running(f: Finding) -> str:
+    absent = f.not_issued_by
+    signals = sorted(set(f.facts.get("closed", {}).values())) or ["a signal"]
+    return (
+        f"{who(f.issued_by)} issued {_at(f, f.collective_seq_id)} ({f.op}) and {who(absent)} "
+        f"did not; the logs show {who(absent)} still running until {verb(absent, 'its', 'their')} "
+        f"torchrun agent ended {verb(absent, 'it', 'them')} ({', '.join(signals)}), outside "
+        "any collective: held elsewhere (a rank that had finished would have exited by itself)"
+    )
+
+
 def _left_in_rooted(f: Finding) -> str:
     ranks = f.culprit_ranks
     before = _at(f, (f.collective_seq_id or 0) - 1)
@@ -629,6 +640,7 @@ _DETAIL: dict[str, Callable[[Finding], str]] = {
     "awaited_elsewhere": _awaited_elsewhere,
     "not_launched": _not_launched,
     "even_split_missing": _even_split_missing,
+    "still_running": _still_running,
     "minority_differs": _minority_differs,
     "history_changed": _history_changed,
     "even_split": _even_split,
