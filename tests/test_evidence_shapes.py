@@ -775,3 +775,67 @@ def test_detail_logs_where_the_ranks_ahead_entered_different_ops_decide_nothing(
     log = _entered_log(tmp_path, {0: 3, 1: 3, 2: 2}, last_op={1: "BROADCAST"})
     ev = gather([parse_log(log)], [])
     assert not any(f.facts.get("decided_by") == "entered" for f in log_findings(ev))
+
+
+def _tp_quads_one_rank_early(
+    tp: int = 4, peers_too: bool = False, in_tp: tuple[int, ...] = ()
+) -> list[str]:
+    """8 ranks in tp groups of `tp`. Rank 1 began the default group's all_reduce (seq 2, at
+    0 s) before its tp group's (seq 3, at 2 s); its tp peers wait in that tp collective
+    (from 1 s) and never reached the default group's (`peers_too`: they did, from 3 s);
+    every other rank finished its tp collective and waits in the default group's (from 3 s),
+    but those of `in_tp`, which wait in their own tp group's (from 1 s)."""
+    lines = [_init_line(r, str(10 + r // tp), "mesh_tp", r % tp, tp) for r in range(8)]
+    peers = [r for r in range(tp) if r != 1]
+    for r in range(8):
+        uid, grank = str(10 + r // tp), r % tp
+        if r == 1:
+            lines += _timed_out(r, "0", "default_pg", r, 2, 0)
+            lines += _timed_out(r, uid, "mesh_tp", grank, 3, 2)
+        elif r in peers or r in in_tp:
+            lines += _timed_out(r, uid, "mesh_tp", grank, 3, 1)
+            if peers_too and r in peers:
+                lines += _timed_out(r, "0", "default_pg", r, 2, 3)
+        else:
+            lines += _timed_out(r, "0", "default_pg", r, 2, 3)
+    return lines
+
+
+def test_the_rank_in_the_default_collective_its_tp_peers_wait_for_broke_the_order(
+    tmp_path: Path,
+) -> None:
+    """The default group's absentees (ranks 0, 2, 3) are not stuck elsewhere by themselves:
+    they wait in their tp collective for rank 1, which went to the default group's first."""
+    (finding,) = _log_findings(tmp_path, _tp_quads_one_rank_early())
+    assert (finding.kind, finding.reason, finding.culprit_ranks) == (
+        "order_cycle",
+        "order_differs",
+        [1],
+    )
+
+
+def test_one_ranks_order_against_one_peers_blames_neither_for_it(tmp_path: Path) -> None:
+    """tp pairs: rank 1 against its one peer, rank 0, is one order against another."""
+    found = _log_findings(tmp_path, _tp_quads_one_rank_early(tp=2))
+    assert all(f.kind != "order_cycle" for f in found)
+
+
+def test_a_rank_whose_tp_peers_reached_the_default_collective_too_is_not_cut_off(
+    tmp_path: Path,
+) -> None:
+    """Rank 1's tp peers wait in the default group's collective as well, so rank 1 holds
+    none of them; ranks 4-6 wait in their tp collective for rank 7, which logs nothing: the
+    silent absentee is the culprit."""
+    lines = _tp_quads_one_rank_early(peers_too=True, in_tp=(4, 5, 6, 7))
+    lines = [line for line in lines if not line.startswith("[rank7]")]
+    (finding, *_) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.culprit_ranks) == ("missing_ranks", [7])
+
+
+def test_a_cut_off_rank_beside_one_other_in_the_default_collective_explains_nothing(
+    tmp_path: Path,
+) -> None:
+    """Only rank 4 besides rank 1 waits in the default group's collective, ranks 5-7 in
+    their tp group's: the default group's waiters are no majority keeping the usual order."""
+    found = _log_findings(tmp_path, _tp_quads_one_rank_early(in_tp=(5, 6, 7)))
+    assert all(f.kind != "order_cycle" for f in found)

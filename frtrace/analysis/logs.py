@@ -604,11 +604,7 @@ def group_findings(ev: Evidence) -> list[Finding]:
     if mismatched:
         return [max(mismatched, key=lambda f: (len(f.waiting_ranks), f.pg_name))]
     # an order that differs explains a deadlock no absentee does: only where none is named
-    order = (
-        None
-        if any(f.culprit_ranks for f in found.values())
-        else _order_differs(ev, at, groups, began)
-    )
+    order = _order_differs(ev, at, groups, began, any(f.culprit_ranks for f in found.values()))
     if order is not None:
         return [order]
     stuck, also = _waited_on(at, groups, began)
@@ -716,17 +712,22 @@ def _order_differs(
     at: dict[Place_, set[int]],
     groups: dict[str, _Group],
     began: dict[Place_, dict[int, float]],
+    named: bool = False,
 ) -> Finding | None:
     """A few ranks called the default group's collective before their mesh group's, while
     most called their mesh group's first: their order differs, and each side waits for the
-    other (a deadlock no member's absence explains: asked only where no absentee is named,
-    as collectives issued from other threads, DDP's and FSDP's backward hooks, may reach
-    NCCL in another order on some ranks without harm). Every rank is in the default group and
+    other (a deadlock no member's absence explains). Every rank is in the default group and
     in one group of each mesh dimension, and runs one program, so the order of the two is
     the same on every rank but the culprits'. A rank's order: which of its waits began
     first (NCCL's `ran for` and the line's clock), told only where both are pending: a rank
-    seen in one alone may have finished the other, not called it yet, or not logged it. The
-    culprits are a side three times outnumbered by the other."""
+    seen in one alone may have finished the other, not called it yet, or not logged it.
+
+    The culprits are either a side three times outnumbered by the other (asked only where
+    no absentee is `named`: collectives issued from other threads, DDP's and FSDP's backward
+    hooks, may reach NCCL in another order on some ranks without harm), or the ranks that
+    called the default group's first while their own mesh group's peers wait in that mesh
+    collective and none of them called the default group's: the peers wait for them there,
+    and they wait for the peers in the default group, the absentees it shows (`_cut_off`)."""
     defaults = [p for p in at if groups.get(p[0], _Group("")).desc == "default_pg"]
     if len(defaults) != 1:
         return None
@@ -748,7 +749,12 @@ def _order_differs(
             if start is None or r not in first_here:
                 return None  # no clock to order them: nothing is said
             (early if start < first_here[r] else late).append(r)
-        if early and len(early) * 3 <= len(late):  # a clear majority keeps the other order
+        cut = _cut_off(early, places, at, there)
+        if cut:
+            early, late = cut, sorted(there - set(cut))
+        elif named or not (early and len(early) * 3 <= len(late)):
+            continue
+        if early:  # a clear majority keeps the other order, or the peers are cut off
             other = min(
                 (p for p in places if set(groups[p[0]].members or {}) & set(early)),
                 key=lambda p: min(began.get(p, {}).values(), default=0.0),
@@ -777,6 +783,27 @@ def _order_differs(
                 undecidable=False,
             )
     return None
+
+
+def _cut_off(
+    early: list[int], places: list[Place_], at: dict[Place_, set[int]], there: set[int]
+) -> list[int]:
+    """The ranks of `early` (they began the default group's collective, pending at `there`,
+    before their mesh group's) whose mesh peers wait with them in that mesh collective and
+    none of whom is at `there`. Asked where every rank at `there` is one, or they are
+    outnumbered three to one by the others there; and where the ranks pending in a mesh
+    collective of this kind and not at `there` (the usual order: the mesh group's first)
+    outnumber them three to one: one rank's order against one other's says nothing."""
+    cut = sorted(
+        r
+        for r in early
+        if any((peers := at[p] - {r}) and not peers & there for p in places if r in at[p])
+    )
+    rest = len(there) - len(cut)
+    usual = {r for p in places for r in at[p]} - there
+    if not cut or len(cut) * 3 > len(usual):
+        return []
+    return cut if rest == 0 or len(cut) * 3 <= rest else []
 
 
 def _first_waits(began: dict[Place_, dict[int, float]]) -> dict[int, float]:
