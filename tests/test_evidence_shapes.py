@@ -839,3 +839,46 @@ def test_a_cut_off_rank_beside_one_other_in_the_default_collective_explains_noth
     their tp group's: the default group's waiters are no majority keeping the usual order."""
     found = _log_findings(tmp_path, _tp_quads_one_rank_early(in_tp=(5, 6, 7)))
     assert all(f.kind != "order_cycle" for f in found)
+
+
+def _tp_pairs_sizes(numel: dict[int, int], logged: tuple[int, ...] = tuple(range(8))) -> list[str]:
+    """8 ranks in tp pairs, those `logged` waiting in their pair's all_reduce (seq 5) with
+    `numel` elements (1024 unless said)."""
+    lines = [_init_line(r, str(10 + r // 2), "mesh_tp", r % 2, 2) for r in range(8)]
+    for r in logged:
+        lines += nccl_watchdog_lines(
+            r, 5, group_rank=r % 2, pg_id=1, pg_uid=str(10 + r // 2), pg_desc="mesh_tp",
+            numel=numel.get(r, 1024),
+        )  # fmt: skip
+    return lines
+
+
+def test_a_pair_split_on_the_size_is_told_apart_by_its_sibling_groups(tmp_path: Path) -> None:
+    """Ranks 2 and 3 disagree, one against one; the other tp pairs all waited with 1024
+    elements at the same seq: rank 2's 2048 is the odd call."""
+    (finding,) = _log_findings(tmp_path, _tp_pairs_sizes({2: 2048}))
+    assert (finding.kind, finding.culprit_ranks, finding.undecidable) == (
+        "size_mismatch",
+        [2],
+        False,
+    )
+    assert (finding.reason, finding.facts["siblings"]) == ("siblings_differ", ["10", "12", "13"])
+
+
+def test_a_pair_split_on_the_size_stays_undecidable_where_its_siblings_disagree(
+    tmp_path: Path,
+) -> None:
+    (finding,) = _log_findings(tmp_path, _tp_pairs_sizes({2: 2048, 6: 4096, 7: 4096}))
+    assert (finding.kind, finding.culprit_ranks, finding.undecidable) == (
+        "size_mismatch",
+        [2, 3],
+        True,
+    )
+
+
+def test_one_sibling_rank_alone_does_not_tell_a_pair_split_on_the_size_apart(
+    tmp_path: Path,
+) -> None:
+    lines = _tp_pairs_sizes({2: 2048}, logged=(0, 2, 3))
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.culprit_ranks, finding.undecidable) == ([2, 3], True)

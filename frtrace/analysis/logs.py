@@ -586,6 +586,11 @@ def group_findings(ev: Evidence) -> list[Finding]:
         return []
     groups, steps = _groups(ev)
     waiting_anywhere = set().union(*at.values())
+    # the sizes each group's members waited with, by (description, seq): siblings' sizes
+    sizes: dict[tuple[str, int | None], dict[str, list[int]]] = defaultdict(dict)
+    for (name, seq), here in waits.items():
+        desc = groups[name].desc if name in groups else ""
+        sizes[(desc, seq)][name] = [w.numel for w in here.values() if w.numel]
     found: dict[tuple[str, int | None], Finding] = {}
     for name, seq in at:
         g = groups.get(name, _Group(name, members={}))
@@ -595,8 +600,17 @@ def group_findings(ev: Evidence) -> list[Finding]:
             if other.desc == g.desc and other.name != name
             for r in (other.members or {})
         }
+        usual = _siblings_size(sizes[(g.desc, seq)], name) if g.desc else None
         place = _group_place(
-            ev, states, g, seq, waits[(name, seq)], waiting_anywhere, siblings, steps.get(g.desc)
+            ev,
+            states,
+            g,
+            seq,
+            waits[(name, seq)],
+            waiting_anywhere,
+            siblings,
+            steps.get(g.desc),
+            usual,
         )
         if place is not None:
             found[(name, seq)] = place
@@ -785,6 +799,18 @@ def _order_differs(
     return None
 
 
+def _siblings_size(sizes: dict[str, list[int]], name: str) -> tuple[int, list[str]] | None:
+    """The one size the members of the groups other than `name` (of one description, at
+    one seq) waited with, and those groups; None where fewer than two such members logged
+    it, or they differ: a DeviceMesh dimension's groups run one program on their shards, so
+    their collectives agree."""
+    others = {n: v for n, v in sizes.items() if n != name and v}
+    values = {v for sizes_of in others.values() for v in sizes_of}
+    if sum(len(v) for v in others.values()) < 2 or len(values) != 1:
+        return None
+    return values.pop(), sorted(others, key=lambda n: (len(n), n))  # pg 2 before pg 10
+
+
 def _cut_off(
     early: list[int], places: list[Place_], at: dict[Place_, set[int]], there: set[int]
 ) -> list[int]:
@@ -874,11 +900,14 @@ def _group_place(
     waiting_anywhere: set[int],
     siblings: set[int],
     mesh_step: int | None = None,
+    usual: tuple[int, list[str]] | None = None,
 ) -> Finding | None:
     """The finding at one timed-out (group, seq) where ranks `at` waited, or None when its
     members are all there and agree (then it is a consequence or stuck, decided elsewhere).
     A member the logs never show is the one rank its group rank's place in the order leaves
-    (not waiting, in no sibling group of the same description), or one of those ranks."""
+    (not waiting, in no sibling group of the same description), or one of those ranks.
+    Members split evenly on the size are told apart by `usual`: the one size the sibling
+    groups (same description, same seq) waited with, and those groups."""
     members = dict(g.members or {})
     waiting = sorted(at)
     wait = at[waiting[0]]
@@ -888,15 +917,25 @@ def _group_place(
     if len(set(numels.values())) > 1:  # the members disagree on the size
         counts = Counter(numels.values())
         common, n = counts.most_common(1)[0]
+        reason = Reason.MINORITY_DIFFERS
+        # NCCL's `NumelIn` (WorkNCCL's `<<`), the way the dumps' findings word a column
+        facts.update(column="input_numel", by_rank={str(r): v for r, v in numels.items()})
         if n * 2 > len(numels):
             culprits = sorted(r for r, v in numels.items() if v != common)
             undecidable = False
+            theirs = numels[culprits[0]]
+            facts.update(majority_size=n, theirs=theirs, ours=common)
+        elif usual is not None and usual[0] in numels.values():
+            culprits = sorted(r for r, v in numels.items() if v != usual[0])
+            undecidable, reason = False, Reason.SIBLINGS_DIFFER
+            facts.update(decided_by="siblings", siblings=usual[1], sibling_call=usual[0])
         else:
             culprits, undecidable = sorted(numels), True
+            reason = Reason.EVEN_SPLIT
         facts["numel"] = {str(r): v for r, v in sorted(numels.items())}
         return _group_finding(
             Kind.SIZE_MISMATCH,
-            Reason.MINORITY_DIFFERS,
+            reason,
             g,
             seq,
             wait.op,
