@@ -882,3 +882,16 @@ def test_one_sibling_rank_alone_does_not_tell_a_pair_split_on_the_size_apart(
     lines = _tp_pairs_sizes({2: 2048}, logged=(0, 2, 3))
     (finding,) = _log_findings(tmp_path, lines)
     assert (finding.culprit_ranks, finding.undecidable) == ([2, 3], True)
+
+
+def test_a_mesh_dimensions_step_is_the_one_its_members_group_ranks_leave(
+    tmp_path: Path,
+) -> None:
+    """8 ranks; no tp group shows two members. Rank 1 is group rank 1 of its group (an init
+    line), rank 5 times out as group rank 1 of its own: on a mesh laid over ranks in order,
+    only step 1 puts both at group rank 1, so rank 5's missing peer is rank 4."""
+    lines = [_init_line(1, "1", "mesh_tp", 1, 2)]
+    lines += [f"[rank{r}]:step 3 done" for r in range(8)]
+    lines += _timed_out(5, "3", "mesh_tp", 1, 9, 0)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.culprit_ranks, finding.undecidable) == ([4], False)

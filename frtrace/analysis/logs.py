@@ -442,8 +442,39 @@ def _groups(ev: Evidence) -> tuple[dict[str, _Group], dict[str, int]]:
             g.size = max(g.size or 0, widest[g.desc])
     steps = mesh_steps(groups.values())  # sizes do not change them: members do
     if world > 1:
+        steps.update(_mesh_layout_steps(groups, world, steps))
         _mesh_sizes(groups, world, steps)
     return groups, steps
+
+
+def _mesh_layout_steps(
+    groups: dict[str, _Group], world: int, known: dict[str, int]
+) -> dict[str, int]:
+    """A DeviceMesh dimension's step where no group of it shows two members, and the members
+    its groups show leave one: init_device_mesh lays the mesh over the world's ranks in
+    order (`torch.arange(world).view(mesh_shape)`, torch/distributed/device_mesh.py), so along
+    a dimension of size n and step s (n x s divides the world) rank r is group rank
+    (r // s) % n. Ranks 1 and 5 both at group rank 1 of pairs leave step 1 alone."""
+    shown: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    low: dict[str, int] = {}
+    for g in groups.values():
+        if g.desc.startswith("mesh_") and g.desc not in known and g.members:
+            shown[g.desc] += g.members.items()
+            low[g.desc] = max(low.get(g.desc, 2), g.size or 2)
+    out: dict[str, int] = {}
+    divisors = [d for d in range(1, world + 1) if world % d == 0]
+    for desc, members in shown.items():
+        fits = {
+            step
+            for d in divisors
+            for step in divisors
+            if d % step == 0
+            and (n := d // step) >= low[desc]
+            and all((r // step) % n == gr for r, gr in members)
+        }
+        if len(fits) == 1:
+            out[desc] = fits.pop()
+    return out
 
 
 def _mesh_sizes(groups: dict[str, _Group], world: int, steps: dict[str, int]) -> None:
