@@ -895,3 +895,12 @@ def test_a_mesh_dimensions_step_is_the_one_its_members_group_ranks_leave(
     lines += _timed_out(5, "3", "mesh_tp", 1, 9, 0)
     (finding,) = _log_findings(tmp_path, lines)
     assert (finding.culprit_ranks, finding.undecidable) == ([4], False)
+
+
+def test_a_folder_of_files_named_by_two_ip_addresses_collects_two_nodes(tmp_path: Path) -> None:
+    """`10.0.0.5.log` and `10.0.0.6.log` are two nodes (an address is compared whole, not
+    by its first label), so their folder names no node."""
+    from frtrace.evidence.logs import shared_folders
+
+    files = [tmp_path / "evidence" / "10.0.0.5.log", tmp_path / "evidence" / "10.0.0.6.log"]
+    assert shared_folders(files, tmp_path) == {"evidence"}

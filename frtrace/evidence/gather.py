@@ -35,6 +35,7 @@ from frtrace.evidence.logs import (
     collecting_folder,
     collective_of,
     same_folder,
+    short_host,
 )
 from frtrace.evidence.pyspy import ParsedStacks
 from frtrace.evidence.records import (
@@ -119,14 +120,6 @@ def in_collective(stack: ProcessStack) -> str | None:
         if frame.native and _COLLECTIVE_NATIVE.search(frame.function):
             return ""  # waiting inside c10d (`--native`), its Python frames cut off
     return None
-
-
-def short_host(name: str) -> str:
-    """A host's name as compared: lower case, its first DNS label (not for an address)."""
-    name = name.strip().lower()
-    if re.fullmatch(r"[\d.]+|[0-9a-f:]+", name):
-        return name
-    return name.split(".", 1)[0]
 
 
 # --- nodes ---------------------------------------------------------------------------------

@@ -425,6 +425,15 @@ def _collects(name: str, rel: str, shared: frozenset[str]) -> bool:
     return name.lower() in _NAME_WORDS or rel in shared
 
 
+def short_host(name: str) -> str:
+    """A host's name as compared: lower case, its first DNS label (not for an address:
+    `10.0.0.5` and `10.0.0.6` are two hosts)."""
+    name = name.strip().lower()
+    if re.fullmatch(r"[\d.]+|[0-9a-f:]+", name):
+        return name
+    return name.split(".", 1)[0]
+
+
 def shared_folders(paths: Iterable[Path], root: Path | None) -> frozenset[str]:
     """The folders below `root` (and their parents) holding files whose own names name two
     nodes or more (`evidence/pyspy_nodeA.txt`, `evidence/pyspy_nodeB.txt`): a folder that
@@ -439,7 +448,7 @@ def shared_folders(paths: Iterable[Path], root: Path | None) -> frozenset[str]:
         except ValueError:
             continue
         if host and folder not in (".", "") and not folder.startswith(".."):
-            named[folder].add(host.lower().split(".", 1)[0])
+            named[folder].add(short_host(host))
     out: set[str] = set()
     for folder, hosts in named.items():
         if len(hosts) >= 2:
