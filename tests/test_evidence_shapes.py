@@ -904,3 +904,23 @@ def test_a_folder_of_files_named_by_two_ip_addresses_collects_two_nodes(tmp_path
 
     files = [tmp_path / "evidence" / "10.0.0.5.log", tmp_path / "evidence" / "10.0.0.6.log"]
     assert shared_folders(files, tmp_path) == {"evidence"}
+
+
+def test_a_roster_claiming_a_billion_ranks_still_gives_the_groups_verdict(tmp_path: Path) -> None:
+    """A log is untrusted: a world of 999,999,999 ranks in a roster must not be walked rank
+    by rank (a DeviceMesh dimension's sizes and steps come from the world's divisors)."""
+    head = "I1128 12:32:10.299000 14046 torch/distributed/elastic/agent/server/api.py:553]"
+    roster = [
+        f"{head} {x}"
+        for x in (
+            "[node17:] Rendezvous complete for workers. Result:",
+            "  group_rank=0",
+            "  local_ranks=[0, 1]",
+            "  global_ranks=[0, 1]",
+            "  global_world_sizes=[999999999, 999999999]",
+            "",
+        )
+    ]
+    lines = roster + _timed_out(1, "3", "mesh_tp", 1, 9, 0)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.pg_name) == ("missing_ranks", "3")

@@ -27,6 +27,7 @@ show it ended (frtrace.analysis.analyze, `Analysis.unseen`).
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -295,7 +296,8 @@ def entered_findings(ev: Evidence) -> list[Finding]:
     barrier took every rank: none can be further behind)."""
     logged = {r: rev.entered for r, rev in ev.ranks.items() if rev.entered}
     world = ev.world_size if ev.world_size is not None else max(ev.ranks, default=-1) + 1
-    if not logged or sorted(logged) != list(range(world)) or len(ev.ranks) != world:
+    # ranks 0 to world - 1 without a gap (distinct ints: as many as the world, none outside)
+    if not logged or len(logged) != world or len(ev.ranks) != world or max(logged) != world - 1:
         return []
     if any(e.group_rank != r for r, entered in logged.items() for e in entered):
         return []
@@ -462,7 +464,7 @@ def _mesh_layout_steps(
             shown[g.desc] += g.members.items()
             low[g.desc] = max(low.get(g.desc, 2), g.size or 2)
     out: dict[str, int] = {}
-    divisors = [d for d in range(1, world + 1) if world % d == 0]
+    divisors = _divisors(world)
     for desc, members in shown.items():
         fits = {
             step
@@ -475,6 +477,12 @@ def _mesh_layout_steps(
         if len(fits) == 1:
             out[desc] = fits.pop()
     return out
+
+
+def _divisors(n: int) -> list[int]:
+    """n's divisors in order, in sqrt(n) steps: a world size comes from untrusted lines."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
 
 
 def _mesh_sizes(groups: dict[str, _Group], world: int, steps: dict[str, int]) -> None:
@@ -493,9 +501,8 @@ def _mesh_sizes(groups: dict[str, _Group], world: int, steps: dict[str, int]) ->
             firsts.append(r0 - g0 * step)
         fits = [
             n
-            for n in range(low, world // step + 1)
-            if world % (n * step) == 0
-            and all(first >= 0 and first + (n - 1) * step < world for first in firsts)
+            for n in (_divisors(world // step) if world % step == 0 else [])
+            if n >= low and all(first >= 0 and first + (n - 1) * step < world for first in firsts)
         ]
         if len(fits) == 1:
             for g in same:

@@ -677,12 +677,14 @@ def _infer_last_slot(
     if not named:
         return
     world = max(max(named) + 1, len(seen | set(join.slots)))
-    missing = sorted(set(range(world)) - named)
-    if len(unmatched) == 1 and len(missing) == 1:
+    # ranks run from 0: the one rank below `world` never named, found without listing the
+    # world (its size comes from untrusted lines)
+    if len(unmatched) == 1 and len(named) == world - 1 and min(named) >= 0:
+        missing = world * (world - 1) // 2 - sum(named)
         node, local = unmatched[0]
-        join.slots[(node, local)] = missing[0]
+        join.slots[(node, local)] = missing
         ev.notes.append(
-            f"rank {missing[0]} is taken to be {nodes.host(node) or 'a node'}'s local rank "
+            f"rank {missing} is taken to be {nodes.host(node) or 'a node'}'s local rank "
             f"{local}: the one process the logs never name with its rank"
         )
 
@@ -716,7 +718,10 @@ def _eliminate_job(ev: Evidence, join: _Join) -> None:
     host, if known, is the process's."""
     workers = [p for p in ev.unmatched if not is_auxiliary(p)]
     free = [r for r in ev.ranks.values() if r.stack is None]
-    whole = ev.world_size is not None and sorted(ev.ranks) == list(range(ev.world_size))
+    # ranks 0 to world - 1, every one seen (distinct ints: as many, none outside)
+    size = ev.world_size
+    whole = size is not None and len(ev.ranks) == size and min(ev.ranks, default=0) >= 0
+    whole = whole and max(ev.ranks, default=-1) == (size or 0) - 1
     if not whole or len(workers) != 1 or len(free) != 1:
         return
     proc, r = workers[0], free[0]
