@@ -924,3 +924,24 @@ def test_a_roster_claiming_a_billion_ranks_still_gives_the_groups_verdict(tmp_pa
     lines = roster + _timed_out(1, "3", "mesh_tp", 1, 9, 0)
     (finding,) = _log_findings(tmp_path, lines)
     assert (finding.kind, finding.pg_name) == ("missing_ranks", "3")
+
+
+def test_the_peer_that_died_is_one_of_the_ranks_of_the_stated_world_no_input_shows(
+    tmp_path: Path,
+) -> None:
+    """The roster states a world of 4; ranks 0-2 all lost a peer: the rank that died is in
+    no input, one of those the logs never show (rank 3), named undecidable."""
+    head = "I1128 12:32:10.299000 14046 torch/distributed/elastic/agent/server/api.py:553]"
+    roster = "".join(
+        f"{head} {x}\n"
+        for x in (
+            "[node88:] Rendezvous complete for workers. Result:",
+            "  local_ranks=[0, 1, 2]",
+            "  global_ranks=[0, 1, 2]",
+            "  global_world_sizes=[4, 4, 4]",
+            "",
+        )
+    )
+    text = roster + "".join(_PEER_LOST.format(r=r) for r in (0, 1, 2))
+    (finding,) = log_findings(gather([parse_log(_log(tmp_path, "node88.log", text))], []))
+    assert (finding.culprit_ranks, finding.undecidable) == ([3], True)

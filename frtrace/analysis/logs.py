@@ -1130,7 +1130,10 @@ def state_findings(ev: Evidence) -> list[Finding]:
 
     if torn is not None and not culprits and not stuck:  # the rank that died is in no input
         facts["torn_down"] = torn
-        return [finding(Kind.MISSING_RANKS, Reason.NEVER_JOINED, [], True)]
+        unseen = _unseen(ev)
+        if unseen:  # it is one of the ranks of a world of known size that no input shows
+            facts["unseen"] = unseen
+        return [finding(Kind.MISSING_RANKS, Reason.NEVER_JOINED, unseen, True)]
     if not culprits and not stuck:  # every rank waits in it: the hang is inside the collective
         return [finding(Kind.STUCK_COLLECTIVE, Reason.ALL_WAITING, waiting, True)]
     facts["culprits"] = {str(r): _culprit_facts(ev.ranks[r], states[r]) for r in culprits}
@@ -1140,6 +1143,18 @@ def state_findings(ev: Evidence) -> list[Finding]:
         facts["elsewhere"] = {str(r): _op(states[r]) for r in elsewhere}
     undecidable = len(culprits) + len(stuck) > 1 and not failed
     return [finding(Kind.MISSING_RANKS, Reason.NEVER_JOINED, culprits, undecidable)]
+
+
+UNSEEN_NAMED = 4096  # the most ranks no input shows that a finding lists as candidates
+
+
+def _unseen(ev: Evidence) -> list[int]:
+    """The ranks of a world of stated size that no input shows ([] where the size is not
+    stated, or more than UNSEEN_NAMED are unseen: a list that long helps nobody)."""
+    world = ev.world_size
+    if world is None or not 0 < world - len(ev.ranks) <= UNSEEN_NAMED:
+        return []
+    return [r for r in range(world) if r not in ev.ranks][:UNSEEN_NAMED]
 
 
 def _culprits(

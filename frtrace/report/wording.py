@@ -500,7 +500,8 @@ def _never_joined(f: Finding) -> str:
     if unknown:
         members = f"group rank{'s' if len(unknown) > 1 else ''} {rank_ranges(unknown, 6)}"
         blamed = f"{blamed} and {members}" if blamed else members
-    if "torn_down" in f.facts and not blamed:
+    unseen = list(f.facts.get("unseen", []))
+    if "torn_down" in f.facts and (not blamed or unseen):
         torn = list(f.facts["torn_down"])
         alive = (
             f"{who(torn)} {verb(torn, 'was', 'were')} alive until {verb(torn, 'its', 'their')} "
@@ -508,10 +509,11 @@ def _never_joined(f: Finding) -> str:
             if torn
             else ""
         )
+        among = f" (one of {who(unseen)}, which no input shows)" if unseen else ""
         return (
             f"{who(waiting)} lost a peer in {what} (its connection closed: its process ended); "
-            f"{alive}the rank that died is in none of these inputs: give every node's logs "
-            "(from the logs; undecidable)"
+            f"{alive}the rank that died is in none of these inputs{among}: give every node's "
+            "logs (from the logs; undecidable)"
         )
     if waiting or f.facts.get("waiting_processes"):
         how = _HOW.get(str(f.facts.get("how", "")), "")
