@@ -502,17 +502,19 @@ def analyze(
         if not f.secondary:
             classify(ctx, f, waits.blocked)
     if evidence is not None:
-        if len(trace.file_table):  # the dumps tell which ranks wait: they tie what is left
-            waiting = {r for r, b in waits.blocked.items() if not b.maybe}
-            tie_by_waits(evidence, waiting, trace.ranks)
-        findings, root_cause = _with_logs(trace, evidence, findings, root_cause)
+        waiting = {r for r, b in waits.blocked.items() if not b.maybe}
+        findings, root_cause = _with_logs(trace, evidence, findings, root_cause, waiting)
     return Analysis(
         ctx, findings, root_cause, waits.blocked, notes, stragglers=late.result(), evidence=evidence
     )
 
 
 def _with_logs(
-    trace: Trace, evidence: Evidence, findings: list[Finding], root: Finding | None
+    trace: Trace,
+    evidence: Evidence,
+    findings: list[Finding],
+    root: Finding | None,
+    waiting: set[int],
 ) -> tuple[list[Finding], Finding | None]:
     """The findings once the logs and stacks are heard. Without a dump, or with dumps that
     show no fault, they decide. Where the dumps only say who left none (`missing_dump`), the
@@ -520,12 +522,13 @@ def _with_logs(
     stack outside collectives) are the cause, when they are not those very ranks, and the
     dumpless ranks its consequence: they were torn down after it. Where the dumps cannot be
     matched (gloo under DETAIL), the logs decide. Otherwise the dumps decide and the logs add
-    their evidence."""
+    their evidence. `waiting`: the ranks the matched dumps show waiting in a collective."""
     dumped = len(trace.file_table) > 0
     folded = dumped and evidence.debug_detail and _unnamed_groups(trace)
+    if dumped and not folded:  # matched, the dumps say who waits: that ties stacks left
+        tie_by_waits(evidence, waiting, trace.ranks)
     if dumped and root is not None and root.kind != Kind.MISSING_DUMP and not folded:
-        if settle_even_split(root, evidence):  # the logs tell the two sides apart
-            tie_by_waits(evidence, root.waiting_ranks, trace.ranks)
+        settle_even_split(root, evidence)  # where the logs tell the two sides apart
         return findings, root
     found = log_findings(evidence)
     if not dumped:

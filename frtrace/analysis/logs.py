@@ -45,6 +45,7 @@ from frtrace.evidence.records import (
     RankEvidence,
     Reported,
     Wait,
+    every_rank,
 )
 
 WAITING = "waiting"  # in the collective most ranks waited in
@@ -296,8 +297,7 @@ def entered_findings(ev: Evidence) -> list[Finding]:
     barrier took every rank: none can be further behind)."""
     logged = {r: rev.entered for r, rev in ev.ranks.items() if rev.entered}
     world = ev.world_size if ev.world_size is not None else max(ev.ranks, default=-1) + 1
-    # ranks 0 to world - 1 without a gap (distinct ints: as many as the world, none outside)
-    if not logged or len(logged) != world or len(ev.ranks) != world or max(logged) != world - 1:
+    if not logged or not every_rank(logged, world) or len(ev.ranks) != world:
         return []
     if any(e.group_rank != r for r, entered in logged.items() for e in entered):
         return []
@@ -324,29 +324,28 @@ def entered_findings(ev: Evidence) -> list[Finding]:
     return [f]
 
 
-def settle_even_split(f: Finding, ev: Evidence) -> bool:
+def settle_even_split(f: Finding, ev: Evidence) -> None:
     """Settle the dumps' even split (as many members issued the collective as did not, and no
     history tells which side is wrong) where every member that did not issue it was still
     running when torchelastic's agent ended it (`Sending process P closing signal`:
     RankEvidence.closed), exited by itself in no way the logs show, and is not seen inside a
     collective: held outside collectives, those are the cause. A member that had finished
     would have exited by itself; one that moved on would have issued a later collective.
-    Returns whether it settled `f` (then the culprits are those members)."""
+    Settled, `f` names those members as its culprits."""
     absent = [r for r in f.not_issued_by if r in f.culprit_ranks]
     if not f.undecidable or f.reason != Reason.EVEN_SPLIT_MISSING or not absent:
-        return False
+        return
     for r in absent:
         rev = ev.ranks.get(r)
         if rev is None or not rev.closed or rev.exits:
-            return False
+            return
         if rev.stack is not None and in_collective(rev.stack) is not None:
-            return False
+            return
     f.culprit_ranks = absent
     f.waiting_ranks = [r for r in f.issued_by if r not in absent]
     f.undecidable = False
     f.reason = Reason.STILL_RUNNING
     f.facts["closed"] = {str(r): ev.ranks[r].closed for r in absent}
-    return True
 
 
 def _fingerprint_kind(prints: list[Reported]) -> Kind:
@@ -806,34 +805,32 @@ def _order_differs(
             early, late = cut, sorted(there - set(cut))
         elif named or not (early and len(early) * 3 <= len(late)):
             continue
-        if early:  # a clear majority keeps the other order, or the peers are cut off
-            other = min(
-                (p for p in places if set(groups[p[0]].members or {}) & set(early)),
-                key=lambda p: min(began.get(p, {}).values(), default=0.0),
-                default=None,
-            )
-            facts: dict[str, Any] = {
-                "source": "logs",
-                "decided_by": "nccl_groups",
-                "same_order": len(late),
-                "other": {"pg": other[0], "seq": other[1], "desc": desc}
-                if other
-                else {"desc": desc},
-            }
-            g = groups[a[0]]
-            op = next((w.op for r in early for w in ev.ranks[r].waits if w.pg_name == a[0]), "")
-            return _group_finding(
-                Kind.ORDER_CYCLE,
-                Reason.ORDER_DIFFERS,
-                g,
-                a[1],
-                op,
-                early,
-                sorted(there - set(early)),
-                dict(g.members or {}),
-                facts,
-                undecidable=False,
-            )
+        # a clear majority keeps the other order, or the early ranks' peers are cut off
+        other = min(
+            (p for p in places if set(groups[p[0]].members or {}) & set(early)),
+            key=lambda p: min(began.get(p, {}).values(), default=0.0),
+            default=None,
+        )
+        facts: dict[str, Any] = {
+            "source": "logs",
+            "decided_by": "nccl_groups",
+            "same_order": len(late),
+            "other": {"pg": other[0], "seq": other[1], "desc": desc} if other else {"desc": desc},
+        }
+        g = groups[a[0]]
+        op = next((w.op for r in early for w in ev.ranks[r].waits if w.pg_name == a[0]), "")
+        return _group_finding(
+            Kind.ORDER_CYCLE,
+            Reason.ORDER_DIFFERS,
+            g,
+            a[1],
+            op,
+            early,
+            sorted(there - set(early)),
+            dict(g.members or {}),
+            facts,
+            undecidable=False,
+        )
     return None
 
 
@@ -1154,7 +1151,7 @@ def _unseen(ev: Evidence) -> list[int]:
     world = ev.world_size
     if world is None or not 0 < world - len(ev.ranks) <= UNSEEN_NAMED:
         return []
-    return [r for r in range(world) if r not in ev.ranks][:UNSEEN_NAMED]
+    return [r for r in range(world) if r not in ev.ranks]
 
 
 def _culprits(

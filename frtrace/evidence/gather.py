@@ -51,6 +51,7 @@ from frtrace.evidence.records import (
     SlurmEvent,
     Speaker,
     Where,
+    every_rank,
 )
 
 # How much a source's word on a node's name counts: the agent's summary and slurm name the
@@ -718,10 +719,7 @@ def _eliminate_job(ev: Evidence, join: _Join) -> None:
     host, if known, is the process's."""
     workers = [p for p in ev.unmatched if not is_auxiliary(p)]
     free = [r for r in ev.ranks.values() if r.stack is None]
-    # ranks 0 to world - 1, every one seen (distinct ints: as many, none outside)
-    size = ev.world_size
-    whole = size is not None and len(ev.ranks) == size and min(ev.ranks, default=0) >= 0
-    whole = whole and max(ev.ranks, default=-1) == (size or 0) - 1
+    whole = ev.world_size is not None and every_rank(ev.ranks, ev.world_size)
     if not whole or len(workers) != 1 or len(free) != 1:
         return
     proc, r = workers[0], free[0]
@@ -735,9 +733,13 @@ def _adopt(ev: Evidence, proc: ProcessStack, r: RankEvidence, why: str) -> None:
     ev.unmatched.remove(proc)
     r.stack, r.pid, r.host = proc, r.pid or proc.pid, r.host or proc.host
     r.add_file(proc.where.file)
+    _note_tie(ev, proc, proc.host, r.rank, why)
+
+
+def _note_tie(ev: Evidence, proc: ProcessStack, host: str, rank: int, why: str) -> None:
+    """The report's note that a py-spy process was taken to be a rank, and why."""
     ev.notes.append(
-        f"py-spy process {proc.pid} on {proc.host or 'its node'} is taken to be rank {r.rank}: "
-        + why
+        f"py-spy process {proc.pid} on {host or 'its node'} is taken to be rank {rank}: " + why
     )
 
 
@@ -869,20 +871,18 @@ def _eliminate(
     def tie(proc: ProcessStack, r: RankEvidence, why: str) -> None:
         _take_stack(ev, join, r.rank, node, proc, proc.where.file)
         residents.note(join, r)
-        ev.notes.append(
-            f"py-spy process {proc.pid} on {host or 'its node'} is taken to be rank {r.rank}: "
-            + why
-        )
+        _note_tie(ev, proc, host, r.rank, why)
 
     # A process inside the very call a rank's dump recorded last is that rank, where it is
     # the one rank of the node whose last call that was and the one process in it.
     recorded = {r.rank: call for r in free if (call := join.calls.get(r.rank)) is not None}
     live = [_live_call(p) for p in procs]
     ranks_at, procs_at = Counter(recorded.values()), Counter(c for c in live if c is not None)
+    rank_at = {call: rank for rank, call in recorded.items()}  # where one rank made it
     for proc, call in zip(list(procs), live, strict=True):
         if call is None or not ranks_at[call] == procs_at[call] == 1:
             continue
-        r = ev.ranks[next(rank for rank, c in recorded.items() if c == call)]
+        r = ev.ranks[rank_at[call]]
         where = f"{call[0]} at {call[1]} ({call[2]}:{call[3]})"
         tie(proc, r, f"its live stack is inside {where}, the call its dump recorded last")
         procs = [p for p in procs if p is not proc]

@@ -11,6 +11,7 @@ it before printing.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -198,6 +199,14 @@ class Reported:
     detail: str = ""
     timeout_ms: int | None = None
     against: tuple[int, ...] = ()  # fingerprint: the ranks whose call the named ones differ from
+
+
+def every_rank(ranks: Collection[int], world: int) -> bool:
+    """Whether `ranks` are every rank of a world of `world` ranks, 0 to world - 1: counted,
+    not listed (a world size comes from untrusted lines)."""
+    if len(ranks) != world:
+        return False
+    return world == 0 or (min(ranks) >= 0 and max(ranks) == world - 1)
 
 
 @dataclass(frozen=True)
