@@ -499,6 +499,27 @@ def test_a_bare_number_for_a_role_names_no_host(tmp_path: Path) -> None:
     assert (ev.ranks[1].host, ev.ranks[2].host) == ("", "")
 
 
+@pytest.mark.parametrize(
+    ("header", "host"),
+    [
+        ("[nodeB:1]:", "nodeB"),  # --role nodeB:
+        ("[compute-4-48:-1]:", "compute-4-48"),  # --role compute-4-48: + [${role_name}-${rank}]
+        ("[compute-4-48-1]:", "compute-4-48"),  # --role compute-4-48 + [${role_name}-${rank}]
+        ("[default-1]:", ""),  # torchrun's default role, templated
+        ("[default1]:", ""),
+        ("[nodeB1]:", ""),  # no separator: node1 + rank B? nothing is told
+    ],
+)
+def test_a_role_that_ends_at_a_separator_names_the_node(header: str, host: str) -> None:
+    assert peel(f"{header}[rank1]: step 3 done", labelled=False).speaker.node_role == host
+
+
+def test_a_templated_role_names_the_host_of_the_rank(tmp_path: Path) -> None:
+    text = "[compute-4-47:-1]:[rank1]: step 3 done\n[compute-4-48:-2]:[rank2]: step 3 done\n"
+    ev = gather([parse_log(_log(tmp_path, "slurm-1.out", text))], [])
+    assert (ev.ranks[1].host, ev.ranks[2].host) == ("compute-4-47", "compute-4-48")
+
+
 def test_a_rank_named_on_the_writers_own_node_is_its_local_rank(tmp_path: Path) -> None:
     text = (
         "[node17:1]:Initializing rank 3/4 on node17\n"

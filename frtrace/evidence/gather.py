@@ -1,9 +1,10 @@
 """The joining step: tie every record of the logs and stacks to a global rank, a host and a pid.
 
 The readers give each record its speaker as the line states it; here speakers become ranks:
-1. Nodes. An srun task, a torchrun role that ends in `:` (`--role $(hostname):`), a per-node
-   file, a py-spy file, a dump's name or folder each stand for a node; they are one node when
-   one line carries two of them (a task's lines with a role) or when they name the same host
+1. Nodes. An srun task, a torchrun role that ends at a separator (`--role $(hostname):`,
+   `Speaker.node_role`), a per-node file, a py-spy file, a dump's name or folder each stand
+   for a node; they are one node when one line carries two of them (a task's lines with a
+   role) or when they name the same host
    (torchelastic's summary `host :`, slurm's `srun: error: <node>: task <t>:`, the job's own
    `host=` lines, NCCL's `host:pid:tid`, the file or folder name). A short role (`--role 17:`)
    is the one host whose digits it is, when exactly one is.
@@ -225,7 +226,7 @@ def per_node(log: ParsedLog) -> bool:
     node's output interleaved without labels) names no node by itself."""
     if log.labelled:
         return False
-    roles = {s.role for s in log.speakers if s.role.endswith(":") and len(s.role) > 1}
+    roles = {s.node_role for s in log.speakers if s.node_role}
     hosts = {short_host(e.host) for _s, e in log.exits if useful_host(e.host)}
     return len(roles) <= 1 and len(hosts) <= 1 and len(log.agent_pids) <= 1
 
@@ -236,8 +237,8 @@ def _speaker_keys(nodes: _Nodes, log: ParsedLog, speaker: Speaker) -> list[Key]:
     keys: list[Key] = []
     if speaker.task is not None:
         keys.append(("task", str(speaker.task)))
-    if speaker.role.endswith(":") and len(speaker.role) > 1:
-        keys.append(("role", speaker.role[:-1]))
+    if speaker.node_role:
+        keys.append(("role", speaker.node_role))
     if speaker.task is None and log.input.path in nodes.one_node:
         keys.append(("file", log.input.path))
     return keys
@@ -314,9 +315,9 @@ def _build_nodes(
             keys = _speaker_keys(nodes, log, speaker)
             for key in keys[1:]:
                 nodes.union(keys[0], key)
-            if speaker.role.endswith(":") and len(speaker.role) > 1:
-                roles.add(speaker.role[:-1])
-                nodes.name(("role", speaker.role[:-1]), speaker.role[:-1], _WEAK)
+            if speaker.node_role:
+                roles.add(speaker.node_role)
+                nodes.name(("role", speaker.node_role), speaker.node_role, _WEAK)
         file_key: Key = ("file", log.input.path)
         if log.input.path in nodes.one_node:
             nodes.find(file_key)

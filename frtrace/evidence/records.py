@@ -32,6 +32,9 @@ _WAITING_MODULES = re.compile(
 )
 
 
+_ROLE_ENDS = ":-_@/"
+
+
 @dataclass(frozen=True)
 class Where:
     """A line of an input file (`line` 0: in a part of a large file read without counting)."""
@@ -53,6 +56,18 @@ class Speaker(NamedTuple):
     @property
     def anonymous(self) -> bool:
         return self.task is None and self.number is None and self.rank is None and not self.role
+
+    @property
+    def node_role(self) -> str:
+        """The node a torchrun role names, '' where it names none. `--role nodeB:` gives
+        `[nodeB:1]:`; a prefix template gives `[nodeB-1]:` or, with `--role nodeB:`,
+        `[nodeB:-1]:`: the role ends at a separator before the number. torchrun's default role
+        (`default`, torch/distributed/run.py `--role`) names no node, nor does a role with
+        no separator before its number (`[default1]:`: where the role ends is unknown)."""
+        if self.role[-1:] not in _ROLE_ENDS:
+            return ""
+        name = self.role.rstrip(_ROLE_ENDS)
+        return "" if name in ("", "default") else name
 
 
 @dataclass(frozen=True)
