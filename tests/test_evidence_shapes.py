@@ -15,7 +15,7 @@ from frtrace.analysis.findings import Finding
 from frtrace.analysis.logs import log_findings, member_global, member_range
 from frtrace.evidence.gather import DumpHost, dump_host, gather
 from frtrace.evidence.logs import host_from_path, parse_log
-from frtrace.evidence.prefixes import looks_labelled, peel
+from frtrace.evidence.prefixes import clock_seconds, looks_labelled, peel
 from frtrace.evidence.records import Evidence, PyFrame
 
 # --- who wrote a line ------------------------------------------------------------------------
@@ -335,6 +335,35 @@ def test_a_whole_group_whose_member_was_already_waiting_elsewhere_is_not_where_i
     assert found[0].culprit_ranks == [2]
 
 
+def test_one_processs_own_lines_order_its_works_begun_within_a_second(tmp_path: Path) -> None:
+    """As above, but rank 0's two works began 0.3 s apart, in one wall second. c10's header
+    states the second and CLOCK_MONOTONIC's fraction (.95, then .20): by those the tp work
+    began first. Rank 0's own lines say otherwise: its pp timeout was written first and its
+    work had run longer, so the pp work began first and rank 0 was stuck there."""
+    lines = [_init_line(r, uid, desc, g, 2) for r, uid, desc, g in _FOUR_RANKS]
+    pp_first = ("1127 10:10:00.950000000", 600_400)
+    tp_next = ("1127 10:10:00.200000000", 600_100)
+    lines += nccl_watchdog_lines(
+        0, 4, group_rank=0, pg_id=2, pg_uid="7", pg_desc="mesh_pp", clock=pp_first[0],
+        ran_ms=pp_first[1],
+    )  # fmt: skip
+    lines += _timed_out(3, "8", "mesh_pp", 1, 4, 3)
+    lines += _timed_out(3, "6", "mesh_tp", 1, 9, 5)
+    lines += nccl_watchdog_lines(
+        0, 9, group_rank=0, pg_id=1, pg_uid="5", pg_desc="mesh_tp", clock=tp_next[0],
+        ran_ms=tp_next[1],
+    )  # fmt: skip
+    lines += _timed_out(1, "5", "mesh_tp", 1, 9, 0)
+    found = _log_findings(tmp_path, lines)
+    assert (found[0].kind, found[0].culprit_ranks) == ("missing_ranks", [2])
+
+
+def test_a_c10_headers_clock_is_its_whole_second() -> None:
+    """c10/util/Logging.cpp writes the wall clock's second and CLOCK_MONOTONIC's nanoseconds."""
+    line = "[rank0]:[E1106 15:05:25.878581962 ProcessGroupNCCL.cpp:757] [Rank 0] x"
+    assert peel(line, labelled=False).clock == clock_seconds("1106 15:05:25")
+
+
 _FOUR_RANKS = [  # (rank, group, description, group rank) of 2x2 tp and pp pairs
     (0, "5", "mesh_tp", 0), (1, "5", "mesh_tp", 1), (2, "6", "mesh_tp", 0), (3, "6", "mesh_tp", 1),
     (0, "7", "mesh_pp", 0), (2, "7", "mesh_pp", 1), (1, "8", "mesh_pp", 0), (3, "8", "mesh_pp", 1),
@@ -385,6 +414,30 @@ def test_a_whole_group_whose_wait_began_before_every_other_is_where_the_job_stop
     lines += _timed_out(2, "6", "mesh_tp", 0, 17, 0) + _timed_out(3, "6", "mesh_tp", 1, 17, 0)
     lines += _timed_out(0, "7", "mesh_pp", 0, 10, 9) + _timed_out(1, "8", "mesh_pp", 0, 10, 9)
     lines += _timed_out(0, "5", "mesh_tp", 0, 21, 12) + _timed_out(1, "5", "mesh_tp", 1, 21, 12)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.pg_name, finding.culprit_ranks) == (
+        "stuck_collective",
+        "6",
+        [2, 3],
+    )
+
+
+def test_a_whole_group_is_where_the_job_stopped_when_no_wait_began_surely_before_it(
+    tmp_path: Path,
+) -> None:
+    """tp pair (2, 3) waits whole in its all_reduce from 10:00:00; ranks 0 and 1 began their
+    pp sends to them within that second (c10's clocks cannot order them), 2 and 3 the
+    matching receives 12 s later, 0 and 1 their own tp all_reduce later still. No wait
+    surely began before the pair's: the hang began inside it."""
+    lines = [_init_line(r, uid, desc, g, 2) for r, uid, desc, g in _FOUR_RANKS]
+    lines += _timed_out(2, "6", "mesh_tp", 0, 17, 0) + _timed_out(3, "6", "mesh_tp", 1, 17, 0)
+    for rank, uid, frac in ((0, "7", "5"), (1, "8", "6")):
+        lines += nccl_watchdog_lines(
+            rank, 10, group_rank=0, pg_id=2, pg_uid=uid, pg_desc="mesh_pp",
+            clock=f"1127 10:10:00.{frac}00000000", ran_ms=600_000,
+        )  # fmt: skip
+    lines += _timed_out(2, "7", "mesh_pp", 1, 10, 12) + _timed_out(3, "8", "mesh_pp", 1, 10, 12)
+    lines += _timed_out(0, "5", "mesh_tp", 0, 21, 20) + _timed_out(1, "5", "mesh_tp", 1, 21, 20)
     (finding,) = _log_findings(tmp_path, lines)
     assert (finding.kind, finding.pg_name, finding.culprit_ranks) == (
         "stuck_collective",

@@ -37,6 +37,7 @@ from frtrace.analysis.findings import Finding, Kind, ProcessRef, Reason
 from frtrace.evidence.gather import in_collective, is_auxiliary, tie_by_waits
 from frtrace.evidence.logs import OP_NAMES
 from frtrace.evidence.records import (
+    CLOCK_SLACK,
     PEER_LOST,
     TIMEOUT,
     Communicator,
@@ -610,7 +611,7 @@ def group_findings(ev: Evidence) -> list[Finding]:
     states, _main = rank_states(ev)
     at: dict[tuple[str, int | None], set[int]] = defaultdict(set)
     waits: dict[tuple[str, int | None], dict[int, Wait]] = defaultdict(dict)
-    began: dict[tuple[str, int | None], dict[int, float]] = defaultdict(dict)
+    began: dict[tuple[str, int | None], dict[int, Wait]] = defaultdict(dict)
     for rank, rev in ev.ranks.items():
         for w in rev.waits:
             if w.pg_name:
@@ -618,7 +619,8 @@ def group_findings(ev: Evidence) -> list[Finding]:
                 waits[(w.pg_name, w.seq)][rank] = w
                 if w.started is not None:  # the first report of a wait; repeats are later
                     known = began[(w.pg_name, w.seq)]
-                    known[rank] = min(known.get(rank, w.started), w.started)
+                    if rank not in known or w.started < _start(known[rank]):
+                        known[rank] = w
     if not at:
         return []
     groups, steps = _groups(ev)
@@ -709,8 +711,46 @@ def group_findings(ev: Evidence) -> list[Finding]:
 Place_ = tuple[str, int | None]
 
 
+def _start(w: Wait) -> float:
+    """When a timed-out work began, at the earliest (a wait kept in `began` has a start)."""
+    assert w.started is not None
+    return w.started
+
+
+def _before(a: Wait, b: Wait, same_rank: bool) -> bool:
+    """Whether work `a` certainly began before work `b`. A c10 header states the wall
+    clock's whole second (CLOCK_SLACK) and CLOCK_MONOTONIC's fraction, so starts less than a
+    second apart have no order by the clock alone. One process's two timeouts have more:
+    one host's fractions give the lines' distance mod 1 s (two candidates within the
+    seconds' bounds), and their order in one file (written as its watchdogs fired) leaves
+    one; less the difference in how long the works ran, that is how far apart they began."""
+    if _start(a) + CLOCK_SLACK <= _start(b):
+        return True
+    if not same_rank or a.ran_ms is None or b.ran_ms is None:
+        return False
+    if a.mono is None or b.mono is None:
+        return False
+    seconds = round((_start(b) + b.ran_ms / 1000) - (_start(a) + a.ran_ms / 1000))
+    frac = (b.mono - a.mono) % 1.0
+    apart = [d for d in (seconds + frac, seconds + frac - 1) if seconds - 1 < d < seconds + 1]
+    if a.where.file == b.where.file and a.where.line and b.where.line:
+        ordered = a.where.line < b.where.line
+        apart = [d for d in apart if (d >= 0) == ordered or d == 0]
+    ran = (b.ran_ms - a.ran_ms) / 1000
+    return bool(apart) and all(d - ran > 0 for d in apart)
+
+
+def _by_rank(began: dict[Place_, dict[int, Wait]]) -> dict[int, list[tuple[Place_, Wait]]]:
+    """Each rank's timed-out works that have a start, with their places."""
+    out: dict[int, list[tuple[Place_, Wait]]] = defaultdict(list)
+    for place, there in began.items():
+        for rank, w in there.items():
+            out[rank].append((place, w))
+    return out
+
+
 def _waited_on(
-    at: dict[Place_, set[int]], groups: dict[str, _Group], began: dict[Place_, dict[int, float]]
+    at: dict[Place_, set[int]], groups: dict[str, _Group], began: dict[Place_, dict[int, Wait]]
 ) -> tuple[Place_ | None, list[Place_]]:
     """The timed-out collective whose group's every member waits in it while members of
     other timed-out groups, absent from theirs, wait there too: the end of the chain (a hang
@@ -718,9 +758,10 @@ def _waited_on(
     candidates, the one that began first: every wait behind it began later (NCCL's
     watchdog line states how long the work ran, its header when). With no clock to tell
     them apart, the others that could be it come second (the reading stays undecidable).
-    Where no other group's absentee waits in one, a whole group's that began before every
-    other wait the logs show is the first to stop: the rest began behind it."""
-    first = _first_waits(began)
+    Where no other group's absentee waits in one, a whole group's that no other wait the
+    logs show began before is the first to stop: the rest began behind it (other whole
+    groups' that began too close to it for the clocks come second)."""
+    of_rank = _by_rank(began)
     absent: Counter[int] = Counter()  # in how many timed-out collectives each rank is missing
     for (name, _seq), there in at.items():
         h = groups.get(name)
@@ -737,24 +778,36 @@ def _waited_on(
         # there first (each rank enqueues in program order; its oldest pending one is where
         # it stopped): this one waits behind that
         here = began.get(place, {})
-        if any(first[r] < t for r, t in here.items()):
+        if any(
+            _before(other, w, True)
+            for r, w in here.items()
+            for q, other in of_rank[r]
+            if q != place
+        ):
             continue
         whole.append(place)
         behind = sum(absent[r] for r in waiting)
         if behind:
             scored[place] = (behind, len(waiting))
     # when each began: its earliest member's start, known only when every member's is
-    start = {p: min(began[p].values()) for p in at if began.get(p) and set(began[p]) >= at[p]}
+    start = {
+        p: min(began[p].values(), key=_start) for p in at if began.get(p) and set(began[p]) >= at[p]
+    }
     if not scored:
         if len(start) != len(at) or not whole:
             return None, []
-        earliest = min(start.values())
-        oldest = [p for p in whole if start[p] == earliest]
-        return (oldest[0], []) if len(oldest) == 1 else (None, [])
+        first = min(whole, key=lambda p: (_start(start[p]), _place_key(p)))
+        if any(_before(start[p], start[first], False) for p in start):
+            return None, []  # a wait the logs show began before it: no whole group is first
+        # whole groups whose work began too close to it for the clocks to order them
+        rivals = [p for p in whole if p != first and not _before(start[first], start[p], False)]
+        return first, sorted(rivals, key=_place_key)
     best = max(scored.values())
     tied = sorted((p for p, v in scored.items() if v == best), key=_place_key)
     if len(tied) > 1 and all(p in start for p in tied):
-        return min(tied, key=lambda p: (start[p], _place_key(p))), []
+        first = min(tied, key=lambda p: (_start(start[p]), _place_key(p)))
+        if all(_before(start[first], start[p], False) for p in tied if p != first):
+            return first, []
     return tied[0], tied[1:]
 
 
@@ -762,7 +815,7 @@ def _order_differs(
     ev: Evidence,
     at: dict[Place_, set[int]],
     groups: dict[str, _Group],
-    began: dict[Place_, dict[int, float]],
+    began: dict[Place_, dict[int, Wait]],
     named: bool = False,
 ) -> Finding | None:
     """A few ranks called the default group's collective before their mesh group's, while
@@ -770,8 +823,9 @@ def _order_differs(
     other (a deadlock no member's absence explains). Every rank is in the default group and
     in one group of each mesh dimension, and runs one program, so the order of the two is
     the same on every rank but the culprits'. A rank's order: which of its waits began
-    first (NCCL's `ran for` and the line's clock), told only where both are pending: a rank
-    seen in one alone may have finished the other, not called it yet, or not logged it.
+    first (NCCL's `ran for` and the line's clock, `_before`), told only where both are
+    pending: a rank seen in one alone may have finished the other, not called it yet, or not
+    logged it; one whose two began too close for the clock is not counted.
 
     The culprits are either a side three times outnumbered by the other (asked only where
     no absentee is `named`: collectives issued from other threads, DDP's and FSDP's backward
@@ -790,16 +844,19 @@ def _order_differs(
         if g is not None and g.desc.startswith("mesh_"):
             by_desc[g.desc].append(p)
     for desc, places in sorted(by_desc.items()):
-        # each rank's oldest wait in a group of this kind
-        first_here = _first_waits({p: began.get(p, {}) for p in places})
+        # each rank's waits in a group of this kind
+        mesh = _by_rank({p: began.get(p, {}) for p in places})
         pending = {r for p in places for r in at[p]}
         early: list[int] = []  # called the default group's first
         late: list[int] = []
         for r in sorted(there & pending):
             start = began.get(a, {}).get(r)
-            if start is None or r not in first_here:
+            if start is None or r not in mesh:
                 return None  # no clock to order them: nothing is said
-            (early if start < first_here[r] else late).append(r)
+            if all(_before(start, w, True) for _p, w in mesh[r]):
+                early.append(r)
+            elif any(_before(w, start, True) for _p, w in mesh[r]):
+                late.append(r)
         cut = _cut_off(early, places, at, there)
         if cut:
             early, late = cut, sorted(there - set(cut))
@@ -808,7 +865,7 @@ def _order_differs(
         # a clear majority keeps the other order, or the early ranks' peers are cut off
         other = min(
             (p for p in places if set(groups[p[0]].members or {}) & set(early)),
-            key=lambda p: min(began.get(p, {}).values(), default=0.0),
+            key=lambda p: min((_start(w) for w in began.get(p, {}).values()), default=0.0),
             default=None,
         )
         facts: dict[str, Any] = {
@@ -865,15 +922,6 @@ def _cut_off(
     if not cut or len(cut) * 3 > len(usual):
         return []
     return cut if rest == 0 or len(cut) * 3 <= rest else []
-
-
-def _first_waits(began: dict[Place_, dict[int, float]]) -> dict[int, float]:
-    """When each rank began its oldest wait that timed out."""
-    first: dict[int, float] = {}
-    for there in began.values():
-        for rank, start in there.items():
-            first[rank] = min(first.get(rank, start), start)
-    return first
 
 
 def _place_key(place: Place_) -> tuple[int, str, int]:

@@ -588,6 +588,7 @@ class _Parser:
         self.probe: list[tuple[int, str]] | None = []  # lines held until labels are decided
         self.labelled = False
         self.clock: float | None = None  # the clock of the line being read
+        self.mono: float | None = None  # and its CLOCK_MONOTONIC fraction
 
     # --- reading -------------------------------------------------------------------------
 
@@ -613,7 +614,7 @@ class _Parser:
             line = line.replace("\r", " ")
         peeled = peel(line, self.labelled)
         speaker, rest = peeled.speaker, peeled.rest
-        self.clock = peeled.clock
+        self.clock, self.mono = peeled.clock, peeled.mono
         if not speaker.anonymous and (speaker.number is not None or speaker.rank is not None):
             self.out.speakers[speaker] = None
         if rest.strip() and not peeled.logged and not speaker.anonymous:  # the job's own
@@ -750,6 +751,8 @@ class _Parser:
                     if self.clock is not None and m.group("ran")
                     else None
                 ),
+                ran_ms=int(m.group("ran")) if m.group("ran") else None,
+                mono=self.mono,
             )
             self._add_wait(speaker, wait)
             return
@@ -809,7 +812,13 @@ class _Parser:
                 if wait.pg_name and not seen.pg_name:
                     self.out.waits.remove((who, seen))
                     if seen.started is not None:  # a repeat's clock is later than the first's
-                        wait = replace(wait, started=seen.started)
+                        wait = replace(
+                            wait,
+                            started=seen.started,
+                            ran_ms=seen.ran_ms,
+                            mono=seen.mono,
+                            where=seen.where,
+                        )
                     break
                 return
         self.out.waits.append((speaker, wait))

@@ -59,7 +59,12 @@ class Peeled(NamedTuple):
     rest: str
     agent: bool = False
     logged: bool = False  # written by torch's or c10's logging (a log header was peeled)
-    clock: float | None = None  # the header's time, as `clock_seconds` reads it
+    # the header's time, as `clock_seconds` reads it; a c10 header's in whole seconds (the
+    # time is that or up to a second later)
+    clock: float | None = None
+    # a c10 header's fraction, CLOCK_MONOTONIC's nanoseconds in seconds: one clock for every
+    # process of a host, so two lines of one host are that far apart (mod 1 s)
+    mono: float | None = None
 
 
 def clock_seconds(stamp: str) -> float | None:
@@ -111,6 +116,7 @@ def peel(line: str, labelled: bool) -> Peeled:
     pid: int | None = None
     agent = logged = False
     clock: float | None = None
+    mono: float | None = None
     first = line[:1]
     if first in "VIWEC[" and line:
         p = _PY_HEADER.match(line)
@@ -124,8 +130,13 @@ def peel(line: str, labelled: bool) -> Peeled:
         elif first == "[":
             c = _C10_HEADER.match(line)
             if c is not None:
-                line, logged, clock = line[c.end() :], True, clock_seconds(c.group("clock"))
-    return Peeled(Speaker(task, role, number, rank), pid, line, agent, logged, clock)
+                # whole seconds only: the fraction is CLOCK_MONOTONIC's tv_nsec, not the wall
+                # clock's (c10/util/Logging.cpp, MessageLogger::MessageLogger: time() and
+                # localtime_r for the rest, clock_gettime(CLOCK_MONOTONIC) for `ns`)
+                stamp, frac = c.group("clock").split(".", 1)
+                line, logged, clock = line[c.end() :], True, clock_seconds(stamp)
+                mono = int(frac) / 10 ** len(frac)
+    return Peeled(Speaker(task, role, number, rank), pid, line, agent, logged, clock, mono)
 
 
 def looks_labelled(lines: list[str]) -> bool:

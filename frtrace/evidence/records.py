@@ -33,6 +33,9 @@ _WAITING_MODULES = re.compile(
 
 
 _ROLE_ENDS = ":-_@/"
+# How far a c10 log header's clock may be behind the wall clock: it states whole seconds
+# (its fraction is CLOCK_MONOTONIC's, c10/util/Logging.cpp MessageLogger::MessageLogger)
+CLOCK_SLACK = 1.0
 
 
 @dataclass(frozen=True)
@@ -105,9 +108,12 @@ class Wait:
     detail: str = ""  # the error's words, cut
     numel: int | None = None  # NCCL's NumelIn of the work that timed out
     peer: str = ""  # the address of the peer gloo lost (`[10.0.0.5]:41235`), when named
-    # when the work began: its line's clock less the time the watchdog says it ran, in
-    # prefixes.clock_seconds's scale; None when the line has no clock or no running time
+    # when the work began, at the earliest: its line's clock less the time the watchdog says
+    # it ran, in prefixes.clock_seconds's scale (a c10 header's clock is whole seconds: the
+    # work began then or up to CLOCK_SLACK later); None without a clock or a running time
     started: float | None = None
+    ran_ms: int | None = None  # how long the watchdog says the work ran
+    mono: float | None = None  # its line's CLOCK_MONOTONIC fraction (prefixes.Peeled.mono)
 
 
 @dataclass(frozen=True)
