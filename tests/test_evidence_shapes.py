@@ -827,6 +827,75 @@ def test_detail_logs_of_a_subgroup_decide_nothing(tmp_path: Path) -> None:
     assert not any(f.facts.get("decided_by") == "entered" for f in log_findings(ev))
 
 
+def _detail_log(tmp_path: Path, runs: dict[int, list[tuple[int, int]]]) -> Path:
+    """nodeA.log: each rank's DETAIL lines, (group rank, seq) of all_reduces in its order."""
+    lines = [
+        _RUNNING_LINE.format(g=rank, r=grank, seq=seq, op="ALLREDUCE")
+        for rank, run in sorted(runs.items())
+        for grank, seq in run
+    ]
+    return _log(tmp_path, "nodeA.log", "\n".join(lines) + "\n")
+
+
+# 4 ranks and a subgroup of ranks 0, 2, 3 (group ranks 0, 1, 2), whose #0 follows the world's
+# #1. Rank 0 is group rank 0 in both: its subgroup line reads like a world line.
+_SUB_AFTER_1 = {
+    0: [(0, 0), (0, 1), (0, 0), (0, 2)],
+    1: [(1, 0), (1, 1), (1, 2)],
+    2: [(2, 0), (2, 1), (1, 0), (2, 2)],
+}
+
+
+def test_detail_logs_follow_the_worlds_group_between_a_subgroups_lines(tmp_path: Path) -> None:
+    """Rank 3 entered the subgroup's #0 with ranks 0 and 2, who went on to the world's #2;
+    rank 3 never did."""
+    runs = {**_SUB_AFTER_1, 3: [(3, 0), (3, 1), (2, 0)]}
+    (f,) = log_findings(gather([parse_log(_detail_log(tmp_path, runs))], []))
+    assert (f.kind, f.culprit_ranks, f.waiting_ranks) == ("missing_ranks", [3], [0, 1, 2])
+    assert (f.collective_seq_id, f.facts["decided_by"]) == (2, "entered")
+
+
+def test_detail_logs_of_a_rank_waiting_in_a_subgroup_collective_decide_nothing(
+    tmp_path: Path,
+) -> None:
+    """Rank 3's last line is the subgroup's #1, which ranks 0 and 2 never entered: it waits
+    there (for them, while they wait in the world's #2 for it), not outside collectives."""
+    runs = {**_SUB_AFTER_1, 3: [(3, 0), (3, 1), (2, 0), (2, 1)]}
+    ev = gather([parse_log(_detail_log(tmp_path, runs))], [])
+    assert not any(f.facts.get("decided_by") == "entered" for f in log_findings(ev))
+
+
+def test_detail_logs_follow_the_world_past_several_subgroup_collectives(tmp_path: Path) -> None:
+    """A subgroup of ranks 1-3 (group ranks 0-2) runs #0 and #1 between the world's #1 and
+    #2; rank 3 stops after them."""
+    world, sub = [(1, 0), (1, 1)], [(0, 0), (0, 1)]
+    runs = {
+        0: [(0, 0), (0, 1), (0, 2)],
+        1: [*world, *sub, (1, 2)],
+        2: [(2, 0), (2, 1), (1, 0), (1, 1), (2, 2)],
+        3: [(3, 0), (3, 1), (2, 0), (2, 1)],
+    }
+    (f,) = log_findings(gather([parse_log(_detail_log(tmp_path, runs))], []))
+    assert (f.culprit_ranks, f.collective_seq_id) == ([3], 2)
+
+
+def test_detail_lines_that_could_continue_two_groups_decide_nothing(tmp_path: Path) -> None:
+    """Rank 0 is group rank 0 of the world and of a subgroup (ranks 0, 2, 3). Its last line,
+    #4, follows the world's #3 and the subgroup's #3: either group's. As the world's, rank 0
+    is one behind the others (at #5); as the subgroup's, its world line is #3, two behind,
+    and says nothing. Which is unknown: nothing is decided."""
+    world = [(0, seq) for seq in range(4)]
+    sub = [(0, seq) for seq in range(4)]
+    runs = {
+        0: [*world, *sub, (0, 4)],
+        1: [(1, seq) for seq in range(6)],
+        2: [(2, 0), (2, 1), (2, 2), (2, 3), *[(1, q) for q in range(4)], (2, 4), (2, 5)],
+        3: [(3, 0), (3, 1), (3, 2), (3, 3), *[(2, q) for q in range(4)], (3, 4), (3, 5)],
+    }
+    ev = gather([parse_log(_detail_log(tmp_path, runs))], [])
+    assert not any(f.facts.get("decided_by") == "entered" for f in log_findings(ev))
+
+
 def test_detail_logs_tie_the_one_process_outside_collectives_to_the_rank_they_name(
     tmp_path: Path,
 ) -> None:

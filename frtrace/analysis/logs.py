@@ -41,6 +41,7 @@ from frtrace.evidence.records import (
     PEER_LOST,
     TIMEOUT,
     Communicator,
+    Entered,
     Evidence,
     ProcessStack,
     RankEvidence,
@@ -290,19 +291,21 @@ def reported_findings(ev: Evidence) -> list[Finding]:
 def entered_findings(ev: Evidence) -> list[Finding]:
     """TORCH_DISTRIBUTED_DEBUG=DETAIL logs each collective a rank enters, numbered in its
     group, before the monitored barrier of its checks (frtrace.evidence.logs, `_RUNNING`):
-    ranks that entered #K wait there for those whose last was #K-1. Asked only where every
-    rank the evidence knows logged them, ranks 0 to the world's size (or, the size untold, to
-    the highest seen) without a gap; each line's group rank its global rank (one group, the
-    world's: a subgroup's numbers would mix with it); the ranks at #K agree on its op, and
-    every other rank stopped at #K-1 on the op the first ones had there (entering #K-1's
-    barrier took every rank: none can be further behind)."""
+    ranks that entered the world's #K wait there for those whose last was #K-1. Asked only
+    where every rank the evidence knows logged them, ranks 0 to the world's size (or, the size
+    untold, to the highest seen) without a gap; each rank's lines of the world's group are
+    told from a subgroup's (`_world_lines`); the ranks at #K agree on its op, and every other
+    rank stopped at #K-1 on the op the first ones had there (entering #K-1's barrier took
+    every rank: none can be further behind), past every subgroup collective it entered
+    since (others entered it too and went on: it is not waiting in one)."""
     logged = {r: rev.entered for r, rev in ev.ranks.items() if rev.entered}
     world = ev.world_size if ev.world_size is not None else max(ev.ranks, default=-1) + 1
     if not logged or not every_rank(logged, world) or len(ev.ranks) != world:
         return []
-    if any(e.group_rank != r for r, entered in logged.items() for e in entered):
+    streams = _world_lines(logged)
+    if streams is None:
         return []
-    last = {r: entered[-1] for r, entered in logged.items()}
+    last = {r: lines[-1] for r, lines in streams.items()}
     top = max(e.seq for e in last.values())
     ahead = sorted(r for r, e in last.items() if e.seq == top)
     behind = sorted(r for r, e in last.items() if e.seq != top)
@@ -310,8 +313,10 @@ def entered_findings(ev: Evidence) -> list[Finding]:
         return []
     ops = {last[r].op for r in ahead}
     before = {last[r].op for r in behind}
-    before |= {e.op for r in ahead for e in logged[r][:-1] if e.seq == top - 1}
+    before |= {e.op for r in ahead for e in streams[r][:-1] if e.seq == top - 1}
     if len(ops) != 1 or len(before) != 1:
+        return []
+    if not all(_passed_since(r, last[r], logged, streams) for r in behind):
         return []
     tie_by_waits(ev, set(ahead), set(logged))  # the culprit's live stack, where it was untied
     states, _main = rank_states(ev)
@@ -323,6 +328,64 @@ def entered_findings(ev: Evidence) -> list[Finding]:
     f.waiting_ranks = f.issued_by = ahead
     f.not_issued_by = behind
     return [f]
+
+
+def _world_lines(logged: dict[int, list[Entered]]) -> dict[int, list[Entered]] | None:
+    """Each rank's DETAIL lines of the world's group. One group's lines state one group
+    rank and number on by one, so a rank's lines split into runs; the world's run states the
+    rank itself. A subgroup where the rank is also its group rank gives a second such run:
+    the world's is then the one that ends where the other ranks' world runs end (within
+    one). None where a line could continue two runs, or no run can be told the world's."""
+    runs: dict[int, list[list[Entered]]] = {}
+    for rank, lines in logged.items():
+        mine: list[list[Entered]] = []
+        for e in lines:
+            follow = [
+                run
+                for run in mine
+                if run[-1].group_rank == e.group_rank and run[-1].seq + 1 == e.seq
+            ]
+            if len(follow) > 1:
+                return None
+            if follow:
+                follow[0].append(e)
+            else:
+                mine.append([e])
+        runs[rank] = [run for run in mine if run[0].group_rank == rank]
+        if not runs[rank]:
+            return None
+    sure = [rs[0][-1].seq for rs in runs.values() if len(rs) == 1]
+    if not sure:
+        return None
+    low, high = min(sure), max(sure)
+    out: dict[int, list[Entered]] = {}
+    for rank, rs in runs.items():
+        fits = [run for run in rs if high - 1 <= run[-1].seq <= low + 1] if len(rs) > 1 else rs
+        if len(fits) != 1:
+            return None
+        out[rank] = fits[0]
+    return out
+
+
+def _passed_since(
+    rank: int,
+    mark: Entered,
+    logged: dict[int, list[Entered]],
+    streams: dict[int, list[Entered]],
+) -> bool:
+    """Whether every subgroup collective `rank` entered after its world line `mark` was also
+    entered by another rank that logged a later line: that collective ended, and the rank is
+    not waiting in it."""
+    lines = logged[rank]
+    for e in lines[lines.index(mark) + 1 :]:
+        if not any(
+            t not in streams[other] and (t.seq, t.op) == (e.seq, e.op)
+            for other, theirs in logged.items()
+            if other != rank
+            for t in theirs[:-1]  # a line after it: that rank went on
+        ):
+            return False
+    return True
 
 
 def settle_even_split(f: Finding, ev: Evidence) -> None:

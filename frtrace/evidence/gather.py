@@ -615,10 +615,10 @@ def _file_log(ev: Evidence, join: _Join, log: ParsedLog) -> None:
         if (r := owner(speaker)) is not None:
             r.groups.append(group)
     for speaker, entered in log.entered.items():
-        if (r := owner(speaker)) is not None:
-            # a --tee'd line is in the node's log and the rank's own file: read once
-            seen = {(e.seq, e.op, e.group_rank): e for e in [*r.entered, *entered]}
-            r.entered = sorted(seen.values(), key=lambda e: e.seq)[-2:]
+        # a --tee'd line is in the node's log and the rank's own file: one copy, in the
+        # order logged (a subgroup's lines interleave with the world's)
+        if (r := owner(speaker)) is not None and len(entered) > len(r.entered):
+            r.entered = list(entered)
     for speaker, stack in log.stacks:
         if (r := owner(speaker)) is not None and r.stack is None:
             r.stack = stack

@@ -32,6 +32,7 @@ from frtrace.dumps.text import LineStats, read_lines
 from frtrace.evidence.prefixes import Peeled, looks_labelled, peel
 from frtrace.evidence.records import (
     COMM_ERROR,
+    ENTERED_TAIL,
     MAX_FRAMES,
     PEER_LOST,
     TIMEOUT,
@@ -364,7 +365,8 @@ class ParsedLog:
     groups: deque[tuple[Speaker, GroupLine]] = field(default_factory=_bounded)
     addresses: deque[Address] = field(default_factory=_bounded)
     stacks: deque[tuple[Speaker, ProcessStack]] = field(default_factory=_bounded)
-    entered: dict[Speaker, deque[Entered]] = field(default_factory=dict)  # each one's last two
+    # each one's last ENTERED_TAIL, in the order logged
+    entered: dict[Speaker, deque[Entered]] = field(default_factory=dict)
     # every worker speaker seen, in the order the file shows them (a dict: a set's order
     # would follow the hash seed, and with it which rank the joining step files first)
     speakers: dict[Speaker, None] = field(default_factory=dict)
@@ -650,7 +652,7 @@ class _Parser:
             self._reports(speaker, rest, where)
         if "Running collective" in rest and (e := _RUNNING.search(rest)) is not None:
             entered = Entered(int(e.group("rank")), int(e.group("seq")), e.group("op"), where)
-            self.out.entered.setdefault(speaker, deque(maxlen=2)).append(entered)
+            self.out.entered.setdefault(speaker, deque(maxlen=ENTERED_TAIL)).append(entered)
             return
         if "debug level" in rest and (d := _DEBUG_LEVEL.search(rest)) is not None:
             self.out.debug_level = d.group("level")

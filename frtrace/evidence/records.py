@@ -36,6 +36,9 @@ _ROLE_ENDS = ":-_@/"
 # How far a c10 log header's clock may be behind the wall clock: it states whole seconds
 # (its fraction is CLOCK_MONOTONIC's, c10/util/Logging.cpp MessageLogger::MessageLogger)
 CLOCK_SLACK = 1.0
+# How many of a rank's last DETAIL `Running collective` lines are kept: enough to follow the
+# world's group between a few subgroups' collectives
+ENTERED_TAIL = 8
 
 
 @dataclass(frozen=True)
@@ -350,7 +353,7 @@ class RankEvidence:
     exits: list[Exited] = field(default_factory=list)
     warnings: list[Warned] = field(default_factory=list)
     groups: list[GroupLine] = field(default_factory=list)
-    entered: list[Entered] = field(default_factory=list)  # its last two, DETAIL's
+    entered: list[Entered] = field(default_factory=list)  # its last DETAIL lines, as logged
     stack: ProcessStack | None = None
     last_lines: list[tuple[Where, str]] = field(default_factory=list)  # what it wrote last
     closed: str = ""  # the signal its agent sent it while tearing the job down (alive then)
