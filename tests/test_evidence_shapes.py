@@ -17,6 +17,7 @@ from frtrace.evidence.gather import DumpHost, dump_host, gather
 from frtrace.evidence.logs import host_from_path, parse_log
 from frtrace.evidence.prefixes import clock_seconds, looks_labelled, peel
 from frtrace.evidence.records import Evidence, PyFrame
+from frtrace.report.wording import detail
 
 # --- who wrote a line ------------------------------------------------------------------------
 
@@ -1067,6 +1068,18 @@ def test_a_roster_claiming_a_billion_ranks_still_gives_the_groups_verdict(tmp_pa
     lines = roster + _timed_out(1, "3", "mesh_tp", 1, 9, 0)
     (finding,) = _log_findings(tmp_path, lines)
     assert (finding.kind, finding.pg_name) == ("missing_ranks", "3")
+
+
+def test_the_peer_that_died_is_one_of_the_ranks_below_those_the_logs_show(
+    tmp_path: Path,
+) -> None:
+    """No world size is stated; ranks 3-5 lost a peer and the node log of ranks 0-2 is
+    missing: ranks run from 0, so 0-2 exist and the one that died is among them (or past
+    5, were there more): named, undecidable."""
+    text = "".join(_PEER_LOST.format(r=r) for r in (3, 4, 5))
+    (finding,) = log_findings(gather([parse_log(_log(tmp_path, "node32.log", text))], []))
+    assert (finding.culprit_ranks, finding.undecidable) == ([0, 1, 2], True)
+    assert "(one of ranks 0-2, which no input shows, or rank 6 or above)" in detail(finding)
 
 
 def test_the_peer_that_died_is_one_of_the_ranks_of_the_stated_world_no_input_shows(

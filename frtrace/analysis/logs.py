@@ -1239,8 +1239,10 @@ def state_findings(ev: Evidence) -> list[Finding]:
     if torn is not None and not culprits and not stuck:  # the rank that died is in no input
         facts["torn_down"] = torn
         unseen = _unseen(ev)
-        if unseen:  # it is one of the ranks of a world of known size that no input shows
+        if unseen:  # it is one of the ranks the world has that no input shows
             facts["unseen"] = unseen
+        if ev.world_size is None and ev.ranks:  # or one past the highest seen, if any
+            facts["unseen_above"] = max(ev.ranks)
         return [finding(Kind.MISSING_RANKS, Reason.NEVER_JOINED, unseen, True)]
     if not culprits and not stuck:  # every rank waits in it: the hang is inside the collective
         return [finding(Kind.STUCK_COLLECTIVE, Reason.ALL_WAITING, waiting, True)]
@@ -1257,10 +1259,11 @@ UNSEEN_NAMED = 4096  # the most ranks no input shows that a finding lists as can
 
 
 def _unseen(ev: Evidence) -> list[int]:
-    """The ranks of a world of stated size that no input shows ([] where the size is not
-    stated, or more than UNSEEN_NAMED are unseen: a list that long helps nobody)."""
-    world = ev.world_size
-    if world is None or not 0 < world - len(ev.ranks) <= UNSEEN_NAMED:
+    """The ranks no input shows that the world certainly has: every one below its stated
+    size or, the size untold, below the highest rank seen (ranks run from 0 without a gap);
+    [] where more than UNSEEN_NAMED are unseen: a list that long helps nobody."""
+    world = ev.world_size if ev.world_size is not None else max(ev.ranks, default=-1) + 1
+    if not 0 < world - len(ev.ranks) <= UNSEEN_NAMED:
         return []
     return [r for r in range(world) if r not in ev.ranks]
 

@@ -509,7 +509,15 @@ def _never_joined(f: Finding) -> str:
             if torn
             else ""
         )
-        among = f" (one of {who(unseen)}, which no input shows)" if unseen else ""
+        above = f.facts.get("unseen_above")
+        past = f"rank {above + 1} or above" if above is not None else ""
+        among = (
+            f" (one of {who(unseen)}, which no input shows{f', or {past}' if past else ''})"
+            if unseen
+            else f" ({past}, if the job had more ranks than it shows)"
+            if past
+            else ""
+        )
         return (
             f"{who(waiting)} lost a peer in {what} (its connection closed: its process ended); "
             f"{alive}the rank that died is in none of these inputs{among}: give every node's "
