@@ -481,6 +481,39 @@ def test_a_silent_absentee_is_the_culprit_before_any_order_that_differs(tmp_path
     assert (found[0].kind, found[0].culprit_ranks) == ("missing_ranks", [7])
 
 
+def test_a_silent_rank_missing_from_the_default_collective_alone_does_not_hide_the_order(
+    tmp_path: Path,
+) -> None:
+    """Rank 1 called the default group's collective first, ranks 0, 2, 4, 5 and 6 their dp
+    pair's; ranks 3 and 7 finished theirs and wait in the default group's only, where rank
+    7, ended before its watchdog fired, logged nothing. The order holds every rank in the
+    default collective: rank 7's silence there explains nothing more."""
+    lines = [line for line in _dp_pairs_and_a_barrier([1]) if "[rank7]" not in line]
+    lines = [line for line in lines if not ("[rank3]" in line and "mesh_dp" in line)]
+    lines = [line for line in lines if not ("[rank7]" in line or "GUID 13(mesh_dp)" in line)]
+    lines += [_init_line(r, "0", "default_pg", r, 8) for r in range(7)]
+    found = _log_findings(tmp_path, lines)
+    assert (found[0].kind, found[0].culprit_ranks) == ("order_cycle", [1])
+
+
+def test_a_rank_missing_from_the_default_collective_that_failed_by_itself_is_the_culprit(
+    tmp_path: Path,
+) -> None:
+    """As above, but rank 7 raised an exception of its own: that explains the default
+    collective's hang, whatever order rank 1 called it in."""
+    lines = [line for line in _dp_pairs_and_a_barrier([1]) if "[rank7]" not in line]
+    lines = [line for line in lines if not ("[rank3]" in line and "mesh_dp" in line)]
+    lines = [line for line in lines if "GUID 13(mesh_dp)" not in line]
+    lines += [_init_line(r, "0", "default_pg", r, 8) for r in range(7)]
+    lines += [
+        "[rank7]: Traceback (most recent call last):",
+        '[rank7]:   File "/job/train.py", line 88, in <module>',
+        "[rank7]: KeyError: 'labels'",
+    ]
+    found = _log_findings(tmp_path, lines)
+    assert (found[0].kind, found[0].culprit_ranks) == ("missing_ranks", [7])
+
+
 def test_an_order_most_ranks_do_not_outnumber_three_to_one_blames_nobody_for_it(
     tmp_path: Path,
 ) -> None:

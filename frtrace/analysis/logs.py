@@ -719,8 +719,18 @@ def group_findings(ev: Evidence) -> list[Finding]:
     mismatched = [f for f in found.values() if f.kind == Kind.SIZE_MISMATCH]
     if mismatched:
         return [max(mismatched, key=lambda f: (len(f.waiting_ranks), f.pg_name))]
-    # an order that differs explains a deadlock no absentee does: only where none is named
-    order = _order_differs(ev, at, groups, began, any(f.culprit_ranks for f in found.values()))
+    # an order that differs explains a deadlock no absentee does: only where no absentee
+    # explains a wait the order does not (one that failed by itself, or one its mesh peers
+    # wait for; a silent rank missing from the default group's collective alone may only
+    # have been ended before its watchdog fired, and the order holds every rank there)
+    explained = any(
+        (r in states and states[r].state in FAILED)
+        or name not in groups
+        or groups[name].desc != "default_pg"
+        for (name, _seq), f in found.items()
+        for r in f.culprit_ranks
+    )
+    order = _order_differs(ev, at, groups, began, explained)
     if order is not None:
         return [order]
     stuck, also = _waited_on(at, groups, began)
