@@ -316,7 +316,8 @@ def entered_findings(ev: Evidence) -> list[Finding]:
     before |= {e.op for r in ahead for e in streams[r][:-1] if e.seq == top - 1}
     if len(ops) != 1 or len(before) != 1:
         return []
-    if not all(_passed_since(r, last[r], logged, streams) for r in behind):
+    passed = _passed(logged, streams)
+    if not all(_passed_since(r, last[r], logged, passed) for r in behind):
         return []
     tie_by_waits(ev, set(ahead), set(logged))  # the culprit's live stack, where it was untied
     states, _main = rank_states(ev)
@@ -371,21 +372,25 @@ def _passed_since(
     rank: int,
     mark: Entered,
     logged: dict[int, list[Entered]],
-    streams: dict[int, list[Entered]],
+    passed: dict[tuple[int, str], set[int]],
 ) -> bool:
-    """Whether every subgroup collective `rank` entered after its world line `mark` was also
-    entered by another rank that logged a later line: that collective ended, and the rank is
-    not waiting in it."""
+    """Whether every subgroup collective `rank` entered after its world line `mark` is one a
+    rank entered and then logged a later line after (`passed`: the ranks that did, by (seq,
+    op)): that collective ended, and the rank is not waiting in it."""
     lines = logged[rank]
-    for e in lines[lines.index(mark) + 1 :]:
-        if not any(
-            t not in streams[other] and (t.seq, t.op) == (e.seq, e.op)
-            for other, theirs in logged.items()
-            if other != rank
-            for t in theirs[:-1]  # a line after it: that rank went on
-        ):
-            return False
-    return True
+    return all(passed.get((e.seq, e.op)) for e in lines[lines.index(mark) + 1 :])
+
+
+def _passed(
+    logged: dict[int, list[Entered]], streams: dict[int, list[Entered]]
+) -> dict[tuple[int, str], set[int]]:
+    """The ranks that logged a later line after each (seq, op) of a subgroup's."""
+    out: dict[tuple[int, str], set[int]] = defaultdict(set)
+    for rank, theirs in logged.items():
+        for t in theirs[:-1]:
+            if t not in streams[rank]:
+                out[(t.seq, t.op)].add(rank)
+    return out
 
 
 def settle_even_split(f: Finding, ev: Evidence) -> None:
