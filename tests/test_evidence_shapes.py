@@ -415,6 +415,10 @@ def test_a_whole_group_whose_wait_began_before_every_other_is_where_the_job_stop
     lines += _timed_out(2, "6", "mesh_tp", 0, 17, 0) + _timed_out(3, "6", "mesh_tp", 1, 17, 0)
     lines += _timed_out(0, "7", "mesh_pp", 0, 10, 9) + _timed_out(1, "8", "mesh_pp", 0, 10, 9)
     lines += _timed_out(0, "5", "mesh_tp", 0, 21, 12) + _timed_out(1, "5", "mesh_tp", 1, 21, 12)
+    _assert_stuck_in_tp_pair_2_3(tmp_path, lines)
+
+
+def _assert_stuck_in_tp_pair_2_3(tmp_path: Path, lines: list[str]) -> None:
     (finding,) = _log_findings(tmp_path, lines)
     assert (finding.kind, finding.pg_name, finding.culprit_ranks) == (
         "stuck_collective",
@@ -439,12 +443,7 @@ def test_a_whole_group_is_where_the_job_stopped_when_no_wait_began_surely_before
         )  # fmt: skip
     lines += _timed_out(2, "7", "mesh_pp", 1, 10, 12) + _timed_out(3, "8", "mesh_pp", 1, 10, 12)
     lines += _timed_out(0, "5", "mesh_tp", 0, 21, 20) + _timed_out(1, "5", "mesh_tp", 1, 21, 20)
-    (finding,) = _log_findings(tmp_path, lines)
-    assert (finding.kind, finding.pg_name, finding.culprit_ranks) == (
-        "stuck_collective",
-        "6",
-        [2, 3],
-    )
+    _assert_stuck_in_tp_pair_2_3(tmp_path, lines)
 
 
 def _dp_pairs_and_a_barrier(first_to_barrier: list[int], ranks: int = 8) -> list[str]:
@@ -481,6 +480,15 @@ def test_a_silent_absentee_is_the_culprit_before_any_order_that_differs(tmp_path
     assert (found[0].kind, found[0].culprit_ranks) == ("missing_ranks", [7])
 
 
+def _rank7_silent_in_the_default_group_alone() -> list[str]:
+    """`_dp_pairs_and_a_barrier([1])` where dp pair (3, 7) finished its collective and rank 7
+    logged nothing; the default group's size (8) is stated."""
+    lines = [line for line in _dp_pairs_and_a_barrier([1]) if "[rank7]" not in line]
+    lines = [line for line in lines if not ("[rank3]" in line and "mesh_dp" in line)]
+    lines = [line for line in lines if "GUID 13(mesh_dp)" not in line]
+    return lines + [_init_line(r, "0", "default_pg", r, 8) for r in range(7)]
+
+
 def test_a_silent_rank_missing_from_the_default_collective_alone_does_not_hide_the_order(
     tmp_path: Path,
 ) -> None:
@@ -488,11 +496,7 @@ def test_a_silent_rank_missing_from_the_default_collective_alone_does_not_hide_t
     pair's; ranks 3 and 7 finished theirs and wait in the default group's only, where rank
     7, ended before its watchdog fired, logged nothing. The order holds every rank in the
     default collective: rank 7's silence there explains nothing more."""
-    lines = [line for line in _dp_pairs_and_a_barrier([1]) if "[rank7]" not in line]
-    lines = [line for line in lines if not ("[rank3]" in line and "mesh_dp" in line)]
-    lines = [line for line in lines if not ("[rank7]" in line or "GUID 13(mesh_dp)" in line)]
-    lines += [_init_line(r, "0", "default_pg", r, 8) for r in range(7)]
-    found = _log_findings(tmp_path, lines)
+    found = _log_findings(tmp_path, _rank7_silent_in_the_default_group_alone())
     assert (found[0].kind, found[0].culprit_ranks) == ("order_cycle", [1])
 
 
@@ -501,10 +505,7 @@ def test_a_rank_missing_from_the_default_collective_that_failed_by_itself_is_the
 ) -> None:
     """As above, but rank 7 raised an exception of its own: that explains the default
     collective's hang, whatever order rank 1 called it in."""
-    lines = [line for line in _dp_pairs_and_a_barrier([1]) if "[rank7]" not in line]
-    lines = [line for line in lines if not ("[rank3]" in line and "mesh_dp" in line)]
-    lines = [line for line in lines if "GUID 13(mesh_dp)" not in line]
-    lines += [_init_line(r, "0", "default_pg", r, 8) for r in range(7)]
+    lines = _rank7_silent_in_the_default_group_alone()
     lines += [
         "[rank7]: Traceback (most recent call last):",
         '[rank7]:   File "/job/train.py", line 88, in <module>',
