@@ -894,7 +894,7 @@ def _order_differs(
     at: dict[Place_, set[int]],
     groups: dict[str, _Group],
     began: dict[Place_, dict[int, Wait]],
-    named: bool = False,
+    explained: bool = False,
 ) -> Finding | None:
     """A few ranks called the default group's collective before their mesh group's, while
     most called their mesh group's first: their order differs, and each side waits for the
@@ -906,8 +906,9 @@ def _order_differs(
     logged it; one whose two began too close for the clock is not counted.
 
     The culprits are either a side three times outnumbered by the other (asked only where
-    no absentee is `named`: collectives issued from other threads, DDP's and FSDP's backward
-    hooks, may reach NCCL in another order on some ranks without harm), or the ranks that
+    no absentee `explained` a wait the order does not: collectives issued from other
+    threads, DDP's and FSDP's backward hooks, may reach NCCL in another order on some ranks
+    without harm), or the ranks that
     called the default group's first while their own mesh group's peers wait in that mesh
     collective and none of them called the default group's: the peers wait for them there,
     and they wait for the peers in the default group, the absentees it shows (`_cut_off`)."""
@@ -938,7 +939,7 @@ def _order_differs(
         cut = _cut_off(early, places, at, there)
         if cut:
             early, late = cut, sorted(there - set(cut))
-        elif named or not (early and len(early) * 3 <= len(late)):
+        elif explained or not (early and len(early) * 3 <= len(late)):
             continue
         # a clear majority keeps the other order, or the early ranks' peers are cut off
         other = min(
