@@ -293,6 +293,8 @@ def test_ctrl_c_ends_a_watch_with_130_and_leaves_no_folder_behind(
             [sys.executable, "-m", "frtrace", "live", "--store", f"127.0.0.1:{moving_job.port}",
              "--watch", "1"],
             stdout=subprocess.DEVNULL, stderr=stderr, env=_env(TMPDIR=str(spool)),
+            # as from an interactive shell: a background job's inherited SIG_IGN would hide SIGINT
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )  # fmt: skip
     try:
         deadline = time.monotonic() + RUN_WITHIN_S
