@@ -596,6 +596,7 @@ def test_a_bare_number_for_a_role_names_no_host(tmp_path: Path) -> None:
         ("[default-1]:", ""),  # torchrun's default role, templated
         ("[default1]:", ""),
         ("[nodeB1]:", ""),  # no separator: node1 + rank B? nothing is told
+        ("[1]:", ""),  # `[${rank}]:`: no role at all
     ],
 )
 def test_a_role_that_ends_at_a_separator_names_the_node(header: str, host: str) -> None:

@@ -70,7 +70,7 @@ class Speaker(NamedTuple):
         `[nodeB:-1]:`: the role ends at a separator before the number. torchrun's default role
         (`default`, torch/distributed/run.py `--role`) names no node, nor does a role with
         no separator before its number (`[default1]:`: where the role ends is unknown)."""
-        if self.role[-1:] not in _ROLE_ENDS:
+        if not self.role or self.role[-1] not in _ROLE_ENDS:
             return ""
         name = self.role.rstrip(_ROLE_ENDS)
         return "" if name in ("", "default") else name
