@@ -299,7 +299,7 @@ def entered_findings(ev: Evidence) -> list[Finding]:
     every rank: none can be further behind), past every subgroup collective it entered
     since (others entered it too and went on: it is not waiting in one)."""
     logged = {r: rev.entered for r, rev in ev.ranks.items() if rev.entered}
-    world = ev.world_size if ev.world_size is not None else max(ev.ranks, default=-1) + 1
+    world = _world_of(ev)
     if not logged or not every_rank(logged, world) or len(ev.ranks) != world:
         return []
     streams = _world_lines(logged)
@@ -728,21 +728,19 @@ def group_findings(ev: Evidence) -> list[Finding]:
     # explains a wait the order does not (one that failed by itself, or one its mesh peers
     # wait for; a silent rank missing from the default group's collective alone may only
     # have been ended before its watchdog fired, and the order holds every rank there)
-    explained = any(
-        (r in states and states[r].state in FAILED)
-        or name not in groups
-        or groups[name].desc != "default_pg"
+    failed = any(
+        r in states and states[r].state in FAILED for f in found.values() for r in f.culprit_ranks
+    )
+    explained = failed or any(
+        name not in groups or groups[name].desc != "default_pg"
         for (name, _seq), f in found.items()
-        for r in f.culprit_ranks
+        if f.culprit_ranks
     )
     order = _order_differs(ev, at, groups, began, explained)
     if order is not None:
         return [order]
     stuck, also = _waited_on(at, groups, began)
-    silent_only = not any(
-        r in states and states[r].state in FAILED for f in found.values() for r in f.culprit_ranks
-    )
-    if stuck is not None and silent_only:  # a whole group waits inside it, others wait for it
+    if stuck is not None and not failed:  # a whole group waits inside it, others wait for it
         name, seq = stuck
         f = _stuck_at(ev, groups.get(name, _Group(name, members={})), seq, at, waits)
         if also:  # as well waited on, and no clock says which began first
@@ -908,10 +906,10 @@ def _order_differs(
     The culprits are either a side three times outnumbered by the other (asked only where
     no absentee `explained` a wait the order does not: collectives issued from other
     threads, DDP's and FSDP's backward hooks, may reach NCCL in another order on some ranks
-    without harm), or the ranks that
-    called the default group's first while their own mesh group's peers wait in that mesh
-    collective and none of them called the default group's: the peers wait for them there,
-    and they wait for the peers in the default group, the absentees it shows (`_cut_off`)."""
+    without harm), or the ranks that called the default group's first while their own mesh
+    group's peers wait in that mesh collective and none of them called the default group's:
+    the peers wait for them there, and they wait for the peers in the default group, the
+    absentees it shows (`_cut_off`)."""
     defaults = [p for p in at if groups.get(p[0], _Group("")).desc == "default_pg"]
     if len(defaults) != 1:
         return None
@@ -1274,11 +1272,17 @@ def state_findings(ev: Evidence) -> list[Finding]:
 UNSEEN_NAMED = 4096  # the most ranks no input shows that a finding lists as candidates
 
 
+def _world_of(ev: Evidence) -> int:
+    """The world's size: as stated or, untold, up to the highest rank seen (global ranks run
+    from 0 without a gap, so those below it exist)."""
+    return ev.world_size if ev.world_size is not None else max(ev.ranks, default=-1) + 1
+
+
 def _unseen(ev: Evidence) -> list[int]:
     """The ranks no input shows that the world certainly has: every one below its stated
     size or, the size untold, below the highest rank seen (ranks run from 0 without a gap);
     [] where more than UNSEEN_NAMED are unseen: a list that long helps nobody."""
-    world = ev.world_size if ev.world_size is not None else max(ev.ranks, default=-1) + 1
+    world = _world_of(ev)
     if not 0 < world - len(ev.ranks) <= UNSEEN_NAMED:
         return []
     return [r for r in range(world) if r not in ev.ranks]

@@ -509,15 +509,13 @@ def _never_joined(f: Finding) -> str:
             if torn
             else ""
         )
-        above = f.facts.get("unseen_above")
+        above = f.facts.get("unseen_above")  # the world's size untold: ranks past it may be
         past = f"rank {above + 1} or above" if above is not None else ""
-        among = (
-            f" (one of {who(unseen)}, which no input shows{f', or {past}' if past else ''})"
-            if unseen
-            else f" ({past}, if the job had more ranks than it shows)"
-            if past
-            else ""
-        )
+        among = ""
+        if unseen:
+            among = f" (one of {who(unseen)}, which no input shows{f', or {past}' if past else ''})"
+        elif past:
+            among = f" ({past}, if the job had more ranks than it shows)"
         return (
             f"{who(waiting)} lost a peer in {what} (its connection closed: its process ended); "
             f"{alive}the rank that died is in none of these inputs{among}: give every node's "
