@@ -418,6 +418,26 @@ def test_a_whole_group_whose_wait_began_before_every_other_is_where_the_job_stop
     _assert_stuck_in_tp_pair_2_3(tmp_path, lines)
 
 
+def test_a_whole_group_waited_on_is_not_the_stop_where_an_absentee_failed_by_itself(
+    tmp_path: Path,
+) -> None:
+    """As above, with a third tp pair (4, 5): rank 5 waits in it for rank 4, which raised an
+    exception of its own. That failure, not the pair waiting inside its all_reduce, is the
+    cause."""
+    lines = [_init_line(r, uid, desc, g, 2) for r, uid, desc, g in _FOUR_RANKS if desc == "mesh_tp"]
+    lines += [_init_line(4, "9", "mesh_tp", 0, 2), _init_line(5, "9", "mesh_tp", 1, 2)]
+    lines += _timed_out(2, "6", "mesh_tp", 0, 17, 0) + _timed_out(3, "6", "mesh_tp", 1, 17, 0)
+    lines += _timed_out(0, "7", "mesh_pp", 0, 10, 9) + _timed_out(1, "8", "mesh_pp", 0, 10, 9)
+    lines += _timed_out(5, "9", "mesh_tp", 1, 17, 5)
+    lines += [
+        "[rank4]: Traceback (most recent call last):",
+        '[rank4]:   File "/job/train.py", line 88, in <module>',
+        "[rank4]: KeyError: 'labels'",
+    ]
+    found = _log_findings(tmp_path, lines)
+    assert (found[0].kind, found[0].culprit_ranks) == ("missing_ranks", [4])
+
+
 def _assert_stuck_in_tp_pair_2_3(tmp_path: Path, lines: list[str]) -> None:
     (finding,) = _log_findings(tmp_path, lines)
     assert (finding.kind, finding.pg_name, finding.culprit_ranks) == (
