@@ -150,6 +150,87 @@ def test_a_monitored_barrier_names_the_rank_that_never_came(tmp_path: Path) -> N
     )
 
 
+def _roster(node: str, ranks: list[int], world: int) -> str:
+    head = "I1128 21:21:41.825000 16232 torch/distributed/elastic/agent/server/api.py:553]"
+    lines = (
+        f"[{node}:] Rendezvous complete for workers. Result:",
+        f"  local_ranks={list(range(len(ranks)))}",
+        f"  global_ranks={ranks}",
+        f"  global_world_sizes={[world] * len(ranks)}",
+        "",
+    )
+    return "".join(f"{head} {x}\n" for x in lines)
+
+
+def _reached(node: str, local: int, rank: int, group_rank: int | None = None) -> str:
+    """The line a rank other than 0 writes when rank 0 never answers its monitored barrier
+    (real torch 2.13, gloo, TORCH_DISTRIBUTED_DEBUG=DETAIL)."""
+    said = rank if group_rank is None else group_rank
+    return (
+        f"[{node}:{local}]:[rank{rank}]:[E1128 21:21:46.082591904 ProcessGroupGloo.cpp:67] Rank "
+        f"{said} successfully reached monitoredBarrier, but received errors while waiting for "
+        "send/recv from rank 0. Please check rank 0 logs for faulty rank.\n"
+    )
+
+
+def test_rank_0_is_the_culprit_when_every_other_rank_reached_its_unanswered_barrier(
+    tmp_path: Path,
+) -> None:
+    # rank 0's node log was lost: the others say they reached the barrier rank 0 times
+    text = _roster("nodeB", [2, 3], 4) + "".join(_reached("nodeB", r - 2, r) for r in (2, 3))
+    text += _roster("nodeC", [1], 4) + _reached("nodeC", 0, 1)
+    ev = gather([parse_log(_log(tmp_path, "job.log", text))], [])
+    (finding,) = log_findings(ev)
+    assert (finding.culprit_ranks, finding.undecidable) == ([0], False)
+    assert "rank 0 alone never said it reached it" in detail(finding)
+
+
+def test_a_rank_that_never_said_it_reached_the_barrier_leaves_it_undecided(
+    tmp_path: Path,
+) -> None:
+    # rank 3 said nothing: it may be the straggler rank 0 timed out on, or rank 0 failed
+    text = _roster("nodeB", [2, 3], 4) + _reached("nodeB", 0, 2) + _reached("nodeC", 0, 1)
+    ev = gather([parse_log(_log(tmp_path, "job.log", text))], [])
+    assert all(
+        f.facts.get("decided_by") != "monitored_barrier_unanswered" for f in log_findings(ev)
+    )
+
+
+def test_a_subgroups_unanswered_barrier_names_no_global_rank(tmp_path: Path) -> None:
+    # ranks 2 and 3 number themselves 1 and 2 in the barrier's group: its rank 0 is not rank 0
+    text = _roster("nodeB", [2, 3], 4) + _reached("nodeB", 0, 2, 1) + _reached("nodeB", 1, 3, 2)
+    text += _reached("nodeC", 0, 1)
+    ev = gather([parse_log(_log(tmp_path, "job.log", text))], [])
+    assert all(
+        f.facts.get("decided_by") != "monitored_barrier_unanswered" for f in log_findings(ev)
+    )
+
+
+def test_the_reached_barrier_decides_nothing_where_no_input_states_the_world(
+    tmp_path: Path,
+) -> None:
+    # ranks 1 and 2 reached it; rank 3 or above may exist and be the straggler
+    text = _reached("nodeC", 0, 1) + _reached("nodeC", 1, 2)
+    ev = gather([parse_log(_log(tmp_path, "job.log", text))], [])
+    assert all(
+        f.facts.get("decided_by") != "monitored_barrier_unanswered" for f in log_findings(ev)
+    )
+
+
+def test_a_candidate_that_failed_by_itself_is_the_culprit_of_the_unanswered_barrier(
+    tmp_path: Path,
+) -> None:
+    # rank 3 never reached it and raised on its own; rank 0's log is lost
+    text = _roster("nodeB", [2, 3], 4) + _reached("nodeB", 0, 2) + _reached("nodeC", 0, 1)
+    text += "[nodeB:1]:[rank3]: Traceback (most recent call last):\n"
+    text += '[nodeB:1]:[rank3]:   File "/job/train.py", line 40, in step\n'
+    text += "[nodeB:1]:[rank3]: AssertionError: batch size 0 at step 3\n"
+    ev = gather([parse_log(_log(tmp_path, "job.log", text))], [])
+    (finding,) = log_findings(ev)
+    assert (finding.culprit_ranks, finding.undecidable) == ([3], False)
+    assert finding.facts["decided_by"] == "monitored_barrier_unanswered"
+
+
 def _fingerprint(me: int, other: int, mine: str, theirs: str) -> str:
     return (
         f"[rank{me}]: RuntimeError: Detected mismatch between collectives on ranks. Rank {me} is "

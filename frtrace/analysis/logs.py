@@ -266,7 +266,7 @@ def reported_findings(ev: Evidence) -> list[Finding]:
             facts["timeout_ms"] = timeout
         return [_named(Kind.MISSING_RANKS, culprits, states, ev, facts, undecidable=False)]
     if not prints:
-        return []
+        return _unanswered(ev, states)
     named: dict[int, set[int]] = defaultdict(set)  # rank -> the ranks that name it
     writers: set[int] = set()
     for report in prints:
@@ -286,6 +286,35 @@ def reported_findings(ev: Evidence) -> list[Finding]:
     }
     kind = _fingerprint_kind(prints)
     return [_named(kind, culprits, states, ev, facts, undecidable=not decided)]
+
+
+def _unanswered(ev: Evidence, states: dict[int, RankState]) -> list[Finding]:
+    """A monitored barrier that rank 0 never answered, its own verdict not in the logs
+    (ProcessGroupGloo::monitoredBarrier: the other ranks send to rank 0 and wait for its
+    answer, and only rank 0 times the barrier). The ranks that say they reached it are not
+    the culprit; the candidates are rank 0 and every rank of the world that did not say so.
+    Decided where one candidate is left, or one of them failed by itself; else the other
+    readings of the logs are asked. Only where each writer numbers itself as in the world
+    (a subgroup's barrier has a rank 0 of its own) and the world's size is stated."""
+    reached = [r for r in ev.reports if r.how == "reached"]
+    if not reached or ev.world_size is None:
+        return []
+    if any(r.by is None or r.ranks != (r.by,) for r in reached):
+        return []
+    came = {r.by for r in reached}
+    candidates = [r for r in range(ev.world_size) if r not in came]
+    if not candidates or len(candidates) > UNSEEN_NAMED:
+        return []
+    failed = [r for r in candidates if r in states and states[r].state in FAILED]
+    culprits = failed if len(failed) == 1 else candidates
+    if len(culprits) != 1:
+        return []
+    facts: dict[str, Any] = {
+        "source": "logs",
+        "decided_by": "monitored_barrier_unanswered",
+        "reached": sorted(came),
+    }
+    return [_named(Kind.MISSING_RANKS, culprits, states, ev, facts, undecidable=False)]
 
 
 def entered_findings(ev: Evidence) -> list[Finding]:

@@ -644,8 +644,8 @@ def _file_log(ev: Evidence, join: _Join, log: ParsedLog) -> None:
         if r is not None:
             r.warnings.append(warned)
     for speaker, report in log.reports:
-        ev.reports.append(report)
-        owner(speaker)
+        writer = owner(speaker)
+        ev.reports.append(replace(report, by=writer.rank) if writer is not None else report)
     for speaker, roster in log.rosters:  # every rank its node runs, even one that said nothing
         node = _node_of(nodes, log, speaker)
         for local, rank in zip(roster.local_ranks, roster.global_ranks, strict=False):

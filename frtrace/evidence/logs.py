@@ -154,7 +154,14 @@ _MONITORED = re.compile(
     r"Ranks? (?P<ranks>\d{1,7}(?:, ?\d{1,7}){0,4096}) failed to pass monitoredBarrier in "
     r"(?P<ms>\d{1,12}) ms"
 )
-_MONITORED_OK = "successfully reached monitoredBarrier"
+# The other ranks' side (same function): each sends to rank 0 and waits for its answer; only
+# rank 0 times the barrier, so where rank 0 never answers, each raises `Rank <r> successfully
+# reached monitoredBarrier, but received errors while waiting for send/recv from rank 0.
+# Please check rank 0 logs for faulty rank.` (<r>: its rank in the barrier's group).
+_REACHED = re.compile(
+    r"Rank (?P<me>\d{1,7}) successfully reached monitoredBarrier, but received errors while "
+    r"waiting for send/recv from rank 0"
+)
 # torch/csrc/distributed/c10d/debug.cpp, setDebugLevelFromEnvironment: `[c10d] The debug level
 # is set to DETAIL.` (INFO): every group is then wrapped by ProcessGroupWrapper, whose checks
 # run collectives of their own on a helper gloo group.
@@ -874,6 +881,9 @@ class _Parser:
             self._add_report(
                 speaker, Reported("monitored_barrier", ranks, where, timeout_ms=int(m.group("ms")))
             )
+        r = _REACHED.search(text)
+        if r is not None:
+            self._add_report(speaker, Reported("reached", (int(r.group("me")),), where))
 
     def _add_report(self, speaker: Speaker, report: Reported) -> None:
         for who, seen in list(self.out.reports)[-16:]:

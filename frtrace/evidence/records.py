@@ -215,14 +215,16 @@ class SlurmEvent:
 class Reported:
     """One rank naming others: a monitored barrier's ranks that failed to pass, or the
     collective fingerprint check of TORCH_DISTRIBUTED_DEBUG=DETAIL naming the ranks whose
-    call differs."""
+    call differs; or a rank saying it reached a monitored barrier that rank 0 never
+    answered (`reached`: `ranks` holds the group rank it states of itself)."""
 
-    how: str  # monitored_barrier | fingerprint
+    how: str  # monitored_barrier | fingerprint | reached
     ranks: tuple[int, ...]  # the ranks named as failing or differing
     where: Where
     detail: str = ""
     timeout_ms: int | None = None
     against: tuple[int, ...] = ()  # fingerprint: the ranks whose call the named ones differ from
+    by: int | None = None  # the global rank that wrote it, where the joining step knows it
 
 
 def every_rank(ranks: Collection[int], world: int) -> bool:

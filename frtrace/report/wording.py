@@ -561,6 +561,15 @@ def _named_by_check(f: Finding) -> str:
             f"rank 0's monitored barrier names {who(culprits)}: {verb(culprits, 'it', 'they')} "
             f"never reached it{within} (TORCH_DISTRIBUTED_DEBUG=DETAIL; from the logs)"
         )
+    if f.facts.get("decided_by") == "monitored_barrier_unanswered":
+        came = [int(r) for r in f.facts.get("reached", [])]
+        state = culprit_state(f.facts.get("culprits", {}).get(str(culprits[0]), {}))
+        return (
+            f"{who(came)} reached a monitored barrier and got no answer from rank 0, the rank "
+            f"that times it; of the world's ranks, {who(culprits)} alone never said "
+            f"{'it' if culprits == [0] else 'so'} reached it: rank {culprits[0]} {state} "
+            "(TORCH_DISTRIBUTED_DEBUG=DETAIL; from the logs)"
+        )
     if f.facts.get("decided_by") == "entered":
         seq = f.collective_seq_id
         return (
