@@ -12,7 +12,7 @@ from conftest import FIXTURES
 from log_builders import nccl_watchdog_lines
 
 from frtrace.analysis.findings import Finding
-from frtrace.analysis.logs import log_findings, member_global, member_range
+from frtrace.analysis.logs import all_members, log_findings, member_global, member_range
 from frtrace.evidence.gather import DumpHost, dump_host, gather
 from frtrace.evidence.logs import host_from_path, parse_log
 from frtrace.evidence.prefixes import clock_seconds, looks_labelled, peel
@@ -1115,10 +1115,47 @@ def test_a_rank_whose_tp_peers_reached_the_default_collective_too_is_not_cut_off
 def test_a_cut_off_rank_beside_one_other_in_the_default_collective_explains_nothing(
     tmp_path: Path,
 ) -> None:
-    """Only rank 4 besides rank 1 waits in the default group's collective, ranks 5-7 in
-    their tp group's: the default group's waiters are no majority keeping the usual order."""
-    found = _log_findings(tmp_path, _tp_quads_one_rank_early(in_tp=(5, 6, 7)))
+    """Only rank 4 besides rank 1 waits in the default group's collective (ranks 5-7 logged
+    nothing): the default group's waiters are no majority keeping the usual order."""
+    lines = _tp_quads_one_rank_early()
+    lines = [line for line in lines if not line.startswith(("[rank5]", "[rank6]", "[rank7]"))]
+    found = _log_findings(tmp_path, lines)
     assert all(f.kind != "order_cycle" for f in found)
+
+
+def test_a_groups_unshown_members_are_derived_where_few_are_unshown() -> None:
+    assert all_members({0: 0, 1: 1, 3: 3}, 4, None) == {0, 1, 2, 3}
+    assert all_members({4: 1, 12: 3}, 4, 4) == {0, 4, 8, 12}
+    # a size read from an untrusted line derives nobody past the bound
+    assert all_members({0: 0, 1: 1}, 10**9, None) == {0, 1}
+
+
+def test_a_rank_in_the_default_collective_that_never_entered_its_peers_tp_one_broke_the_order(
+    tmp_path: Path,
+) -> None:
+    """Rank 5 waits in the default group's all_reduce and never entered its tp group's, where
+    its three peers wait; the other tp group waits in its own: seven ranks went to their tp
+    collective first, rank 5 to the default group's (its line in the tp group is never
+    written, so its membership is derived from its peers' group ranks)."""
+    lines = [_init_line(r, str(10 + r // 4), "mesh_tp", r % 4, 4) for r in range(8) if r != 5]
+    for r in range(8):
+        if r == 5:
+            lines += _timed_out(r, "0", "default_pg", r, 2, 0)
+        else:
+            lines += _timed_out(r, str(10 + r // 4), "mesh_tp", r % 4, 3, 1)
+    # every pp pair waits in its pp collective too: rank 5's peer there, rank 1, is one
+    # rank waiting for it, against three in its tp group
+    lines += [_init_line(r, str(20 + r % 4), "mesh_pp", r // 4, 2) for r in range(8)]
+    for r in (0, 1, 2, 3, 4, 6, 7):
+        lines += _timed_out(r, str(20 + r % 4), "mesh_pp", r // 4, 4, 1)
+    (finding, *_) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.reason, finding.culprit_ranks) == (
+        "order_cycle",
+        "order_differs",
+        [5],
+    )
+    assert finding.facts["other"] == {"pg": "11", "seq": 3, "desc": "mesh_tp"}
+    assert finding.facts["same_order"] == 7
 
 
 def _tp_pairs_sizes(numel: dict[int, int], logged: tuple[int, ...] = tuple(range(8))) -> list[str]:

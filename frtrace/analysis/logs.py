@@ -765,7 +765,7 @@ def group_findings(ev: Evidence) -> list[Finding]:
         for (name, _seq), f in found.items()
         if f.culprit_ranks
     )
-    order = _order_differs(ev, at, groups, began, explained)
+    order = _order_differs(ev, at, groups, steps, began, explained)
     if order is not None:
         return [order]
     stuck, also = _waited_on(at, groups, began)
@@ -920,6 +920,7 @@ def _order_differs(
     ev: Evidence,
     at: dict[Place_, set[int]],
     groups: dict[str, _Group],
+    steps: dict[str, int],
     began: dict[Place_, dict[int, Wait]],
     explained: bool = False,
 ) -> Finding | None:
@@ -949,6 +950,8 @@ def _order_differs(
         g = groups.get(p[0])
         if g is not None and g.desc.startswith("mesh_"):
             by_desc[g.desc].append(p)
+    # of the mesh dimensions whose order differs, the one whose peers most wait on the culprits
+    best: tuple[int, Finding] | None = None
     for desc, places in sorted(by_desc.items()):
         # each rank's waits in a group of this kind
         mesh = _by_rank({p: began.get(p, {}) for p in places})
@@ -963,14 +966,26 @@ def _order_differs(
                 early.append(r)
             elif any(_before(w, start, True) for _p, w in mesh[r]):
                 late.append(r)
-        cut = _cut_off(early, places, at, there)
-        if cut:
-            early, late = cut, sorted(there - set(cut))
+        # a rank at the default group's collective that never entered a mesh collective its
+        # peers wait in (none of them at the default group's) called the default group's
+        # first, or skipped the mesh one: its order differs as much as a rank's seen in both
+        members = {
+            p: all_members(groups[p[0]].members or {}, groups[p[0]].size, steps.get(desc)) | at[p]
+            for p in places
+        }
+        skipped = sorted(
+            r
+            for r in there - pending
+            if any(r in members[p] and at[p] and not at[p] & there for p in places)
+        )
+        cut = _cut_off(early + skipped, places, at, there, members)
+        if cut:  # the others went to the mesh collective first: they passed it, or wait there
+            early, late = cut, sorted((there | pending) - set(cut))
         elif explained or not (early and len(early) * 3 <= len(late)):
             continue
         # a clear majority keeps the other order, or the early ranks' peers are cut off
         other = min(
-            (p for p in places if set(groups[p[0]].members or {}) & set(early)),
+            (p for p in places if members[p] & set(early)),
             key=lambda p: min((_start(w) for w in began.get(p, {}).values()), default=0.0),
             default=None,
         )
@@ -982,7 +997,7 @@ def _order_differs(
         }
         g = groups[a[0]]
         op = next((w.op for r in early for w in ev.ranks[r].waits if w.pg_name == a[0]), "")
-        return _group_finding(
+        found = _group_finding(
             Kind.ORDER_CYCLE,
             Reason.ORDER_DIFFERS,
             g,
@@ -994,7 +1009,26 @@ def _order_differs(
             facts,
             undecidable=False,
         )
-    return None
+        held = len({q for p in places if members[p] & set(early) for q in at[p]} - set(early))
+        if best is None or held > best[0]:
+            best = (held, found)
+    return best[1] if best is not None else None
+
+
+INFERRED_MEMBERS = 64  # the most members of one group whose global rank is derived, not shown
+
+
+def all_members(members: dict[int, int], size: int | None, step: int | None) -> set[int]:
+    """A group's global ranks: those the logs show (global -> group rank), and those its
+    size leaves to derive (`member_global`: where a member that never logs in it is); none
+    derived where more than INFERRED_MEMBERS are unshown (a size read from untrusted lines)."""
+    shown = set(members.values())
+    out = set(members)
+    missing = (i for i in range(size or 0) if i not in shown)
+    unknown = list(itertools.islice(missing, INFERRED_MEMBERS + 1))
+    if members and len(unknown) <= INFERRED_MEMBERS:
+        out.update(r for i in unknown if (r := member_global(members, i, step)) is not None)
+    return out
 
 
 def _siblings_size(sizes: dict[str, list[int]], name: str) -> tuple[int, list[str]] | None:
@@ -1010,18 +1044,23 @@ def _siblings_size(sizes: dict[str, list[int]], name: str) -> tuple[int, list[st
 
 
 def _cut_off(
-    early: list[int], places: list[Place_], at: dict[Place_, set[int]], there: set[int]
+    early: list[int],
+    places: list[Place_],
+    at: dict[Place_, set[int]],
+    there: set[int],
+    members: dict[Place_, set[int]],
 ) -> list[int]:
     """The ranks of `early` (they began the default group's collective, pending at `there`,
-    before their mesh group's) whose mesh peers wait with them in that mesh collective and
-    none of whom is at `there`. Asked where every rank at `there` is one, or they are
-    outnumbered three to one by the others there; and where the ranks pending in a mesh
-    collective of this kind and not at `there` (the usual order: the mesh group's first)
-    outnumber them three to one: one rank's order against one other's says nothing."""
+    before their mesh group's, or never entered their mesh group's) whose mesh peers wait in
+    that mesh collective (`members`: each place's group) and none of whom is at `there`.
+    Asked where every rank at `there` is one, or they are outnumbered three to one by the
+    others there; and where the ranks pending in a mesh collective of this kind and not at
+    `there` (the usual order: the mesh group's first) outnumber them three to one: one
+    rank's order against one other's says nothing."""
     cut = sorted(
         r
         for r in early
-        if any((peers := at[p] - {r}) and not peers & there for p in places if r in at[p])
+        if any((peers := at[p] - {r}) and not peers & there for p in places if r in members[p])
     )
     rest = len(there) - len(cut)
     usual = {r for p in places for r in at[p]} - there
