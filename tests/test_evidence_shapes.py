@@ -887,6 +887,19 @@ def test_the_dumps_verdict_ties_nothing_where_two_ranks_of_the_host_wait_in_none
     assert (ev.ranks[3].pid, ev.ranks[2].pid) == (5802, None)
 
 
+def test_the_dumps_verdict_ties_nothing_where_a_rank_of_the_host_left_no_dump(
+    tmp_path: Path,
+) -> None:
+    """Rank 2 waits per the dumps, but rank 3's state is unknown (no dump of it was read):
+    it may be waiting too, so the process outside collectives is not taken to be it."""
+    from frtrace.evidence.gather import tie_by_waits
+
+    same = (_IN_WORKER[0], _IN_WORKER[2])
+    ev = _stuck_node_b(tmp_path, same)
+    tie_by_waits(ev, waiting={2}, known={2})
+    assert ev.ranks[2].pid is None and ev.ranks[3].pid is None
+
+
 def test_the_dumps_verdict_ties_nothing_on_a_host_with_more_processes_than_known_ranks(
     tmp_path: Path,
 ) -> None:

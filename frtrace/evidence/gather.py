@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -760,18 +760,27 @@ def tie_by_waits(ev: Evidence, waiting: Collection[int], known: Collection[int])
             free_on[short_host(r.host)].append(r)
     for host, procs in procs_on.items():
         free = free_on.get(host, [])
-        if len(procs) != len(free) or not all(r.rank in known for r in free):
+        if not all(r.rank in known for r in free):
             continue
-        outside = [p for p in procs if in_collective(p) is None]
-        idle = [r for r in free if r.rank not in waiting]
-        if len(outside) == 1 == len(idle):
-            _adopt(
-                ev,
-                outside[0],
-                idle[0],
-                "the one process of that host outside collectives, and the one rank of it "
-                "shown waiting in none",
-            )
+        pair = _lone_idle(procs, free, lambda r: r.rank in waiting)
+        if pair is not None:
+            _adopt(ev, *pair, LONE_IDLE)
+
+
+LONE_IDLE = "the one process of that host outside collectives, and its one rank waiting in none"
+
+
+def _lone_idle(
+    procs: list[ProcessStack], free: list[RankEvidence], waits: Callable[[RankEvidence], bool]
+) -> tuple[ProcessStack, RankEvidence] | None:
+    """Of a host's untied processes and untied ranks, as many of each, the one process whose
+    live stack is outside collectives and the one rank not shown waiting (`waits`): the
+    same process, since every other process waits where a rank of the host does."""
+    if len(procs) != len(free):
+        return None
+    outside = [p for p in procs if in_collective(p) is None]
+    idle = [r for r in free if not waits(r)]
+    return (outside[0], idle[0]) if len(outside) == 1 == len(idle) else None
 
 
 # Python processes of a node that are no ranks: DataLoader workers, multiprocessing's helpers,
@@ -894,21 +903,17 @@ def _eliminate(
     if lone and len(residents.locals_by_root.get(node, ())) == len(on_node):
         tie(procs[0], free[0], "the one process and the one rank of that node left untied")
         return []
-    outside = [p for p in procs if in_collective(p) is None]
+
     # a rank whose last recorded call has as many processes of the node inside it as ranks
     # that made it last is waiting there, like a rank whose logs show it waiting
-    idle = [
-        r
-        for r in free
-        if not r.waits and not ((call := recorded.get(r.rank)) and procs_at[call] >= ranks_at[call])
-    ]
-    if len(outside) == 1 and len(idle) == 1 and len(procs) == len(free):
-        tie(
-            outside[0],
-            idle[0],
-            "the one process outside collectives, and the one rank on that host not waiting",
-        )
-        return [p for p in procs if p is not outside[0]]
+    def waits(r: RankEvidence) -> bool:
+        call = recorded.get(r.rank)
+        return bool(r.waits) or (call is not None and procs_at[call] >= ranks_at[call])
+
+    pair = _lone_idle(procs, free, waits)
+    if pair is not None:
+        tie(*pair, LONE_IDLE)
+        return [p for p in procs if p is not pair[0]]
     return procs
 
 
