@@ -1136,6 +1136,49 @@ def test_a_cut_off_rank_beside_one_other_in_the_default_collective_explains_noth
     assert all(f.kind != "order_cycle" for f in found)
 
 
+def _tp_quads_dp_pairs_one_silent(
+    tp_began: dict[int, int], dp_began: dict[int, int] | None = None
+) -> list[str]:
+    """8 ranks: tp groups 0-3 and 4-7, dp pairs (r, r + 4). Rank 6 logs nothing: its tp
+    peers wait in their tp collective (seq 12, begun at `tp_began`) and in their dp one (seq
+    5, at 2 s unless `dp_began` says), ranks 0-3 in the dp one (at 1 s)."""
+    dp_began = {4: 2, 5: 2, 7: 2} | (dp_began or {})
+    lines = []
+    for r in (0, 1, 2, 3, 4, 5, 7):
+        lines += [_init_line(r, str(10 + r // 4), "mesh_tp", r % 4, 4)]
+        lines += [_init_line(r, str(20 + r % 4), "mesh_dp", r // 4, 2)]
+        if r >= 4:
+            lines += _timed_out(r, str(10 + r // 4), "mesh_tp", r % 4, 12, tp_began[r])
+        lines += _timed_out(r, str(20 + r % 4), "mesh_dp", r // 4, 5, dp_began.get(r, 1))
+    return lines
+
+
+def test_a_dp_pair_whose_member_began_its_tp_collective_too_close_to_tell_waits_behind_it(
+    tmp_path: Path,
+) -> None:
+    """Ranks 5 and 7 surely began the tp collective before the dp one (at 3 s and 5 s); rank
+    4 began both at 3 s, too close for the clock, as ranks 0-3 began the dp one. One program:
+    rank 4 did as they did, so its dp pair is no group stuck by itself, and the silent rank
+    6, missing from both, is the culprit."""
+    began = {0: 3, 1: 3, 2: 3, 3: 3, 4: 3, 5: 5, 7: 5}
+    lines = _tp_quads_dp_pairs_one_silent({4: 3, 5: 3, 7: 3}, began)
+    (finding, *_) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.culprit_ranks) == ("missing_ranks", [6])
+
+
+def test_an_order_two_ranks_show_differently_says_nothing_of_a_third(tmp_path: Path) -> None:
+    """Rank 5 began the tp collective first (at 2 s, its dp one at 4 s), rank 7 the dp one
+    (at 2 s, its tp one at 4 s): the program's order is not shown, and rank 4's dp pair,
+    begun with rank 4's tp collective, is where the job may have stopped (with rank 7's)."""
+    lines = _tp_quads_dp_pairs_one_silent({4: 2, 5: 2, 7: 4}, {5: 4})
+    (finding, *_) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.pg_name, finding.collective_seq_id) == (
+        "stuck_collective",
+        "20",
+        5,
+    )
+
+
 def test_a_groups_unshown_members_are_derived_where_few_are_unshown() -> None:
     assert all_members({0: 0, 1: 1, 3: 3}, 4, None) == {0, 1, 2, 3}
     assert all_members({4: 1, 12: 3}, 4, 4) == {0, 4, 8, 12}

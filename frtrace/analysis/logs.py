@@ -865,8 +865,11 @@ def _waited_on(
     them apart, the others that could be it come second (the reading stays undecidable).
     Where no other group's absentee waits in one, a whole group's that no other wait the
     logs show began before is the first to stop: the rest began behind it (other whole
-    groups' that began too close to it for the clocks come second)."""
+    groups' that began too close to it for the clocks come second). A member's two works
+    too close for its clock are in the order other ranks surely began them in
+    (`_program_order`)."""
     of_rank = _by_rank(began)
+    ordered = _program_order(of_rank, groups)
     absent: Counter[int] = Counter()  # in how many timed-out collectives each rank is missing
     for (name, _seq), there in at.items():
         h = groups.get(name)
@@ -884,7 +887,7 @@ def _waited_on(
         # it stopped): this one waits behind that
         here = began.get(place, {})
         if any(
-            _before(other, w, True)
+            _before(other, w, True) or (_kind(q, groups), _kind(place, groups)) in ordered
             for r, w in here.items()
             for q, other in of_rank[r]
             if q != place
@@ -914,6 +917,33 @@ def _waited_on(
         if all(_before(start[first], start[p], False) for p in tied if p != first):
             return first, []
     return tied[0], tied[1:]
+
+
+Kind_ = tuple[str, int | None]  # a timed-out work's kind: its group's description, its seq
+
+
+def _kind(place: Place_, groups: dict[str, _Group]) -> Kind_:
+    """What sibling groups share: a DeviceMesh dimension's groups run one program on their
+    shards, so their seq-th collectives are one call of it (a group without a description
+    stands for itself)."""
+    g = groups.get(place[0])
+    return (g.desc if g is not None and g.desc else f"pg {place[0]}", place[1])
+
+
+def _program_order(
+    of_rank: dict[int, list[tuple[Place_, Wait]]], groups: dict[str, _Group]
+) -> set[tuple[Kind_, Kind_]]:
+    """The orders of two kinds of timed-out work that some rank shows surely (`_before`) and
+    none shows the other way round: every rank runs one program, so a rank with both pending
+    began them in that order too, though its clocks are too close to tell. An order two ranks
+    show differently (an order cycle) is taken from neither."""
+    shown: set[tuple[Kind_, Kind_]] = set()
+    for waits in of_rank.values():
+        for p, w in waits:
+            for q, v in waits:
+                if p != q and _before(w, v, True):
+                    shown.add((_kind(p, groups), _kind(q, groups)))
+    return {(a, b) for a, b in shown if (b, a) not in shown}
 
 
 def _order_differs(
