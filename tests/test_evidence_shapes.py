@@ -122,6 +122,63 @@ def test_the_agents_roster_pairs_local_and_global_ranks_of_its_node(tmp_path: Pa
     assert ev.world_size == 4 and ev.ending.nodes == 2
 
 
+def test_two_workers_lines_glued_together_are_two_claims(tmp_path: Path) -> None:
+    """Workers printing to one file with no launcher prefix between them (torchrun without
+    --tee, under srun --label) glue lines: each rank named claims what follows it."""
+    text = "1: rank 4 pid 6380 on gpu051\n1: rank 3 pid 6379 on gpu051rank 5 pid 6381 on gpu051\n"
+    ev = gather([parse_log(_log(tmp_path, "slurm-6227789.out", text))], [])
+    assert {r: (ev.ranks[r].pid, ev.ranks[r].host) for r in ev.ranks} == {
+        3: (6379, "gpu051"),
+        4: (6380, "gpu051"),
+        5: (6381, "gpu051"),
+    }
+
+
+def test_a_rank_the_job_says_runs_on_the_files_node_is_placed_there(tmp_path: Path) -> None:
+    """`Initializing rank 5/6 on gpuB` in gpuB's file, with no prefix, pid or local rank:
+    rank 5 runs on gpuB (a line naming another node places nothing)."""
+    text = "Initializing rank 5/6 on gpuB\nInitializing rank 4/6 on gpuC\n"
+    ev = gather([parse_log(_log(tmp_path, "trace-gpuB.out", text))], [])
+    assert {r: ev.ranks[r].host for r in ev.ranks} == {5: "gpuB"}
+
+
+def _gloo_timeout(rank: int) -> str:
+    """A rank's traceback of an all_reduce that gloo timed out (real torch 2.13 lines)."""
+    frames = (
+        "Traceback (most recent call last):",
+        '  File "/job/main.py", line 150, in communicate',
+        "    dist.all_reduce(x)",
+        '  File "/venv/torch/distributed/distributed_c10d.py", line 3252, in all_reduce',
+        "    work.wait()",
+        "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+        "unbound_buffer.cc:78] Timed out waiting 16000ms for recv operation to complete",
+    )
+    return "".join(f"[rank{rank}]: {line}\n" for line in frames)
+
+
+def test_every_rank_shown_waiting_is_a_hang_inside_the_collective(tmp_path: Path) -> None:
+    text = "".join(_gloo_timeout(r) for r in range(4))
+    (finding,) = log_findings(gather([parse_log(_log(tmp_path, "job.log", text))], []))
+    assert (finding.kind, finding.culprit_ranks, finding.undecidable) == (
+        "stuck_collective",
+        [0, 1, 2, 3],
+        True,
+    )
+
+
+def test_ranks_shown_waiting_above_ranks_no_input_shows_wait_for_those(tmp_path: Path) -> None:
+    """Ranks 2-5 wait; ranks 0 and 1 exist (ranks run from 0) and their node's log is lost:
+    one of them is the rank the others wait for, or the hang is inside the collective."""
+    text = "".join(_gloo_timeout(r) for r in range(2, 6))
+    (finding,) = log_findings(gather([parse_log(_log(tmp_path, "job.log", text))], []))
+    assert (finding.kind, finding.culprit_ranks, finding.undecidable) == (
+        "missing_ranks",
+        [0, 1],
+        True,
+    )
+    assert "one of ranks 0-1, which no input shows" in detail(finding)
+
+
 def test_slurms_task_exit_names_the_node_of_a_labelled_task(tmp_path: Path) -> None:
     text = (
         "0: [default0]:[rank0]: RuntimeError: boom\n"
@@ -898,6 +955,44 @@ def test_the_dumps_verdict_ties_nothing_where_a_rank_of_the_host_left_no_dump(
     ev = _stuck_node_b(tmp_path, same)
     tie_by_waits(ev, waiting={2}, known={2})
     assert ev.ranks[2].pid is None and ev.ranks[3].pid is None
+
+
+def test_the_dumps_verdict_ties_the_jobs_lone_idle_process_where_no_input_names_hosts(
+    tmp_path: Path,
+) -> None:
+    """The dumps lie in one folder, so no rank has a host; of the job's two py-spy'd
+    processes one is outside collectives, and of its two ranks the dumps show one waiting."""
+    from frtrace.evidence.gather import tie_by_waits
+    from frtrace.evidence.pyspy import parse_pyspy
+
+    spy = tmp_path / "pyspy_nodeB.txt"
+    spy.write_text((FIXTURES / "logs" / "stuck" / "nodeB.pyspy.txt").read_text())
+    same = (_IN_WORKER[0], _IN_WORKER[2])
+    dumps = [DumpHost(r, str(tmp_path / f"trace_{r}"), "", same) for r in (2, 3)]
+    ev = gather([], [parse_pyspy(spy)], dumps)
+    assert ev.ranks[2].host == "" and ev.ranks[3].host == ""
+    tie_by_waits(ev, waiting={2}, known={2, 3})
+    assert (ev.ranks[3].pid, ev.ranks[3].host, ev.ranks[2].pid) == (5802, "nodeB", None)
+
+
+def test_the_jobs_lone_idle_process_is_not_a_rank_known_on_another_host(
+    tmp_path: Path,
+) -> None:
+    """Rank 3, the one not waiting, is on nodeA by its dump's folder; the process outside
+    collectives runs on nodeB: not the same process."""
+    from frtrace.evidence.gather import tie_by_waits
+    from frtrace.evidence.pyspy import parse_pyspy
+
+    spy = tmp_path / "pyspy_nodeB.txt"
+    spy.write_text((FIXTURES / "logs" / "stuck" / "nodeB.pyspy.txt").read_text())
+    same = (_IN_WORKER[0], _IN_WORKER[2])
+    dumps = [
+        DumpHost(2, str(tmp_path / "trace_2"), "", same),
+        DumpHost(3, str(tmp_path / "trace_3"), "nodeA", same),
+    ]
+    ev = gather([], [parse_pyspy(spy)], dumps)
+    tie_by_waits(ev, waiting={2}, known={2, 3})
+    assert ev.ranks[3].pid is None and ev.ranks[2].pid is None
 
 
 def test_the_dumps_verdict_ties_nothing_on_a_host_with_more_processes_than_known_ranks(

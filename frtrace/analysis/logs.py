@@ -1356,7 +1356,11 @@ def state_findings(ev: Evidence) -> list[Finding]:
         if ev.world_size is None and ev.ranks:  # or one past the highest seen, if any
             facts["unseen_above"] = max(ev.ranks)
         return [finding(Kind.MISSING_RANKS, Reason.NEVER_JOINED, unseen, True)]
-    if not culprits and not stuck:  # every rank waits in it: the hang is inside the collective
+    if not culprits and not stuck:  # every rank seen waits in it
+        unseen = _unseen(ev)
+        if unseen:  # the rank they wait for may be one no input shows (its node's log lost)
+            facts["unseen"] = unseen
+            return [finding(Kind.MISSING_RANKS, Reason.NEVER_JOINED, unseen, True)]
         return [finding(Kind.STUCK_COLLECTIVE, Reason.ALL_WAITING, waiting, True)]
     facts["culprits"] = {str(r): _culprit_facts(ev.ranks[r], states[r]) for r in culprits}
     if stuck:

@@ -646,6 +646,12 @@ def _file_log(ev: Evidence, join: _Join, log: ParsedLog) -> None:
     for speaker, report in log.reports:
         writer = owner(speaker)
         ev.reports.append(replace(report, by=writer.rank) if writer is not None else report)
+    for speaker, claim in log.claims:  # `rank 3 on node17` in node17's file: it runs there
+        if claim.rank is None or not claim.host or not claim.source.startswith("job"):
+            continue
+        node = _node_of(nodes, log, speaker)
+        if node is not None and short_host(nodes.host(node)) == short_host(claim.host):
+            _place(ev, join, claim.rank, node, path)
     for speaker, roster in log.rosters:  # every rank its node runs, even one that said nothing
         node = _node_of(nodes, log, speaker)
         for local, rank in zip(roster.local_ranks, roster.global_ranks, strict=False):
@@ -765,9 +771,20 @@ def tie_by_waits(ev: Evidence, waiting: Collection[int], known: Collection[int])
         pair = _lone_idle(procs, free, lambda r: r.rank in waiting)
         if pair is not None:
             _adopt(ev, *pair, LONE_IDLE)
+    # where no input ties the ranks to hosts, the job's untied processes and ranks as a whole
+    # (a rank whose host is known stays on it)
+    procs = [p for p in ev.unmatched if not p.is_agent and not is_auxiliary(p)]
+    free = [r for r in ev.ranks.values() if r.stack is None]
+    if free and all(r.rank in known for r in free):
+        pair = _lone_idle(procs, free, lambda r: r.rank in waiting)
+        if pair is not None and short_host(pair[1].host or pair[0].host) == short_host(
+            pair[0].host
+        ):
+            _adopt(ev, *pair, LONE_IDLE_JOB)
 
 
 LONE_IDLE = "the one process of that host outside collectives, and its one rank waiting in none"
+LONE_IDLE_JOB = "the one process of the job outside collectives, and its one rank waiting in none"
 
 
 def _lone_idle(

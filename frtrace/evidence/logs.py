@@ -250,7 +250,7 @@ _NCCL_PEER = re.compile(r"(?P<addr>\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f:]{3,64})<(
 # `[RANK=3] host=node17 pid=1234`, `rank=3 pid=1234`): words the job chose, so only a line
 # that names a rank and a pid or a host is taken, never torch's own lines (read above).
 _CLAIM_RANK = re.compile(
-    r"(?<![\w.])(?:global[_ ]rank|rank)\s{0,3}[=:]?\s{0,3}(?P<v>\d{1,7})\b", re.I
+    r"(?<![A-Za-z_.])(?:global[_ ]rank|rank)\s{0,3}[=:]?\s{0,3}(?P<v>\d{1,7})\b", re.I
 )
 _CLAIM_LOCAL = re.compile(r"(?<![\w.])local[_ ]rank\s{0,3}[=:]?\s{0,3}(?P<v>\d{1,7})\b", re.I)
 _CLAIM_PID = re.compile(r"(?<![\w.])pid\s{0,3}[=:]?\s{0,3}(?P<v>\d{1,10})\b", re.I)
@@ -691,16 +691,21 @@ class _Parser:
             self.out.claims.append((speaker, claim))
 
     def _claim(self, speaker: Speaker, rest: str, where: Where) -> None:
-        rank = next(
-            (
-                m
-                for m in _CLAIM_RANK.finditer(rest)
-                if not rest[: m.start()].lower().endswith("local ")
-            ),
-            None,
-        )
-        if rank is None:
+        ranks = [
+            m
+            for m in _CLAIM_RANK.finditer(rest)
+            if not rest[: m.start()].lower().endswith("local ")
+        ]
+        if not ranks:
             return
+        # two processes writing one file at once, with no launcher prefix between them, glue
+        # their lines (`rank 3 pid 6379 on gpu051rank 5 pid 6381 on gpu051`): each rank
+        # named claims what follows it, up to the next
+        cuts = [0, *(m.start() for m in ranks[1:]), len(rest)]
+        for rank, lo, hi in zip(ranks, cuts[:-1], cuts[1:], strict=True):
+            self._one_claim(speaker, rest[lo:hi], rank, where)
+
+    def _one_claim(self, speaker: Speaker, rest: str, rank: re.Match[str], where: Where) -> None:
         pid = _CLAIM_PID.search(rest)
         host = _CLAIM_HOST.search(rest)
         name = (host.group("v") or host.group("on")) if host is not None else ""

@@ -521,6 +521,14 @@ def _never_joined(f: Finding) -> str:
             f"{alive}the rank that died is in none of these inputs{among}: give every node's "
             "logs (from the logs; undecidable)"
         )
+    if unseen and culprits == unseen:  # every rank seen waits: the culprit is not seen
+        how = _HOW.get(str(f.facts.get("how", "")), "")
+        return (
+            f"{who(waiting)}, every rank these inputs show, waited in {what}"
+            f"{' ' + how if how else ''}; the rank they wait for is one of {who(unseen)}, "
+            "which no input shows, or the hang is inside the collective: give every node's "
+            "logs (from the logs; undecidable)"
+        )
     if waiting or f.facts.get("waiting_processes"):
         how = _HOW.get(str(f.facts.get("how", "")), "")
         timeout = f.facts.get("timeout_ms")
