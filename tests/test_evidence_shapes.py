@@ -179,6 +179,50 @@ def test_ranks_shown_waiting_above_ranks_no_input_shows_wait_for_those(tmp_path:
     assert "one of ranks 0-1, which no input shows" in detail(finding)
 
 
+_AGENT = "torch/distributed/elastic/multiprocessing/api.py"
+
+
+def _agents_and_dumps(
+    tmp_path: Path, closed_on_b: tuple[int, ...], ranks_on_b: tuple[int, ...] = (1,)
+) -> Evidence:
+    """Two nodes, ranks placed by their dumps' folders (rank 0 on nodeA, `ranks_on_b` on
+    nodeB), no line naming a rank: nodeA's agent saw its worker fail, nodeB's closed
+    `closed_on_b`."""
+    a = _log(
+        tmp_path,
+        "nodeA.log",
+        f"E1128 23:53:55.291000 3840 {_AGENT}:1002] failed (exitcode: 1) local_rank: 0 "
+        "(pid: 3872) of binary: /usr/bin/python3\n",
+    )
+    b = _log(
+        tmp_path,
+        "nodeB.log",
+        "".join(
+            f"W1128 23:53:55.733000 3845 {_AGENT}:1028] Sending process {pid} closing signal "
+            "SIGTERM\n"
+            for pid in closed_on_b
+        ),
+    )
+    placed = [(0, "nodeA"), *((r, "nodeB") for r in ranks_on_b)]
+    dumps = [DumpHost(r, str(tmp_path / f"trace_{r}"), h, ()) for r, h in placed]
+    return gather([parse_log(a), parse_log(b)], [], dumps)
+
+
+def test_a_nodes_one_worker_its_agent_names_is_its_one_rank(tmp_path: Path) -> None:
+    ev = _agents_and_dumps(tmp_path, (3875,))
+    assert (ev.ranks[0].pid, ev.ranks[1].pid, ev.ranks[1].closed) == (3872, 3875, "SIGTERM")
+
+
+def test_agents_naming_more_workers_than_the_job_shows_ranks_tie_no_pid(tmp_path: Path) -> None:
+    ev = _agents_and_dumps(tmp_path, (3875, 3876))
+    assert (ev.ranks[0].pid, ev.ranks[1].pid, ev.ranks[1].closed) == (None, None, "")
+
+
+def test_a_nodes_two_untied_workers_and_two_ranks_tie_neither(tmp_path: Path) -> None:
+    ev = _agents_and_dumps(tmp_path, (3875, 3876), ranks_on_b=(1, 2))
+    assert (ev.ranks[0].pid, ev.ranks[1].pid, ev.ranks[2].pid) == (3872, None, None)
+
+
 def test_slurms_task_exit_names_the_node_of_a_labelled_task(tmp_path: Path) -> None:
     text = (
         "0: [default0]:[rank0]: RuntimeError: boom\n"

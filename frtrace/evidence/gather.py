@@ -510,6 +510,7 @@ def gather(
     for (node, pid), rank in join.pids.items():  # a pid stated beside a rank, on a node
         r = _place(ev, join, rank, node, "")
         r.pid = r.pid or pid
+    _agent_pids_by_elimination(ev, join, logs)
     for log in logs:  # `Sending process P closing signal SIGTERM`: P was alive then
         for speaker, event in log.agent:
             agent = _agent_node(join.nodes, log, speaker, event)
@@ -530,6 +531,29 @@ def gather(
         for address in log.addresses:
             ev.addresses[address.address] = join.nodes.host(("host", short_host(address.host)))
     return ev
+
+
+def _agent_pids_by_elimination(ev: Evidence, join: _Join, logs: list[ParsedLog]) -> None:
+    """A node's one worker pid its agent names (`Sending process P closing signal`, `failed
+    ... (pid: P)`) that nothing ties, and its one rank with no pid, are the same process,
+    where the agents name as many workers as the job has ranks (a worker that ended cleanly
+    before is named by none, and then nothing is tied)."""
+    named: dict[Key, set[int]] = defaultdict(set)
+    for log in logs:
+        for speaker, event in log.agent:
+            if event.event in ("closing", "failed") and event.pid is not None:
+                agent = _agent_node(join.nodes, log, speaker, event)
+                if agent is not None:
+                    named[agent].add(event.pid)
+    if sum(len(p) for p in named.values()) != len(ev.ranks):
+        return
+    for node, pids in named.items():
+        host = short_host(join.nodes.host(node))
+        untied = [p for p in pids if (node, p) not in join.pids]
+        free = [r for r in ev.ranks.values() if host and short_host(r.host) == host and not r.pid]
+        if len(untied) == 1 == len(free):
+            join.pids[(node, untied[0])] = free[0].rank
+            free[0].pid = untied[0]
 
 
 def _communicators(ev: Evidence, join: _Join, logs: list[ParsedLog]) -> None:
