@@ -302,9 +302,9 @@ def _unanswered(ev: Evidence, states: dict[int, RankState]) -> list[Finding]:
     if any(r.by is None or r.ranks != (r.by,) for r in reached):
         return []
     came = {r.by for r in reached}
-    candidates = [r for r in range(ev.world_size) if r not in came]
-    if not candidates or len(candidates) > UNSEEN_NAMED:
+    if not 0 < ev.world_size - len(came) <= UNSEEN_NAMED:  # a size from untrusted lines
         return []
+    candidates = [r for r in range(ev.world_size) if r not in came]
     failed = [r for r in candidates if r in states and states[r].state in FAILED]
     culprits = failed if len(failed) == 1 else candidates
     if len(culprits) != 1:
@@ -887,7 +887,7 @@ def _waited_on(
         # it stopped): this one waits behind that
         here = began.get(place, {})
         if any(
-            _before(other, w, True) or (_kind(q, groups), _kind(place, groups)) in ordered
+            _before(other, w, True) or (_call(q, groups), _call(place, groups)) in ordered
             for r, w in here.items()
             for q, other in of_rank[r]
             if q != place
@@ -919,10 +919,10 @@ def _waited_on(
     return tied[0], tied[1:]
 
 
-Kind_ = tuple[str, int | None]  # a timed-out work's kind: its group's description, its seq
+Call_ = tuple[str, int | None]  # one call of the program: its group's description, seq
 
 
-def _kind(place: Place_, groups: dict[str, _Group]) -> Kind_:
+def _call(place: Place_, groups: dict[str, _Group]) -> Call_:
     """What sibling groups share: a DeviceMesh dimension's groups run one program on their
     shards, so their seq-th collectives are one call of it (a group without a description
     stands for itself)."""
@@ -932,17 +932,17 @@ def _kind(place: Place_, groups: dict[str, _Group]) -> Kind_:
 
 def _program_order(
     of_rank: dict[int, list[tuple[Place_, Wait]]], groups: dict[str, _Group]
-) -> set[tuple[Kind_, Kind_]]:
-    """The orders of two kinds of timed-out work that some rank shows surely (`_before`) and
-    none shows the other way round: every rank runs one program, so a rank with both pending
-    began them in that order too, though its clocks are too close to tell. An order two ranks
-    show differently (an order cycle) is taken from neither."""
-    shown: set[tuple[Kind_, Kind_]] = set()
+) -> set[tuple[Call_, Call_]]:
+    """The orders of two calls of the program (timed-out works) that some rank shows surely
+    (`_before`) and none shows the other way round: every rank runs one program, so a rank
+    with both pending began them in that order too, though its clocks are too close to
+    tell. An order two ranks show differently (an order cycle) is taken from neither."""
+    shown: set[tuple[Call_, Call_]] = set()
     for waits in of_rank.values():
         for p, w in waits:
             for q, v in waits:
                 if p != q and _before(w, v, True):
-                    shown.add((_kind(p, groups), _kind(q, groups)))
+                    shown.add((_call(p, groups), _call(q, groups)))
     return {(a, b) for a, b in shown if (b, a) not in shown}
 
 
