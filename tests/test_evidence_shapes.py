@@ -122,6 +122,20 @@ def test_the_agents_roster_pairs_local_and_global_ranks_of_its_node(tmp_path: Pa
     assert ev.world_size == 4 and ev.ending.nodes == 2
 
 
+def test_slurmsteps_cancel_line_names_the_node_of_the_task_it_is_labelled_with(
+    tmp_path: Path,
+) -> None:
+    text = (
+        "0: [rank0]: RuntimeError: boom\n"
+        "1: [rank1]:step 3\n"
+        "1: slurmstepd: error: *** STEP 8611515.0 ON a100-75 CANCELLED AT "
+        "2026-11-29T00:13:19 ***\n"
+        "slurmstepd: error: *** JOB 8611515 ON a100-74 CANCELLED AT 2026-11-29T00:13:19 ***\n"
+    )
+    ev = gather([parse_log(_log(tmp_path, "slurm-8611515.out", text))], [])
+    assert (ev.ranks[1].host, ev.ranks[0].host) == ("a100-75", "")
+
+
 def test_two_workers_lines_glued_together_are_two_claims(tmp_path: Path) -> None:
     """Workers printing to one file with no launcher prefix between them (torchrun without
     --tee, under srun --label) glue lines: each rank named claims what follows it."""
@@ -1035,6 +1049,70 @@ def test_the_jobs_lone_idle_process_is_not_a_rank_known_on_another_host(
     ev = gather([], [parse_pyspy(spy)], dumps)
     tie_by_waits(ev, waiting={2}, known={2, 3})
     assert ev.ranks[3].pid is None and ev.ranks[2].pid is None
+
+
+def _hosts_with_ranks_and_waiters(tmp_path: Path, waiters_on_b: int) -> Evidence:
+    """Ranks 0-1 on nodeA and 2-3 on nodeB, by the job's own lines; nodeB's py-spy file (no
+    ranks in it) holds `waiters_on_b` processes inside all_reduce; nodeA has none."""
+    from frtrace.evidence.pyspy import parse_pyspy
+
+    text = (FIXTURES / "logs" / "stuck" / "nodeB.pyspy.txt").read_text()
+    one = text[: text.index("Process 5802")]
+    spy = tmp_path / "nodeB.pyspy.txt"
+    spy.write_text("".join(one.replace("5800", str(5800 + i)) for i in range(waiters_on_b)))
+    logs = [
+        _log(
+            tmp_path,
+            f"trace-{node}.out",
+            "".join(f"Initializing rank {r}/4 on {node}\n" for r in ranks),
+        )
+        for node, ranks in (("nodeA", (0, 1)), ("nodeB", (2, 3)))
+    ]
+    return gather([parse_log(p) for p in logs], [parse_pyspy(spy)])
+
+
+def test_a_hosts_ranks_wait_where_all_its_untied_processes_wait(tmp_path: Path) -> None:
+    """Which of nodeB's two waiting processes is rank 2 is unknown, but both wait: ranks 2
+    and 3 wait, and the ranks the others wait for are nodeA's."""
+    (finding,) = log_findings(_hosts_with_ranks_and_waiters(tmp_path, 2))
+    assert (finding.culprit_ranks, finding.waiting_ranks) == ([0, 1], [2, 3])
+
+
+def test_a_hosts_ranks_do_not_wait_where_fewer_of_its_processes_are_seen(
+    tmp_path: Path,
+) -> None:
+    (finding,) = log_findings(_hosts_with_ranks_and_waiters(tmp_path, 1))
+    assert finding.waiting_ranks == []
+
+
+def test_a_rank_that_raised_is_not_taken_to_wait_with_its_hosts_processes(
+    tmp_path: Path,
+) -> None:
+    """The py-spy dump was taken before rank 3 raised: its own exception says more than
+    its host's processes all waiting then."""
+    from frtrace.evidence.pyspy import parse_pyspy
+
+    _hosts_with_ranks_and_waiters(tmp_path, 2)  # writes the two nodes' files and nodeB's stacks
+    raised = "[rank3]: Traceback (most recent call last):\n"
+    raised += '[rank3]:   File "/job/train.py", line 40, in step\n[rank3]: ValueError: bad shard\n'
+    paths = [tmp_path / "trace-nodeA.out", tmp_path / "trace-nodeB.out"]
+    paths.append(_log(tmp_path, "job.log", raised))
+    ev = gather([parse_log(p) for p in paths], [parse_pyspy(tmp_path / "nodeB.pyspy.txt")])
+    (finding,) = log_findings(ev)
+    assert (finding.culprit_ranks, finding.undecidable) == ([3], False)
+
+
+def test_a_hosts_untied_rank_waits_beside_its_tied_rank_stuck_outside(tmp_path: Path) -> None:
+    """nodeB's pid 5802, in slow_data_loader, is rank 2 by the job's line; its other process,
+    inside all_reduce, is then rank 3's, which waits."""
+    from frtrace.evidence.pyspy import parse_pyspy
+
+    spy = tmp_path / "nodeB.pyspy.txt"
+    spy.write_text((FIXTURES / "logs" / "stuck" / "nodeB.pyspy.txt").read_text())
+    text = "rank 2 pid 5802 on nodeB\nInitializing rank 3/4 on nodeB\n"
+    log = _log(tmp_path, "trace-nodeB.out", text)
+    (finding,) = log_findings(gather([parse_log(log)], [parse_pyspy(spy)]))
+    assert (finding.culprit_ranks, finding.waiting_ranks) == ([2], [3])
 
 
 def test_the_dumps_verdict_ties_nothing_on_a_host_with_more_processes_than_known_ranks(

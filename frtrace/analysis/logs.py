@@ -35,7 +35,7 @@ from typing import Any
 
 from frtrace.analysis.findings import Finding, Kind, ProcessRef, Reason
 from frtrace.evidence.gather import in_collective, is_auxiliary, tie_by_waits
-from frtrace.evidence.logs import OP_NAMES
+from frtrace.evidence.logs import OP_NAMES, short_host
 from frtrace.evidence.records import (
     CLOCK_SLACK,
     PEER_LOST,
@@ -138,6 +138,7 @@ def rank_states(ev: Evidence) -> tuple[dict[int, RankState], Place | None]:
             places[rank] = (place, wait)
     live = [_live_place(p) for p in _workers(ev)]
     main = _main_place([p for p, _w in places.values()] + [p for p in live if p is not None])
+    held = _host_waits(ev, set(places), main)
     states: dict[int, RankState] = {}
     for rank, rev in sorted(ev.ranks.items()):
         if rank in places:
@@ -145,8 +146,35 @@ def rank_states(ev: Evidence) -> tuple[dict[int, RankState], Place | None]:
             same = main is not None and _same(place, main)
             states[rank] = RankState(rank, WAITING if same else ELSEWHERE, place, wait)
             continue
-        states[rank] = RankState(rank, _own_failure(rev) or SILENT)
+        own = _own_failure(rev)
+        if own is None and rank in held:
+            states[rank] = RankState(rank, WAITING, held[rank])
+            continue
+        states[rank] = RankState(rank, own or SILENT)
     return states, main
+
+
+def _host_waits(ev: Evidence, placed: set[int], main: Place | None) -> dict[int, Place]:
+    """The ranks of a host whose untied worker processes, as many as its ranks with no stack
+    and no wait, all wait inside the collective most ranks wait in: they wait there too,
+    though which process is which rank is unknown (py-spy files without ranks)."""
+    if main is None:
+        return {}
+    procs: dict[str, list[ProcessStack]] = defaultdict(list)
+    for p in _workers(ev):
+        if p.host:
+            procs[short_host(p.host)].append(p)
+    free: dict[str, list[int]] = defaultdict(list)
+    for rank, rev in ev.ranks.items():
+        if rev.host and rev.stack is None and rank not in placed:
+            free[short_host(rev.host)].append(rank)
+    out: dict[int, Place] = {}
+    for host, ranks in free.items():
+        here = procs.get(host, [])
+        lives = [_live_place(p) for p in here]
+        if len(here) == len(ranks) and all(p is not None and _same(p, main) for p in lives):
+            out.update((r, main) for r in ranks)
+    return out
 
 
 def _workers(ev: Evidence) -> list[ProcessStack]:

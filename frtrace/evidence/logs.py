@@ -336,6 +336,7 @@ def _maybe(rest: str) -> bool:
         or "Rendezvous complete" in rest
         or "srun" in rest
         or "slurmstepd" in rest
+        or "CANCELLED AT" in rest  # slurmstepd's from 25.05 carry no `slurmstepd:`
         or "most recent call first" in rest
         or "Fatal Python error" in rest
         or "pid" in rest
@@ -673,7 +674,8 @@ class _Parser:
         agent_line = agent is not None or "closing signal" in rest or "of binary" in rest
         if agent_line and self._agent(speaker, rest, where, agent):
             return
-        if ("srun" in rest or "slurmstepd" in rest) and self._slurm(rest, where):
+        slurm = "srun" in rest or "slurmstepd" in rest or "CANCELLED AT" in rest
+        if slurm and self._slurm(speaker, rest, where):
             return
         if agent is None:
             self._claim(speaker, rest, where)
@@ -1108,13 +1110,17 @@ class _Parser:
 
     # --- slurm ---------------------------------------------------------------------------
 
-    def _slurm(self, text: str, where: Where) -> bool:
+    def _slurm(self, speaker: Speaker, text: str, where: Where) -> bool:
         if (m := _SLURM_CANCEL.search(text)) is not None:
             why = m.group("why") or ""
             kind = {"TIME LIMIT": "time_limit", "NODE FAILURE": "node_failure"}.get(
                 why.split(",")[0], "cancelled"
             )
-            self.out.slurm.append(SlurmEvent(kind, where, node=m.group("node")))
+            # slurmstepd names its own node (`job->node_name`) and writes into its first
+            # task's stderr (mgr.c, _slurmd_job_log_init): a task label on the line is a task
+            # of that node
+            labelled: tuple[int, ...] = (speaker.task,) if speaker.task is not None else ()
+            self.out.slurm.append(SlurmEvent(kind, where, node=m.group("node"), tasks=labelled))
             return True
         if (m := _SRUN_TASK.search(text)) is not None:
             tasks = _task_ids(m.group("tasks"))
