@@ -342,6 +342,7 @@ def test_a_candidate_that_failed_by_itself_is_the_culprit_of_the_unanswered_barr
     (finding,) = log_findings(ev)
     assert (finding.culprit_ranks, finding.undecidable) == ([3], False)
     assert finding.facts["decided_by"] == "monitored_barrier_unanswered"
+    assert "of ranks 0,3, which never said they reached it, only rank 3 failed" in detail(finding)
 
 
 def _fingerprint(me: int, other: int, mine: str, theirs: str) -> str:

@@ -341,6 +341,7 @@ def _unanswered(ev: Evidence, states: dict[int, RankState]) -> list[Finding]:
         "source": "logs",
         "decided_by": "monitored_barrier_unanswered",
         "reached": sorted(came),
+        "never_said": candidates,
     }
     return [_named(Kind.MISSING_RANKS, culprits, states, ev, facts, undecidable=False)]
 

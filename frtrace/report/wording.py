@@ -571,13 +571,19 @@ def _named_by_check(f: Finding) -> str:
         )
     if f.facts.get("decided_by") == "monitored_barrier_unanswered":
         came = [int(r) for r in f.facts.get("reached", [])]
+        silent = [int(r) for r in f.facts.get("never_said", culprits)]
         state = culprit_state(f.facts.get("culprits", {}).get(str(culprits[0]), {}))
-        return (
+        head = (
             f"{who(came)} reached a monitored barrier and got no answer from rank 0, the rank "
-            f"that times it; of the world's ranks, {who(culprits)} alone never said "
-            f"{'it' if culprits == [0] else 'so'} reached it: rank {culprits[0]} {state} "
-            "(TORCH_DISTRIBUTED_DEBUG=DETAIL; from the logs)"
+            "that times it; "
         )
+        if silent == culprits:
+            head += f"of the world's ranks, {who(culprits)} alone never said it reached it"
+        else:
+            head += (
+                f"of {who(silent)}, which never said they reached it, only {who(culprits)} failed"
+            )
+        return f"{head}: rank {culprits[0]} {state} (TORCH_DISTRIBUTED_DEBUG=DETAIL; from the logs)"
     if f.facts.get("decided_by") == "entered":
         seq = f.collective_seq_id
         return (
