@@ -1153,9 +1153,10 @@ def _entered_log(
     last: dict[int, int],
     group_rank: dict[int, int] | None = None,
     last_op: dict[int, str] | None = None,
+    unlogged: tuple[int, ...] = (),
 ) -> Path:
     """nodeA.log: each rank's DETAIL lines for collectives #0 to its `last` (all_reduce, or
-    `last_op` for its last)."""
+    `last_op` for its last), but those of `unlogged`, which no rank's line states."""
     lines = [
         _RUNNING_LINE.format(
             g=g,
@@ -1165,7 +1166,7 @@ def _entered_log(
         )
         for seq in range(max(last.values()) + 1)
         for g in sorted(last)
-        if seq <= last[g]
+        if seq <= last[g] and seq not in unlogged
     ]
     return _log(tmp_path, "nodeA.log", "\n".join(lines) + "\n")
 
@@ -1176,6 +1177,16 @@ def test_detail_logs_name_the_rank_that_never_entered_the_collective_the_others_
     (f,) = log_findings(gather([parse_log(_entered_log(tmp_path, {0: 3, 1: 3, 2: 2}))], []))
     assert (f.kind, f.culprit_ranks, f.waiting_ranks) == ("missing_ranks", [2], [0, 1])
     assert (f.collective_seq_id, f.op, f.undecidable) == (3, "all_reduce", False)
+
+
+def test_detail_logs_with_a_number_no_rank_logged_still_name_the_rank_behind(
+    tmp_path: Path,
+) -> None:
+    """No rank logged #2 (a real torch 2.13 gloo run's `dist.barrier()` under DETAIL): each
+    rank's lines still run on past it."""
+    log = _entered_log(tmp_path, {0: 4, 1: 3, 2: 4}, unlogged=(2,))
+    (f,) = log_findings(gather([parse_log(log)], []))
+    assert (f.culprit_ranks, f.waiting_ranks, f.collective_seq_id) == ([1], [0, 2], 4)
 
 
 def test_detail_logs_two_collectives_behind_decide_nothing(tmp_path: Path) -> None:

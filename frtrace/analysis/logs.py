@@ -406,6 +406,10 @@ def _world_lines(logged: dict[int, list[Entered]]) -> dict[int, list[Entered]] |
             ]
             if len(follow) > 1:
                 return None
+            if not follow:  # a number no line states (real gloo runs skip one every rank
+                # skips): the one run of this group rank that it can continue, if one
+                later = [r for r in mine if r[-1].group_rank == e.group_rank and r[-1].seq < e.seq]
+                follow = later if len(later) == 1 else []
             if follow:
                 follow[0].append(e)
             else:
