@@ -156,13 +156,13 @@ def test_a_rank_the_job_says_runs_on_the_files_node_is_placed_there(tmp_path: Pa
     assert {r: ev.ranks[r].host for r in ev.ranks} == {5: "gpuB"}
 
 
-def _gloo_timeout(rank: int) -> str:
-    """A rank's traceback of an all_reduce that gloo timed out (real torch 2.13 lines)."""
+def _gloo_timeout(rank: int, op: str = "all_reduce") -> str:
+    """A rank's traceback of a collective that gloo timed out (real torch 2.13 lines)."""
     frames = (
         "Traceback (most recent call last):",
         '  File "/job/main.py", line 150, in communicate',
-        "    dist.all_reduce(x)",
-        '  File "/venv/torch/distributed/distributed_c10d.py", line 3252, in all_reduce',
+        f"    dist.{op}(x)",
+        f'  File "/venv/torch/distributed/distributed_c10d.py", line 3252, in {op}',
         "    work.wait()",
         "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
         "unbound_buffer.cc:78] Timed out waiting 16000ms for recv operation to complete",
@@ -178,6 +178,21 @@ def test_every_rank_shown_waiting_is_a_hang_inside_the_collective(tmp_path: Path
         [0, 1, 2, 3],
         True,
     )
+
+
+def test_two_ranks_waiting_in_two_collectives_are_one_against_the_other(tmp_path: Path) -> None:
+    """Rank 0 waits in broadcast, rank 1 in all_reduce: one of them skipped or added a call,
+    and nothing says which."""
+    text = _gloo_timeout(0, "broadcast") + _gloo_timeout(1)
+    (finding,) = log_findings(gather([parse_log(_log(tmp_path, "job.log", text))], []))
+    assert (finding.culprit_ranks, finding.undecidable) == ([0, 1], True)
+    assert "rank 0 in broadcast and rank 1 in all_reduce" in detail(finding)
+
+
+def test_the_one_rank_waiting_where_three_do_not_is_the_culprit(tmp_path: Path) -> None:
+    text = "".join(_gloo_timeout(r) for r in range(3)) + _gloo_timeout(3, "broadcast")
+    (finding,) = log_findings(gather([parse_log(_log(tmp_path, "job.log", text))], []))
+    assert (finding.culprit_ranks, finding.undecidable) == ([3], False)
 
 
 def test_ranks_shown_waiting_above_ranks_no_input_shows_wait_for_those(tmp_path: Path) -> None:

@@ -1395,12 +1395,17 @@ def state_findings(ev: Evidence) -> list[Finding]:
             facts["unseen"] = unseen
             return [finding(Kind.MISSING_RANKS, Reason.NEVER_JOINED, unseen, True)]
         return [finding(Kind.STUCK_COLLECTIVE, Reason.ALL_WAITING, waiting, True)]
+    split = culprits == elsewhere and not failed and not stuck and len(elsewhere) >= len(waiting)
+    if split:  # as many wait in another collective as in this one: which side skipped or
+        # added a call is unknown, and both are named
+        facts["split"] = {str(r): _op(states[r]) for r in sorted(set(elsewhere) | set(waiting))}
+        culprits = sorted(set(elsewhere) | set(waiting))
     facts["culprits"] = {str(r): _culprit_facts(ev.ranks[r], states[r]) for r in culprits}
     if stuck:
         facts["processes"] = [_process_facts(p) for p in stuck]
-    if elsewhere and culprits != elsewhere:
+    if elsewhere and culprits != elsewhere and not split:
         facts["elsewhere"] = {str(r): _op(states[r]) for r in elsewhere}
-    undecidable = len(culprits) + len(stuck) > 1 and not failed
+    undecidable = split or (len(culprits) + len(stuck) > 1 and not failed)
     return [finding(Kind.MISSING_RANKS, Reason.NEVER_JOINED, culprits, undecidable)]
 
 

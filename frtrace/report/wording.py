@@ -521,6 +521,16 @@ def _never_joined(f: Finding) -> str:
             f"{alive}the rank that died is in none of these inputs{among}: give every node's "
             "logs (from the logs; undecidable)"
         )
+    split = dict(f.facts.get("split", {}))
+    if split:  # as many ranks wait in one collective as in another
+        sides: dict[str, list[int]] = {}
+        for r, op in split.items():
+            sides.setdefault(str(op), []).append(int(r))
+        parts = [f"{who(sorted(ranks))} in {op or 'a collective'}" for op, ranks in sides.items()]
+        return (
+            f"{' and '.join(parts)}: as many ranks wait in one collective as in the other, so "
+            "which side skipped or added a call is undecidable; all are named (from the logs)"
+        )
     if unseen and culprits == unseen:  # every rank seen waits: the culprit is not seen
         how = _HOW.get(str(f.facts.get("how", "")), "")
         return (
