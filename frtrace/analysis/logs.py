@@ -34,8 +34,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from frtrace.analysis.findings import Finding, Kind, ProcessRef, Reason
-from frtrace.evidence.gather import in_collective, is_auxiliary, tie_by_waits
-from frtrace.evidence.logs import OP_NAMES, short_host
+from frtrace.evidence.gather import (
+    in_collective,
+    tie_by_waits,
+    untied_on_hosts,
+    worker_processes,
+)
+from frtrace.evidence.logs import OP_NAMES
 from frtrace.evidence.records import (
     CLOCK_SLACK,
     PEER_LOST,
@@ -136,7 +141,7 @@ def rank_states(ev: Evidence) -> tuple[dict[int, RankState], Place | None]:
         place, wait = _place_of(rev)
         if place is not None:
             places[rank] = (place, wait)
-    live = [_live_place(p) for p in _workers(ev)]
+    live = [_live_place(p) for p in worker_processes(ev)]
     main = _main_place([p for p, _w in places.values()] + [p for p in live if p is not None])
     held = _host_waits(ev, set(places), main)
     states: dict[int, RankState] = {}
@@ -160,25 +165,17 @@ def _host_waits(ev: Evidence, placed: set[int], main: Place | None) -> dict[int,
     though which process is which rank is unknown (py-spy files without ranks)."""
     if main is None:
         return {}
-    procs: dict[str, list[ProcessStack]] = defaultdict(list)
-    for p in _workers(ev):
-        if p.host:
-            procs[short_host(p.host)].append(p)
-    free: dict[str, list[int]] = defaultdict(list)
-    for rank, rev in ev.ranks.items():
-        if rev.host and rev.stack is None and rank not in placed:
-            free[short_host(rev.host)].append(rank)
+    procs, free_on = untied_on_hosts(ev)
     out: dict[int, Place] = {}
-    for host, ranks in free.items():
+    for host, free in free_on.items():
+        ranks = [r.rank for r in free if r.rank not in placed]
+        if not ranks:
+            continue
         here = procs.get(host, [])
         lives = [_live_place(p) for p in here]
         if len(here) == len(ranks) and all(p is not None and _same(p, main) for p in lives):
             out.update((r, main) for r in ranks)
     return out
-
-
-def _workers(ev: Evidence) -> list[ProcessStack]:
-    return [p for p in ev.unmatched if not p.is_agent and not is_auxiliary(p)]
 
 
 def _live_place(proc: ProcessStack) -> Place | None:
@@ -189,7 +186,7 @@ def _live_place(proc: ProcessStack) -> Place | None:
 def process_states(ev: Evidence, main: Place | None) -> list[ProcessState]:
     """The untied worker processes' states, by their live stacks."""
     out = []
-    for proc in _workers(ev):
+    for proc in worker_processes(ev):
         place = _live_place(proc)
         if place is None:
             state = STUCK if proc.main is not None and proc.main.frames else SILENT

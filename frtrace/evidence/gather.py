@@ -780,14 +780,7 @@ def tie_by_waits(ev: Evidence, waiting: Collection[int], known: Collection[int])
     (`waiting`, among the ranks whose state is `known`: the dumps' verdict, or DETAIL's
     entered collectives, which the joining step does not have). A host whose untied
     processes and ranks differ in number, or with a rank of unknown state, ties nothing."""
-    procs_on: dict[str, list[ProcessStack]] = defaultdict(list)
-    for p in ev.unmatched:
-        if p.host and not p.is_agent and not is_auxiliary(p):
-            procs_on[short_host(p.host)].append(p)
-    free_on: dict[str, list[RankEvidence]] = defaultdict(list)
-    for r in ev.ranks.values():
-        if r.stack is None and r.host:
-            free_on[short_host(r.host)].append(r)
+    procs_on, free_on = untied_on_hosts(ev)
     for host, procs in procs_on.items():
         free = free_on.get(host, [])
         if not all(r.rank in known for r in free):
@@ -797,7 +790,7 @@ def tie_by_waits(ev: Evidence, waiting: Collection[int], known: Collection[int])
             _adopt(ev, *pair, LONE_IDLE)
     # where no input ties the ranks to hosts, the job's untied processes and ranks as a whole
     # (a rank whose host is known stays on it)
-    procs = [p for p in ev.unmatched if not p.is_agent and not is_auxiliary(p)]
+    procs = worker_processes(ev)
     free = [r for r in ev.ranks.values() if r.stack is None]
     if free and all(r.rank in known for r in free):
         pair = _lone_idle(procs, free, lambda r: r.rank in waiting)
@@ -805,6 +798,28 @@ def tie_by_waits(ev: Evidence, waiting: Collection[int], known: Collection[int])
             pair[0].host
         ):
             _adopt(ev, *pair, LONE_IDLE_JOB)
+
+
+def worker_processes(ev: Evidence) -> list[ProcessStack]:
+    """The py-spy'd processes no input ties to a rank that are workers: not torchrun's agent,
+    not a helper of a worker (is_auxiliary)."""
+    return [p for p in ev.unmatched if not p.is_agent and not is_auxiliary(p)]
+
+
+def untied_on_hosts(
+    ev: Evidence,
+) -> tuple[dict[str, list[ProcessStack]], dict[str, list[RankEvidence]]]:
+    """By short host name, the untied worker processes and the ranks with no stack: the two
+    sides any elimination on a host matches (a process or rank with no host is in neither)."""
+    procs_on: dict[str, list[ProcessStack]] = defaultdict(list)
+    for p in worker_processes(ev):
+        if p.host:
+            procs_on[short_host(p.host)].append(p)
+    free_on: dict[str, list[RankEvidence]] = defaultdict(list)
+    for r in ev.ranks.values():
+        if r.stack is None and r.host:
+            free_on[short_host(r.host)].append(r)
+    return procs_on, free_on
 
 
 LONE_IDLE = "the one process of that host outside collectives, and its one rank waiting in none"
