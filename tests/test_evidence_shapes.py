@@ -280,6 +280,21 @@ def test_a_monitored_barrier_names_the_rank_that_never_came(tmp_path: Path) -> N
     )
 
 
+_IN_STEP = '  File "/job/train.py", line 40, in step'
+
+
+def _raised(
+    rank: int,
+    error: str,
+    frame: str = '  File "/job/train.py", line 88, in <module>',
+    head: str = "",
+) -> list[str]:
+    """A rank's uncaught exception as torch's `[rankN]:` prefix writes it: the traceback's
+    head, one frame, the error."""
+    tag = f"{head}[rank{rank}]:"
+    return [f"{tag} Traceback (most recent call last):", f"{tag} {frame}", f"{tag} {error}"]
+
+
 def _roster(node: str, ranks: list[int], world: int) -> str:
     head = "I1128 21:21:41.825000 16232 torch/distributed/elastic/agent/server/api.py:553]"
     lines = (
@@ -350,9 +365,8 @@ def test_a_candidate_that_failed_by_itself_is_the_culprit_of_the_unanswered_barr
 ) -> None:
     # rank 3 never reached it and raised on its own; rank 0's log is lost
     text = _roster("nodeB", [2, 3], 4) + _reached("nodeB", 0, 2) + _reached("nodeC", 0, 1)
-    text += "[nodeB:1]:[rank3]: Traceback (most recent call last):\n"
-    text += '[nodeB:1]:[rank3]:   File "/job/train.py", line 40, in step\n'
-    text += "[nodeB:1]:[rank3]: AssertionError: batch size 0 at step 3\n"
+    raised = _raised(3, "AssertionError: batch size 0 at step 3", _IN_STEP, "[nodeB:1]:")
+    text += "".join(f"{line}\n" for line in raised)
     ev = gather([parse_log(_log(tmp_path, "job.log", text))], [])
     (finding,) = log_findings(ev)
     assert (finding.culprit_ranks, finding.undecidable) == ([3], False)
@@ -639,11 +653,7 @@ def test_a_whole_group_waited_on_is_not_the_stop_where_an_absentee_failed_by_its
     lines += _timed_out(2, "6", "mesh_tp", 0, 17, 0) + _timed_out(3, "6", "mesh_tp", 1, 17, 0)
     lines += _timed_out(0, "7", "mesh_pp", 0, 10, 9) + _timed_out(1, "8", "mesh_pp", 0, 10, 9)
     lines += _timed_out(5, "9", "mesh_tp", 1, 17, 5)
-    lines += [
-        "[rank4]: Traceback (most recent call last):",
-        '[rank4]:   File "/job/train.py", line 88, in <module>',
-        "[rank4]: KeyError: 'labels'",
-    ]
+    lines += _raised(4, "KeyError: 'labels'")
     found = _log_findings(tmp_path, lines)
     assert (found[0].kind, found[0].culprit_ranks) == ("missing_ranks", [4])
 
@@ -736,11 +746,7 @@ def test_a_rank_missing_from_the_default_collective_that_failed_by_itself_is_the
     """As above, but rank 7 raised an exception of its own: that explains the default
     collective's hang, whatever order rank 1 called it in."""
     lines = _rank7_silent_in_the_default_group_alone()
-    lines += [
-        "[rank7]: Traceback (most recent call last):",
-        '[rank7]:   File "/job/train.py", line 88, in <module>',
-        "[rank7]: KeyError: 'labels'",
-    ]
+    lines += _raised(7, "KeyError: 'labels'")
     found = _log_findings(tmp_path, lines)
     assert (found[0].kind, found[0].culprit_ranks) == ("missing_ranks", [7])
 
@@ -1109,8 +1115,7 @@ def test_a_rank_that_raised_is_not_taken_to_wait_with_its_hosts_processes(
     from frtrace.evidence.pyspy import parse_pyspy
 
     _hosts_with_ranks_and_waiters(tmp_path, 2)  # writes the two nodes' files and nodeB's stacks
-    raised = "[rank3]: Traceback (most recent call last):\n"
-    raised += '[rank3]:   File "/job/train.py", line 40, in step\n[rank3]: ValueError: bad shard\n'
+    raised = "".join(f"{line}\n" for line in _raised(3, "ValueError: bad shard", _IN_STEP))
     paths = [tmp_path / "trace-nodeA.out", tmp_path / "trace-nodeB.out"]
     paths.append(_log(tmp_path, "job.log", raised))
     ev = gather([parse_log(p) for p in paths], [parse_pyspy(tmp_path / "nodeB.pyspy.txt")])
