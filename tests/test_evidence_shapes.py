@@ -1577,3 +1577,60 @@ def test_the_peer_that_died_is_one_of_the_ranks_of_the_stated_world_no_input_sho
     text = roster + "".join(_PEER_LOST.format(r=r) for r in (0, 1, 2))
     (finding,) = log_findings(gather([parse_log(_log(tmp_path, "node88.log", text))], []))
     assert (finding.culprit_ranks, finding.undecidable) == ([3], True)
+
+
+_PYSPY_BLOCK = (
+    "Process {pid}: python train.py\nPython v3.11.7 (/usr/bin/python3.11)\n\n"
+    'Thread {pid} (idle): "MainThread"\n    {fn} (torch/distributed/distributed_c10d.py:40)\n'
+    "    step (train.py:12)\n"
+)
+
+
+def _untied_stacks(tmp_path: Path, fns: list[str]) -> list[Finding]:
+    """One py-spy file per node, one untied worker in each, in the collective `fns` names."""
+    from frtrace.evidence.pyspy import parse_pyspy
+
+    stacks = [
+        parse_pyspy(_log(tmp_path, f"pyspy_node{i}.txt", _PYSPY_BLOCK.format(pid=100 + i, fn=fn)))
+        for i, fn in enumerate(fns)
+    ]
+    return log_findings(gather([], stacks))
+
+
+def test_one_untied_worker_in_barrier_and_one_in_all_reduce_are_both_named_undecidable(
+    tmp_path: Path,
+) -> None:
+    """py-spy alone: one worker waits in barrier, the other in all_reduce. Which skipped or
+    added a call is unknown: both processes are named, undecidable, each with its collective."""
+    (finding,) = _untied_stacks(tmp_path, ["barrier", "all_reduce"])
+    assert finding.undecidable
+    assert sorted(p.pid or 0 for p in finding.culprit_processes) == [100, 101]
+    assert {p["pid"]: p["op"] for p in finding.facts["split_processes"]} == {
+        100: "barrier",
+        101: "all_reduce",
+    }
+    said = detail(finding)
+    assert "pid 100 on node0 (rank not in the logs) in barrier" in said
+    assert "pid 101 on node1 (rank not in the logs) in all_reduce" in said
+    assert "undecidable" in said
+
+
+def test_two_untied_workers_in_barrier_outnumber_the_one_in_all_reduce(tmp_path: Path) -> None:
+    (finding,) = _untied_stacks(tmp_path, ["barrier", "barrier", "all_reduce"])
+    assert (finding.undecidable, [p.pid for p in finding.culprit_processes]) == (False, [102])
+
+
+def test_a_tied_rank_waiting_counts_against_an_untied_worker_in_another_collective(
+    tmp_path: Path,
+) -> None:
+    """Rank 0 (its pid in the job's log) and one untied worker wait in barrier, one untied
+    worker in all_reduce: two against one, so the one in all_reduce is named."""
+    from frtrace.evidence.pyspy import parse_pyspy
+
+    log = parse_log(_log(tmp_path, "node0.log", "[node0:0]:rank 0 pid 100 on node0\n"))
+    stacks = [
+        parse_pyspy(_log(tmp_path, f"pyspy_node{i}.txt", _PYSPY_BLOCK.format(pid=100 + i, fn=fn)))
+        for i, fn in enumerate(["barrier", "barrier", "all_reduce"])
+    ]
+    (finding,) = log_findings(gather([log], stacks))
+    assert (finding.undecidable, [p.pid for p in finding.culprit_processes]) == (False, [102])

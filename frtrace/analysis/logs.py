@@ -1339,10 +1339,12 @@ def state_findings(ev: Evidence) -> list[Finding]:
     if torn is not None:  # alive after the peer died: not the peer that died
         culprits = [r for r in culprits if r not in torn]
     stuck = [p for p in procs if p.state == STUCK]
+    away = False  # the culprits are untied processes waiting in another collective
     if not failed and stuck:  # a live stack outside collectives, its rank untold
         culprits, failed = [], True
     elif not culprits and not stuck:
         stuck = [p for p in procs if p.state == ELSEWHERE] if anyone_waits else []
+        away = bool(stuck)
     else:
         stuck = []
     if main is None and not failed and not stuck:
@@ -1397,6 +1399,11 @@ def state_findings(ev: Evidence) -> list[Finding]:
         # added a call is unknown, and both are named
         facts["split"] = {str(r): _op(states[r]) for r in sorted(set(elsewhere) | set(waiting))}
         culprits = sorted(set(elsewhere) | set(waiting))
+    elif away and len(stuck) >= len(waiting) + len(waiting_procs):  # the same, by live stacks
+        split = True
+        facts["split"] = {str(r): _op(states[r]) for r in waiting}
+        facts["split_processes"] = [_process_facts(p) for p in stuck + waiting_procs]
+        culprits, stuck = sorted(waiting), stuck + waiting_procs
     facts["culprits"] = {str(r): _culprit_facts(ev.ranks[r], states[r]) for r in culprits}
     if stuck:
         facts["processes"] = [_process_facts(p) for p in stuck]

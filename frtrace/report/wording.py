@@ -522,11 +522,15 @@ def _never_joined(f: Finding) -> str:
             "logs (from the logs; undecidable)"
         )
     split = dict(f.facts.get("split", {}))
-    if split:  # as many ranks wait in one collective as in another
+    split_procs = list(f.facts.get("split_processes", []))
+    if split or split_procs:  # as many ranks wait in one collective as in another
         sides: dict[str, list[int]] = {}
         for r, op in split.items():
             sides.setdefault(str(op), []).append(int(r))
-        parts = [f"{who(sorted(ranks))} in {op or 'a collective'}" for op, ranks in sides.items()]
+        named = {op: [who(sorted(ranks))] for op, ranks in sides.items()}
+        for p in split_procs:
+            named.setdefault(str(p.get("op") or ""), []).append(_processes_text([p]))
+        parts = [f"{' and '.join(n)} in {op or 'a collective'}" for op, n in named.items()]
         return (
             f"{' and '.join(parts)}: as many ranks wait in one collective as in the other, so "
             "which side skipped or added a call is undecidable; all are named (from the logs)"
