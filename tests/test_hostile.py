@@ -348,3 +348,36 @@ def test_a_stack_of_any_wrong_type_is_dropped_and_verbose_says_so(tmp_path: Path
     assert json.loads(report.read_text())["inputs"]["skipped"] == []
     for case in selected:
         assert f"note: rank {case.rank}: 'frames' is not a list of" in result.stderr, case.name
+
+
+def test_a_log_whose_lines_claim_groups_of_millions_is_read_within_the_budget(
+    tmp_path: Path,
+) -> None:
+    """Watchdog lines are untrusted: a group's stated size of a billion, a rank tag of ten
+    million, a group rank of ten million, an NCCL communicator of ten million ranks. They
+    cost neither the time limit nor the memory limit, and the hang is still reported."""
+    clock = "[E1127 10:10:00.000100000 ProcessGroupNCCL.cpp:2395]"
+    status = (
+        "failure detected by watchdog at work sequence id: 3 PG status: last enqueued work: 3,"
+        " last completed work: 2"
+    )
+    lines = [
+        "[rank5]:[I1127 09:59:00.000000000 ProcessGroupNCCL.cpp:905] [PG ID 1 PG GUID 7(mesh_dp)"
+        " Rank 1] ProcessGroupNCCL initialization options: size: 999999999, global rank: 5",
+        f"[rank9999999]:{clock} [PG ID 0 PG GUID 0(default_pg) Rank 9999999]  {status}",
+        f"[rank3]:{clock} [PG ID 0 PG GUID 0(default_pg) Rank 3]  {status}",
+        f"[rank5]:{clock} [PG ID 3 PG GUID 7(mesh_dp) Rank 9999998]  {status}",
+        f"[rank6]:{clock} [PG ID 3 PG GUID 7(mesh_dp) Rank 1]  {status}",
+        *(
+            f"[rank{r}]:nodeA:{100 + r}:{200 + r} [0] NCCL INFO ncclCommInitRankConfig comm "
+            f"0x55d0{r:08x} rank {cr} nranks 9999999 cudaDev 0 nvmlDev 0 busId 1a000 commId "
+            "0xbad - Init COMPLETE"
+            for r, cr in ((7, 9999998), (8, 1))
+        ),
+        f"[rank7]:{clock} [PG ID 4 PG GUID 9(mesh_tp) Rank 9999998]  {status}",
+        f"[rank8]:{clock} [PG ID 4 PG GUID 9(mesh_tp) Rank 1]  {status}",
+    ]
+    write(tmp_path / "node.log", ("\n".join(lines) + "\n").encode())
+    result = run_cli([str(tmp_path), "--format", "json"])
+    assert result.status == 1, result.stderr
+    assert result.report["verdict"] == "findings"

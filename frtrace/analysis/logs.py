@@ -26,6 +26,7 @@ show it ended (frtrace.analysis.analyze, `Analysis.unseen`).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections import Counter, defaultdict
@@ -532,6 +533,9 @@ class _Group:
     stated: bool = False  # the size is stated (the group's own line, its communicator)
 
 
+MAX_GROUP = 1 << 20  # the most members a group's lines may claim (10x the largest jobs)
+
+
 def _groups(ev: Evidence) -> tuple[dict[str, _Group], dict[str, int]]:
     """The groups the logs show, and each DeviceMesh dimension's step (`mesh_steps`)."""
     groups: dict[str, _Group] = {}
@@ -573,6 +577,9 @@ def _groups(ev: Evidence) -> tuple[dict[str, _Group], dict[str, int]]:
     if world > 1:
         steps.update(_mesh_layout_steps(groups, world, steps))
         _mesh_sizes(groups, world, steps)
+    for g in groups.values():
+        if g.size is not None and g.size > MAX_GROUP:  # read from untrusted lines
+            g.size, g.stated = None, False
     return groups, steps
 
 
@@ -661,7 +668,7 @@ def _members_from_communicators(ev: Evidence, groups: dict[str, _Group]) -> None
             and all(c.members.get(r) == gr for r, gr in shown.items())
         ]
         sizes = {c.nranks for c in fits}
-        if len(sizes) != 1:
+        if len(sizes) != 1 or next(iter(sizes)) > MAX_GROUP:
             continue
         g.size, g.stated = sizes.pop(), True
         taken = set(shown.values())
@@ -676,28 +683,44 @@ def _members_from_communicators(ev: Evidence, groups: dict[str, _Group]) -> None
 def member_global(
     members: dict[int, int], group_rank: int, mesh_step: int | None = None
 ) -> int | None:
-    """The global rank of a group member the logs never show, from the members they show:
+    """The global rank of a group member the logs never show (`members_global`)."""
+    return members_global(members, [group_rank], mesh_step)[group_rank]
+
+
+def members_global(
+    members: dict[int, int], group_ranks: Iterable[int], mesh_step: int | None = None
+) -> dict[int, int | None]:
+    """The global ranks of group members the logs never show, from the members they show:
     group ranks follow global ranks in order (new_group sorts them), so a member between two
     shown members whose global ranks are as far apart as their group ranks is the rank in
     between; in a group whose shown members are all evenly spaced (DeviceMesh's groups are),
     it is as far from them as its group rank says; where they show no spacing, a DeviceMesh
-    dimension's (`mesh_step`, as its sibling groups show it) tells. None when none holds."""
+    dimension's (`mesh_step`, as its sibling groups show it) tells. None when none holds.
+    The members are sorted once, however many are asked for (a group of thousands)."""
     by_group = sorted((g, r) for r, g in members.items())
-    lowest, highest = member_range(members, group_rank, -1)
-    if lowest == highest:  # distinct sorted integers: no room for another
-        return lowest
+    keys = [g for g, _r in by_group]
     pairs = list(itertools.pairwise(by_group))
     steps = {(r1 - r0) // (g1 - g0) for (g0, r0), (g1, r1) in pairs if g1 - g0 == 1}
     if not steps and mesh_step is not None:
         steps = {mesh_step}
-    if len(steps) != 1:
-        return None
-    step = steps.pop()
-    if step <= 0 or any((r1 - r0) != (g1 - g0) * step for (g0, r0), (g1, r1) in pairs):
-        return None
-    g0, r0 = by_group[0]
-    guess = r0 + (group_rank - g0) * step
-    return guess if guess >= 0 else None
+    step = steps.pop() if len(steps) == 1 else None
+    if step is not None and (
+        step <= 0 or any((r1 - r0) != (g1 - g0) * step for (g0, r0), (g1, r1) in pairs)
+    ):
+        step = None
+    out: dict[int, int | None] = {}
+    for i in group_ranks:
+        k, j = bisect.bisect_left(keys, i), bisect.bisect_right(keys, i)
+        lowest = by_group[k - 1][1] + (i - by_group[k - 1][0]) if k else i
+        highest = by_group[j][1] - (by_group[j][0] - i) if j < len(by_group) else -1
+        if lowest == highest:  # distinct sorted integers: no room for another
+            out[i] = lowest
+        elif step is None or not by_group:
+            out[i] = None
+        else:
+            guess = by_group[0][1] + (i - by_group[0][0]) * step
+            out[i] = guess if guess >= 0 else None
+    return out
 
 
 def mesh_steps(groups: Iterable[_Group]) -> dict[str, int]:
@@ -758,25 +781,20 @@ def group_findings(ev: Evidence) -> list[Finding]:
         desc = groups[name].desc if name in groups else ""
         sizes[(desc, seq)][name] = [w.numel for w in here.values() if w.numel]
     found: dict[tuple[str, int | None], Finding] = {}
+    unshown: dict[str, tuple[dict[int, int | None], set[int]]] = {}
     for name, seq in at:
         g = groups.get(name, _Group(name, members={}))
-        siblings = {
-            r
-            for other in groups.values()
-            if other.desc == g.desc and other.name != name
-            for r in (other.members or {})
-        }
         usual = _siblings_size(sizes[(g.desc, seq)], name) if g.desc else None
+        if name not in unshown:  # one group's many timed-out seqs share it
+            siblings = {
+                r
+                for other in groups.values()
+                if other.desc == g.desc and other.name != name
+                for r in (other.members or {})
+            }
+            unshown[name] = _unshown(ev, g, waiting_anywhere, siblings, steps.get(g.desc))
         place = _group_place(
-            ev,
-            states,
-            g,
-            seq,
-            waits[(name, seq)],
-            waiting_anywhere,
-            siblings,
-            steps.get(g.desc),
-            usual,
+            ev, states, g, seq, waits[(name, seq)], waiting_anywhere, unshown[name], usual
         )
         if place is not None:
             found[(name, seq)] = place
@@ -1087,7 +1105,7 @@ def all_members(members: dict[int, int], size: int | None, step: int | None) -> 
     missing = (i for i in range(size or 0) if i not in shown)
     unknown = list(itertools.islice(missing, INFERRED_MEMBERS + 1))
     if members and len(unknown) <= INFERRED_MEMBERS:
-        out.update(r for i in unknown if (r := member_global(members, i, step)) is not None)
+        out.update(r for r in members_global(members, unknown, step).values() if r is not None)
     return out
 
 
@@ -1179,6 +1197,37 @@ def _stuck_at(
     )
 
 
+def _unshown(
+    ev: Evidence, g: _Group, waiting_anywhere: set[int], siblings: set[int], mesh_step: int | None
+) -> tuple[dict[int, int | None], set[int]]:
+    """A group's members the logs never show, by group rank: the global rank where the shown
+    members leave one (`members_global`, or the one rank their order leaves: not waiting,
+    in no sibling group of the same description), else None; and the ranks that could be
+    the unresolved ones, where none of them waits anywhere. Past UNSEEN_NAMED unshown
+    members (a size from untrusted lines, or a world mostly unseen) none is resolved."""
+    members = dict(g.members or {})
+    shown = set(members.values())
+    missing = (i for i in range(g.size or 0) if i not in shown)
+    unknown = list(itertools.islice(missing, UNSEEN_NAMED + 1))
+    if len(unknown) > UNSEEN_NAMED:
+        return dict.fromkeys(unknown[:UNSEEN_NAMED]), set()
+    derived = members_global(members, unknown, mesh_step)
+    candidates: set[int] = set()
+    top = max(ev.ranks, default=-1)
+    for i, rank in derived.items():
+        if rank is not None:
+            continue
+        lowest, highest = member_range(members, i, top)
+        fits = [
+            r for r in ev.ranks if lowest <= r <= highest and r not in members and r not in siblings
+        ]
+        if len(fits) == 1:
+            derived[i] = fits[0]
+        elif fits and not any(r in waiting_anywhere for r in fits):
+            candidates.update(fits)
+    return derived, candidates
+
+
 def _group_place(
     ev: Evidence,
     states: dict[int, RankState],
@@ -1186,16 +1235,14 @@ def _group_place(
     seq: int | None,
     at: dict[int, Wait],
     waiting_anywhere: set[int],
-    siblings: set[int],
-    mesh_step: int | None = None,
+    unshown: tuple[dict[int, int | None], set[int]],
     usual: tuple[int, list[str]] | None = None,
 ) -> Finding | None:
     """The finding at one timed-out (group, seq) where ranks `at` waited, or None when its
     members are all there and agree (then it is a consequence or stuck, decided elsewhere).
-    A member the logs never show is the one rank its group rank's place in the order leaves
-    (not waiting, in no sibling group of the same description), or one of those ranks.
-    Members split evenly on the size are told apart by `usual`: the one size the sibling
-    groups (same description, same seq) waited with, and those groups."""
+    A member the logs never show is as `unshown` resolves it (`_unshown`). Members split
+    evenly on the size are told apart by `usual`: the one size the sibling groups (same
+    description, same seq) waited with, and those groups."""
     members = dict(g.members or {})
     waiting = sorted(at)
     wait = at[waiting[0]]
@@ -1236,24 +1283,8 @@ def _group_place(
     absent = [r for r in members if r not in waiting]
     blocked = [r for r in absent if r in waiting_anywhere]
     stopped = [r for r in absent if r not in waiting_anywhere]
-    unknown: list[int] = []  # group ranks of members the logs never show
-    if g.size:
-        shown = set(members.values())
-        unknown = [i for i in range(g.size) if i not in shown]
-    derived = {i: member_global(members, i, mesh_step) for i in unknown}
-    candidates: set[int] = set()
-    for i, rank in list(derived.items()):
-        if rank is None:
-            lowest, highest = member_range(members, i, max(ev.ranks, default=-1))
-            fits = [
-                r
-                for r in ev.ranks
-                if lowest <= r <= highest and r not in members and r not in siblings
-            ]
-            if len(fits) == 1:
-                derived[i] = rank = fits[0]
-            elif fits and not any(r in waiting_anywhere for r in fits):
-                candidates.update(fits)
+    derived, candidates = unshown
+    for rank in derived.values():
         if rank is not None and rank not in members:
             if rank in waiting_anywhere:
                 blocked.append(rank)
