@@ -619,6 +619,31 @@ def test_a_mesh_dimensions_size_is_the_one_its_step_and_the_world_leave(tmp_path
     assert (finding.kind, finding.culprit_ranks) == ("missing_ranks", [7])
 
 
+def test_a_mesh_dimensions_slice_begins_at_its_first_coordinate(tmp_path: Path) -> None:
+    """48 ranks; ranks 12-18 time out as group ranks 0-6 of a dp group spaced by 1, ranks
+    19-23 are silent. Slices of 8 from rank 12 would fit in the world, but a mesh's slice
+    begins where the dimension's coordinate is 0: 12 is a multiple of 12 alone (of 8, 12, 16
+    and 24), so the group has 12 members and all five silent ranks are missing from it."""
+    lines = [f"[rank{r}]:step 3 done" for r in range(48)]
+    for grank, rank in enumerate(range(12, 19)):
+        lines += _timed_out(rank, "10", "mesh_dp", grank, 4, grank)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.culprit_ranks) == ("missing_ranks", [19, 20, 21, 22, 23])
+
+
+def test_a_mesh_dimensions_size_the_world_leaves_open_is_at_least_the_least_it_can_be(
+    tmp_path: Path,
+) -> None:
+    """32 ranks; ranks 16-21 time out as group ranks 0-5 of a dp group spaced by 1, ranks
+    22 and 23 are silent. Its size is 8 or 16 (either tiles the world): either way ranks 22
+    and 23 are members, and neither joined."""
+    lines = [f"[rank{r}]:step 3 done" for r in range(32)]
+    for grank, rank in enumerate(range(16, 22)):
+        lines += _timed_out(rank, "10", "mesh_dp", grank, 4, grank)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.culprit_ranks) == ("missing_ranks", [22, 23])
+
+
 def test_a_size_the_groups_state_wins_over_the_mesh_inference(tmp_path: Path) -> None:
     """16 ranks; a hand-built dp group of 3 spaced by 4 states its size: its members all
     waiting is the whole group, not a fourth member (rank 13) missing."""
@@ -684,6 +709,88 @@ def test_a_whole_group_is_where_the_job_stopped_when_no_wait_began_surely_before
     lines += _timed_out(2, "7", "mesh_pp", 1, 10, 12) + _timed_out(3, "8", "mesh_pp", 1, 10, 12)
     lines += _timed_out(0, "5", "mesh_tp", 0, 21, 20) + _timed_out(1, "5", "mesh_tp", 1, 21, 20)
     _assert_stuck_in_tp_pair_2_3(tmp_path, lines)
+
+
+def test_a_whole_group_is_where_the_job_stopped_though_a_later_ones_first_member_began_before(
+    tmp_path: Path,
+) -> None:
+    """tp pair (0, 1) waits whole in its all_reduce from 10:00:05, then in pp sends to ranks
+    2 and 3 from 10:00:10. Ranks 2 and 3 began those pp receives at 10:00:00, before
+    anything else, then their own tp all_reduce. The pp pairs could not stop the job before
+    their senders came (10 s): the hang began inside the tp pair (0, 1)."""
+    lines = [_init_line(r, uid, desc, g, 2) for r, uid, desc, g in _FOUR_RANKS]
+    lines += _timed_out(0, "5", "mesh_tp", 0, 17, 5) + _timed_out(1, "5", "mesh_tp", 1, 17, 5)
+    lines += _timed_out(0, "7", "mesh_pp", 0, 10, 10) + _timed_out(1, "8", "mesh_pp", 0, 10, 10)
+    lines += _timed_out(2, "7", "mesh_pp", 1, 10, 0) + _timed_out(3, "8", "mesh_pp", 1, 10, 0)
+    lines += _timed_out(2, "6", "mesh_tp", 0, 21, 20) + _timed_out(3, "6", "mesh_tp", 1, 21, 20)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.pg_name, finding.culprit_ranks) == (
+        "stuck_collective",
+        "5",
+        [0, 1],
+    )
+
+
+def test_silent_ranks_dp_peers_waiting_for_them_do_not_single_them_out(tmp_path: Path) -> None:
+    """16 ranks: tp groups 0-7 and 8-15, dp pairs (r, r + 8). Ranks 0, 2, 4, 6, 7 wait in
+    their tp all_reduce; 1, 3, 5 are silent. Their dp peers wait for them in the dp
+    collective, as 8, 10, 12, 14, 15 wait for ranks held in the tp one; 11 logged nothing.
+    So the dp call comes after the tp one, and a silent rank's dp peer waiting for it says
+    nothing more than that it was not yet past the tp call: 1, 3 and 5 stay alike."""
+    lines = [f"[rank{r}]:step 3 done" for r in range(16)]
+    for rank in (0, 2, 4, 6, 7):
+        lines += _timed_out(rank, "1", "mesh_tp", rank, 12, rank)
+    for rank in (8, 9, 10, 12, 13, 14, 15):
+        lines += _timed_out(rank, str(20 + rank % 8), "mesh_dp", 1, 5, rank)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.pg_name, finding.culprit_ranks, finding.undecidable) == (
+        "missing_ranks",
+        "1",
+        [1, 3, 5],
+        True,
+    )
+
+
+def test_a_call_a_rank_began_after_its_pp_wait_does_not_blame_its_silent_members(
+    tmp_path: Path,
+) -> None:
+    """8 ranks: tp groups 0-3 and 4-7, pp pairs (r, r + 4). Rank 5 began its pp receive
+    from rank 1 at 10:10:00 and its tp all_reduce 5 s later; rank 7 waits in that all_reduce
+    too, and 4 and 6 are silent. The pp call comes first in the program, so 4 and 6 may be
+    held in theirs, torn down before they logged; rank 1, missing from its pair, is the one
+    the logs blame."""
+    lines = [f"[rank{r}]:step 3 done" for r in range(8)]
+    lines += [_init_line(1, "4", "mesh_pp", 0, 2), _init_line(5, "4", "mesh_pp", 1, 2)]
+    lines += _timed_out(5, "4", "mesh_pp", 1, 19, 0)
+    lines += _timed_out(5, "2", "mesh_tp", 1, 37, 5) + _timed_out(7, "2", "mesh_tp", 3, 37, 2)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.pg_name, finding.culprit_ranks, finding.undecidable) == (
+        "missing_ranks",
+        "4",
+        [1],
+        False,
+    )
+
+
+def test_where_only_later_calls_show_silent_absentees_they_are_named_undecidable(
+    tmp_path: Path,
+) -> None:
+    """16 ranks: dp groups 0-7 and 8-15. Rank 0 waits in a pp receive whose peer no line
+    names, and is missing from its dp collective, so the pp call comes first. The dp groups
+    wait for silent ranks 2, 3, 5, 6 and 8, 11, 14: the pp call names nobody, so the silent
+    ranks of the dp group most ranks wait in are named, undecidable, not as all missing."""
+    lines = [f"[rank{r}]:step 3 done" for r in range(16)]
+    lines += _timed_out(0, "30", "mesh_pp", 0, 7, 0)
+    for rank in (1, 4, 7):
+        lines += _timed_out(rank, "1", "mesh_dp", rank, 3, 5)
+    for rank in (9, 10, 12, 13, 15):
+        lines += _timed_out(rank, "2", "mesh_dp", rank - 8, 3, 5)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.culprit_ranks, finding.undecidable) == (
+        "missing_ranks",
+        [8, 11, 14],
+        True,
+    )
 
 
 def _dp_pairs_and_a_barrier(first_to_barrier: list[int], ranks: int = 8) -> list[str]:

@@ -577,7 +577,18 @@ def _groups(ev: Evidence) -> tuple[dict[str, _Group], dict[str, int]]:
     if world > 1:
         steps.update(_mesh_layout_steps(groups, world, steps))
         _mesh_sizes(groups, world, steps)
+    # a member derived in another group is a rank of the world the logs never show
+    top = max(
+        (
+            max(all_members(g.members, g.size, steps.get(g.desc)))
+            for g in groups.values()
+            if g.members and g.desc != "default_pg"
+        ),
+        default=-1,
+    )
     for g in groups.values():
+        if g.desc == "default_pg" and not ev.world_size:
+            g.size = max(g.size or 0, top + 1)
         if g.size is not None and g.size > MAX_GROUP:  # read from untrusted lines
             g.size, g.stated = None, False
     return groups, steps
@@ -620,10 +631,11 @@ def _divisors(n: int) -> list[int]:
 
 
 def _mesh_sizes(groups: dict[str, _Group], world: int, steps: dict[str, int]) -> None:
-    """A DeviceMesh dimension's size where the members shown leave one choice: its groups
-    are its slices of a mesh laid out over the world's ranks, so size x step divides the
-    world size and every slice lies within the world (init_device_mesh: a mesh of
-    `world_size` ranks, torch/distributed/device_mesh.py)."""
+    """A DeviceMesh dimension's size where the members shown leave one choice, else the
+    least it can be: its groups are its slices of a mesh laid out over the world's ranks
+    (init_device_mesh: `torch.arange(world_size).view(mesh_shape)`,
+    torch/distributed/device_mesh.py), so size x step divides the world size, every slice
+    lies within the world, and a slice's first rank is at coordinate 0 along it."""
     for desc, step in steps.items():
         same = [g for g in groups.values() if g.desc == desc and g.members]
         if any(g.stated for g in groups.values() if g.desc == desc):
@@ -636,9 +648,13 @@ def _mesh_sizes(groups: dict[str, _Group], world: int, steps: dict[str, int]) ->
         fits = [
             n
             for n in (_divisors(world // step) if world % step == 0 else [])
-            if n >= low and all(first >= 0 and first + (n - 1) * step < world for first in firsts)
+            if n >= low
+            and all(
+                first >= 0 and (first // step) % n == 0 and first + (n - 1) * step < world
+                for first in firsts
+            )
         ]
-        if len(fits) == 1:
+        if fits:  # one: the size; several: every one holds the least's members
             for g in same:
                 g.size = fits[0]
 
@@ -827,7 +843,11 @@ def group_findings(ev: Evidence) -> list[Finding]:
         return [f]
     explains: Counter[int] = Counter()
     behind: Counter[int] = Counter()
-    for f in found.values():
+    # a call whose members are held in a call before it needs no absentee of its own
+    held = _held_first(at, groups, steps, began)
+    counted = [p for p, f in found.items() if f.culprit_ranks and _call(p, groups) not in held]
+    for p in counted or list(found):
+        f = found[p]
         for r in f.culprit_ranks:
             explains[r] += 1
             behind[r] += len(f.waiting_ranks)
@@ -862,6 +882,33 @@ def group_findings(ev: Evidence) -> list[Finding]:
 
 
 Place_ = tuple[str, int | None]
+
+
+def _held_first(
+    at: dict[Place_, set[int]],
+    groups: dict[str, _Group],
+    steps: dict[str, int],
+    began: dict[Place_, dict[int, Wait]],
+) -> set[Call_]:
+    """The timed-out calls whose waits members held in an earlier call explain. A call comes
+    before another where a member its peers wait for in the second waits itself in the
+    first, or where a rank surely began the first before the second (`_program_order`):
+    one program, so the order holds on every rank. The second's silent absentees may be
+    held in the first as well, torn down before they logged, so their absence there is no
+    evidence against them. Orders shown both ways (an order cycle) are not taken."""
+    where: dict[int, list[Place_]] = defaultdict(list)
+    for q, there in at.items():
+        for r in there:
+            where[r].append(q)
+    shown: set[tuple[Call_, Call_]] = set()
+    for p, there in at.items():
+        g = groups.get(p[0])
+        if g is None or not g.members:
+            continue
+        for r in all_members(g.members, g.size, steps.get(g.desc)) - there:
+            shown.update((_call(q, groups), _call(p, groups)) for q in where.get(r, ()))
+    shown |= _program_order(_by_rank(began), groups)
+    return {b for a, b in shown if (b, a) not in shown and a != b}
 
 
 def _start(w: Wait) -> float:
@@ -924,12 +971,14 @@ def _waited_on(
         if h is not None:
             absent.update(r for r in (h.members or {}) if r not in there)
     whole: list[Place_] = []
+    full: set[Place_] = set()  # every member waits in it
     scored: dict[Place_, tuple[int, int]] = {}
     for place, waiting in at.items():
         g = groups.get(place[0])
         members = set((g.members or {}) if g is not None else {})
         if g is None or not g.size or len(members) != g.size or members - waiting:
             continue
+        full.add(place)
         # a member already waiting in another collective when its work here began is stuck
         # there first (each rank enqueues in program order; its oldest pending one is where
         # it stopped): this one waits behind that
@@ -953,8 +1002,13 @@ def _waited_on(
         if len(start) != len(at) or not whole:
             return None, []
         first = min(whole, key=lambda p: (_start(start[p]), _place_key(p)))
-        if any(_before(start[p], start[first], False) for p in start):
-            return None, []  # a wait the logs show began before it: no whole group is first
+        # a wait the logs show began before it: no whole group is first; a whole group
+        # could not stop the job before its last member began it
+        opened = {
+            p: max(began[p].values(), key=_start) if p in full else w for p, w in start.items()
+        }
+        if any(_before(opened[p], start[first], False) for p in start):
+            return None, []
         # whole groups whose work began too close to it for the clocks to order them
         rivals = [p for p in whole if p != first and not _before(start[first], start[p], False)]
         return first, sorted(rivals, key=_place_key)
