@@ -72,7 +72,11 @@ Axes (``style`` in expected.json)
   {}``); ``locals`` (``py-spy dump --locals`` of the agent's children; ``rank_locals`` says
   whether ``rank``/``local_rank`` or ``RANK``/``LOCAL_RANK`` are locals of the main function);
   ``labelled`` (the real ``frtrace collect OUT/%h --under <agent pid>`` run in the node's
-  namespace: ``# frtrace-collect rank=R local_rank=L host=H pid=P`` before each block).
+  namespace: ``# frtrace-collect rank=R local_rank=L host=H pid=P`` before each block);
+  ``faulthandler`` (no py-spy: the trainer calls ``faulthandler.register(signal.SIGUSR1,
+  all_threads=True)`` and the on-call runs ``pkill -USR1 -P <agent>`` on every node, so each
+  worker writes its threads' stacks to its own stderr, into the logs as the launcher
+  carries them; no file of its own).
 - ``cancelled`` (hung faults only): after the stacks (and dumps) are taken, the on-call ends
   the job before the timeout fires (no torchelastic summary); ``cancel_mode``: ``term_kill``
   (scancel: SIGTERM to every process of the job, SIGKILL to what is left after 5 s),
@@ -159,7 +163,7 @@ LAYOUTS = ("per_node", "srun_label")
 #: {host}: `hostname`; {short}: `hostname -s`, slurm's node name (%N)
 LOG_NAMES = ("{host}.log", "node-{short}.out", "trace-{short}.out")
 SLURM_LOG_NAMES = ("node-{short}.out", "trace-{short}.out")  # srun --output=...-%N.out
-PYSPY = ("none", "native_all", "children", "locals", "labelled")
+PYSPY = ("none", "native_all", "children", "locals", "labelled", "faulthandler")
 PYSPY_NAMES = ("trace-{short}.out", "pyspy_{short}.txt", "{host}.pyspy.txt")
 NAMES = ("short", "numbered", "long")
 SURVIVES = ("all", "drop_node_log", "drop_culprit_pyspy", "pyspy_only", "logs_only")
@@ -404,7 +408,7 @@ def _settle(s: dict[str, Any], rng: random.Random) -> None:
     if s["pyspy"] != "none" or s["cancelled"]:
         s["timeout_s"] = max(s["timeout_s"], 18) + rng.randint(0, 5)
     s["timeout_s"] = min(s["timeout_s"], 25)
-    if s["pyspy"] == "none":
+    if s["pyspy"] in ("none", "faulthandler"):
         s["pyspy_name"] = s["pyspy_dir"] = None
     elif s["pyspy"] == "labelled":
         s["pyspy_name"] = "pyspy_{short}.txt"
@@ -434,13 +438,14 @@ def _valid(s: dict[str, Any]) -> bool:
     survives = s["survives"]
     if survives == "drop_node_log" and s["layout"] != "per_node":
         return False
-    if survives == "drop_culprit_pyspy" and (s["pyspy"] == "none" or s["fault"] == "healthy"):
+    files = s["pyspy"] not in ("none", "faulthandler")  # stacks in files of their own
+    if survives == "drop_culprit_pyspy" and (not files or s["fault"] == "healthy"):
         return False
-    if survives == "pyspy_only" and s["pyspy"] == "none":
+    if survives == "pyspy_only" and not files:
         return False
-    if survives == "logs_only" and s["pyspy"] == "none" and not s["dumps"]:
+    if survives == "logs_only" and not files and not s["dumps"]:
         return False
-    if s["pyspy"] != "none" and s["layout"] == "per_node":
+    if files and s["layout"] == "per_node":
         log_path = s["log_dir"] + s["log_name"]
         if log_path == s["pyspy_dir"] + s["pyspy_name"]:
             return False
@@ -743,6 +748,7 @@ class Job:
             "shard": s["shard"],
             "producer_thread": s["producer_thread"],
             "hold": s["hold"],
+            "faulthandler": s["pyspy"] == "faulthandler",
         }
         (self.work / "spec.json").write_text(json.dumps(spec))
         env = {
@@ -898,6 +904,9 @@ class Job:
     def take_stacks(self) -> None:
         """py-spy on every node, the way the draw says, while the job hangs."""
         s = self.s
+        if s["pyspy"] == "faulthandler":
+            self._signal_stacks()
+            return
         spy = _py_spy()
         for node in self.nodes:
             path = self.pyspy_path(node.host)
@@ -924,6 +933,15 @@ class Job:
         self.pyspy_done = time.time()
         self.timing["stacks_taken_s"] = round(self.elapsed(), 1)
 
+    def _signal_stacks(self) -> None:
+        """`pkill -USR1 -P <agent>` on every node: each worker's faulthandler writes its
+        threads' stacks to its stderr (the trainer registered it for SIGUSR1)."""
+        for node in self.nodes:
+            _signal_all(self.worker_pids(node), signal.SIGUSR1)
+        time.sleep(1.0)
+        self.pyspy_done = time.time()
+        self.timing["stacks_taken_s"] = round(self.elapsed(), 1)
+
     def _collect(self, node: Node, spy: str) -> None:
         """The real `frtrace collect OUT/%h --under <agent>`, inside the node's namespace."""
         out = str(self.pyspy_path(node.host).parent if not self.rename else "")
@@ -940,6 +958,8 @@ class Job:
     def check_stacks(self) -> None:
         """Every worker's stack is in its node's file, each where it should be."""
         s = self.s
+        if s["pyspy"] == "faulthandler":
+            return  # in the logs, read once the job has ended (the launcher may buffer them)
         truth = self.truth()
         culprit_fn = {
             "stuck_loader": s["functions"]["slow_data_loader"],

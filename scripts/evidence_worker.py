@@ -18,6 +18,7 @@ copy replaces the identifiers, whole words only.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
 import os
@@ -176,6 +177,8 @@ def train(job: Job) -> None:
             level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout
         )
         log = logging.getLogger("train")
+    if SPEC["faulthandler"]:  # the on-call's `kill -USR1` prints every thread's stack
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     line = _identity(job)
     if line is not None:
         _say(job, log, line)

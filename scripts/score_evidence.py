@@ -168,7 +168,10 @@ def _judge_culprit(
             and (short(procs[0]["host"]) == short(culprit.get("host")))
         )
     if not v.culprit_ok:
-        v.among = bool(root["evidence"].get("undecidable")) and set(ranks) <= set(named)
+        named_pids = {p.get("pid") for p in procs}  # processes named without their ranks
+        v.among = bool(root["evidence"].get("undecidable")) and (
+            set(ranks) <= set(named) or (not named and culprit.get("pid") in named_pids)
+        )
         v.problems.append(f"culprit {ranks} (pid {culprit.get('pid')}), said {v.said}")
     want = short(culprit.get("host"))
     hosts = [short(h) for h in root.get("hosts", [])]
@@ -186,7 +189,9 @@ def _judge_detail(v: Verdict, culprit: dict[str, Any], root: dict[str, Any], tex
     pid = culprit.get("pid")
     function = culprit.get("function")
     stacked = rf"^Process {pid}:|^# frtrace-collect .*pid={pid}\b"
-    if function and pid and re.search(stacked, text, re.M):
+    # faulthandler's frame (`  File "x.py", line 12 in fn`): the culprit's own function
+    faulted = rf'File "[^"]*", line \d+ in {re.escape(function or "")}\s*$'
+    if function and pid and (re.search(stacked, text, re.M) or re.search(faulted, text, re.M)):
         checks.append(("function", function))
     exception = culprit.get("exception")
     if exception and re.search(rf"\[rank{culprit.get('rank')}\]: {re.escape(exception)}\b", text):
