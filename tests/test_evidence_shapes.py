@@ -1741,3 +1741,73 @@ def test_a_tied_rank_waiting_counts_against_an_untied_worker_in_another_collecti
     ]
     (finding,) = log_findings(gather([log], stacks))
     assert (finding.undecidable, [p.pid for p in finding.culprit_processes]) == (False, [102])
+
+
+# Two workers' real faulthandler dumps (`faulthandler.register(signal.SIGUSR1,
+# all_threads=True)`, then `kill -USR1`), one after the other in the stderr they share: the
+# newest thread first, the signalled main thread (`Current thread`) last.
+_TWO_FAULTHANDLER_DUMPS = """\
+Thread 0x00007f02fa56c6c0 (most recent call first):
+  File "/tmp/fh.py", line 8 in producer
+  File "/root/.pyenv/versions/3.11.7/lib/python3.11/threading.py", line 982 in run
+  File "/root/.pyenv/versions/3.11.7/lib/python3.11/threading.py", line 1045 in _bootstrap_inner
+  File "/root/.pyenv/versions/3.11.7/lib/python3.11/threading.py", line 1002 in _bootstrap
+
+Current thread 0x00007f02fab33b80 (most recent call first):
+  File "/tmp/fh.py", line 4 in stream_tokens
+  File "/tmp/fh.py", line 11 in <module>
+Current thread 0x00007f926f40ab80 (most recent call first):
+  File "/tmp/fh.py", line 6 in all_reduce
+  File "/tmp/fh.py", line 13 in <module>
+"""
+
+
+def test_two_workers_faulthandler_dumps_in_one_stream_are_two_processes(tmp_path: Path) -> None:
+    text = "".join(f"0: {line}\n" for line in _TWO_FAULTHANDLER_DUMPS.splitlines())
+    log = parse_log(_log(tmp_path, "slurm-77.out", text))
+    stacks = [stack for _speaker, stack in log.stacks]
+    assert [[t.frames[0].function for t in s.threads] for s in stacks] == [
+        ["producer", "stream_tokens"],
+        ["all_reduce"],
+    ]
+    assert [s.main.frames[0].function for s in stacks if s.main] == ["stream_tokens", "all_reduce"]
+
+
+def test_a_nodes_faulthandler_dumps_no_label_ties_stay_on_its_node_untied(tmp_path: Path) -> None:
+    """srun's task label names the node (its `Exited` line), not the rank: the workers' dumps
+    are that node's untied processes, for the analysis to tie by elimination."""
+    text = "".join(f"0: {line}\n" for line in _TWO_FAULTHANDLER_DUMPS.splitlines())
+    text += "srun: error: gpu7: task 0: Exited with exit code 1\n"
+    ev = gather([parse_log(_log(tmp_path, "slurm-77.out", text))], [])
+    assert sorted((p.host, p.threads[-1].frames[0].function) for p in ev.unmatched) == [
+        ("gpu7", "all_reduce"),
+        ("gpu7", "stream_tokens"),
+    ]
+
+
+def test_a_thread_after_the_current_one_and_an_empty_line_is_the_same_process(
+    tmp_path: Path,
+) -> None:
+    """CPython writes an empty line before every thread of a dump but the first: where the
+    signal landed on a thread other than the oldest, threads follow the current one."""
+    dump = _TWO_FAULTHANDLER_DUMPS.split("Current thread 0x00007f926f40ab80")[0]
+    dump += (
+        '\nThread 0x00007f02fa56d000 (most recent call first):\n  File "/tmp/fh.py", line 2 in x\n'
+    )
+    log = parse_log(_log(tmp_path, "node.log", dump))
+    (stack,) = [stack for _speaker, stack in log.stacks]
+    assert [t.frames[0].function for t in stack.threads] == ["producer", "stream_tokens", "x"]
+
+
+def test_dumps_whose_empty_lines_were_dropped_still_split_only_after_the_current_thread(
+    tmp_path: Path,
+) -> None:
+    """A log pipeline that drops empty lines: a worker's helper thread stays with its main
+    thread (the `Current thread`, last), not a process of its own outside collectives."""
+    text = "".join(f"{line}\n" for line in _TWO_FAULTHANDLER_DUMPS.splitlines() if line)
+    log = parse_log(_log(tmp_path, "node.log", text))
+    stacks = [stack for _speaker, stack in log.stacks]
+    assert [[t.frames[0].function for t in s.threads] for s in stacks] == [
+        ["producer", "stream_tokens"],
+        ["all_reduce"],
+    ]

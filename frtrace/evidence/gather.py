@@ -644,8 +644,13 @@ def _file_log(ev: Evidence, join: _Join, log: ParsedLog) -> None:
         if (r := owner(speaker)) is not None and len(entered) > len(r.entered):
             r.entered = list(entered)
     for speaker, stack in log.stacks:
-        if (r := owner(speaker)) is not None and r.stack is None:
-            r.stack = stack
+        if (r := owner(speaker)) is not None:
+            if r.stack is None:
+                r.stack = stack
+        elif stack.pid is None:  # a faulthandler dump from a stream several workers share
+            node = _node_of(nodes, log, speaker)
+            host = (nodes.host(node) if node is not None else "") or log.host
+            ev.unmatched.append(_on(stack, host) if host else stack)
     for speaker, lines in log.last_lines.items():
         if (r := owner(speaker)) is not None:
             r.last_lines = [*r.last_lines, *((Where(path, n), t) for n, t in lines)]
@@ -769,9 +774,12 @@ def _adopt(ev: Evidence, proc: ProcessStack, r: RankEvidence, why: str) -> None:
 
 def _note_tie(ev: Evidence, proc: ProcessStack, host: str, rank: int, why: str) -> None:
     """The report's note that a py-spy process was taken to be a rank, and why."""
-    ev.notes.append(
-        f"py-spy process {proc.pid} on {host or 'its node'} is taken to be rank {rank}: " + why
+    what = (
+        f"py-spy process {proc.pid}"
+        if proc.pid is not None
+        else f"the {proc.source} stack at {Path(proc.where.file).name}:{proc.where.line}"
     )
+    ev.notes.append(f"{what} on {host or 'its node'} is taken to be rank {rank}: " + why)
 
 
 def tie_by_waits(ev: Evidence, waiting: Collection[int], known: Collection[int]) -> None:

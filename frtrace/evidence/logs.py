@@ -72,7 +72,12 @@ _EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]{0,200}?)(?::\s?(?P<msg>.*))?$"
 # faulthandler (CPython Python/traceback.c, _Py_DumpTracebackThreads and dump_frame): a
 # `Fatal Python error: <reason>` or `Timeout (h:mm:ss)!` line, then per thread
 # `Thread 0x<id> (most recent call first):` (`Current thread 0x<id> ...` for the one that
-# dumps) and its frames `  File "<file>", line <n> in <function>`, innermost first.
+# dumps) and its frames `  File "<file>", line <n> in <function>`, innermost first. It walks
+# the interpreter's threads from their head (PyInterpreterState_ThreadHead, the newest
+# first) and writes an empty line before every thread but the first (`if (nthreads != 0)
+# PUTS(fd, "\n")`), so a thread header straight after a frame, once the dump has shown its
+# `Current thread` (a signal's main thread, the oldest, comes last), begins another
+# process's dump: workers sharing one stderr (`torchrun` without `--tee`).
 FAULT_THREAD = re.compile(
     r"^(?P<cur>Current thread|Thread) (?P<tid>0x[0-9a-fA-F]{1,16}) \(most recent call first\):"
 )
@@ -551,6 +556,8 @@ class _Faults:
     threads: list[ThreadStack] = field(default_factory=list)
     tid: str = ""
     current: bool = False
+    had_current: bool = False  # a `Current thread` was read
+    blank: bool = False  # the dump's last line was empty (CPython's between two threads)
     frames: list[PyFrame] = field(default_factory=list)
 
     def close_thread(self) -> None:
@@ -964,10 +971,15 @@ class _Parser:
         dump = self.faults.get(speaker)
         t = FAULT_THREAD.match(text)
         if t is not None:
+            if dump is not None and dump.had_current and not dump.blank:  # another process's
+                self._close_faults(speaker)
+                dump = None
             if dump is None:
                 dump = self.faults[speaker] = _Faults(where.line)
             dump.close_thread()
             dump.tid, dump.current = t.group("tid"), t.group("cur") == "Current thread"
+            dump.had_current = dump.had_current or dump.current
+            dump.blank = False
             return True
         if dump is None:
             if text.startswith("Fatal Python error"):
@@ -976,12 +988,14 @@ class _Parser:
             return False
         f = FAULT_FRAME.match(text)
         if f is not None and dump.tid:
+            dump.blank = False
             if len(dump.frames) < MAX_FRAMES:
                 dump.frames.append(
                     PyFrame(f.group("fn").strip(), f.group("file"), int(f.group("line")))
                 )
             return True
         if not text.strip() or text.startswith(("Python runtime state", "Extension modules")):
+            dump.blank = not text.strip()
             return True
         self._close_faults(speaker)
         return False
