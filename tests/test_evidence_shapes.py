@@ -1811,3 +1811,25 @@ def test_dumps_whose_empty_lines_were_dropped_still_split_only_after_the_current
         ["producer", "stream_tokens"],
         ["all_reduce"],
     ]
+
+
+def test_torchruns_own_faulthandler_dump_is_its_agent_not_a_worker(tmp_path: Path) -> None:
+    """The agent shares the node's stream too; its main thread runs torchrun's code (its
+    console script, torch/distributed/run.py, the elastic agent's `_invoke_run`)."""
+    from frtrace.evidence.gather import worker_processes
+
+    venv = "/venv/lib/python3.11/site-packages/torch/distributed"
+    agent = (
+        "Current thread 0x00007f00aa000000 (most recent call first):\n"
+        f'  File "{venv}/elastic/agent/server/api.py", line 923 in _invoke_run\n'
+        f'  File "{venv}/run.py", line 1019 in run\n'
+        '  File "/venv/bin/torchrun", line 8 in <module>\n'
+    )
+    text = "".join(f"0: {line}\n" for line in (_TWO_FAULTHANDLER_DUMPS + agent).splitlines())
+    text += "srun: error: gpu7: task 0: Exited with exit code 1\n"
+    ev = gather([parse_log(_log(tmp_path, "slurm-77.out", text))], [])
+    assert len(ev.unmatched) == 3
+    assert sorted(p.threads[-1].frames[0].function for p in worker_processes(ev)) == [
+        "all_reduce",
+        "stream_tokens",
+    ]

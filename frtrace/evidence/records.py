@@ -310,6 +310,11 @@ class Label:
     pid: int | None
 
 
+# torchrun's agent: `torchrun` (its console script) -> torch/distributed/run.py `main` ->
+# torch/distributed/elastic/agent/server/api.py `run`, where it waits on its workers
+_AGENT_FILES = re.compile(r"(?:^|/)torchrun$|torch/distributed/(?:run\.py|elastic/agent/)")
+
+
 @dataclass(frozen=True)
 class ProcessStack:
     """One process of a py-spy dump (or a faulthandler dump a log or a label ties to one)."""
@@ -337,8 +342,14 @@ class ProcessStack:
 
     @property
     def is_agent(self) -> bool:
-        """torchrun's agent itself, not a worker."""
-        return "torchrun" in self.cmdline or "torch.distributed.run" in self.cmdline
+        """torchrun's agent itself, not a worker: by its command line (py-spy's) or, where
+        none is known (faulthandler), by its main thread running the agent's code."""
+        if "torchrun" in self.cmdline or "torch.distributed.run" in self.cmdline:
+            return True
+        main = self.main
+        return main is not None and any(
+            _AGENT_FILES.search(f.file.replace("\\", "/")) for f in main.python_frames
+        )
 
 
 @dataclass
