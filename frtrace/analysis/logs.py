@@ -832,7 +832,8 @@ def group_findings(ev: Evidence) -> list[Finding]:
     order = _order_differs(ev, at, groups, steps, began, explained)
     if order is not None:
         return [order]
-    stuck, also = _waited_on(at, groups, began)
+    ordered = _program_order(_by_rank(began), groups)  # one program's order, as ranks show it
+    stuck, also = _waited_on(at, groups, began, ordered)
     if stuck is not None and not failed:  # a whole group waits inside it, others wait for it
         name, seq = stuck
         f = _stuck_at(ev, groups.get(name, _Group(name, members={})), seq, at, waits)
@@ -844,7 +845,7 @@ def group_findings(ev: Evidence) -> list[Finding]:
     explains: Counter[int] = Counter()
     behind: Counter[int] = Counter()
     # a call whose members are held in a call before it needs no absentee of its own
-    held = _held_first(at, groups, steps, began)
+    held = _held_first(at, groups, steps, ordered)
     counted = [p for p, f in found.items() if f.culprit_ranks and _call(p, groups) not in held]
     for p in counted or list(found):
         f = found[p]
@@ -888,11 +889,12 @@ def _held_first(
     at: dict[Place_, set[int]],
     groups: dict[str, _Group],
     steps: dict[str, int],
-    began: dict[Place_, dict[int, Wait]],
+    ordered: set[tuple[Call_, Call_]],
 ) -> set[Call_]:
     """The timed-out calls whose waits members held in an earlier call explain. A call comes
     before another where a member its peers wait for in the second waits itself in the
-    first, or where a rank surely began the first before the second (`_program_order`):
+    first, or where a rank surely began the first before the second (`ordered`,
+    `_program_order`):
     one program, so the order holds on every rank. The second's silent absentees may be
     held in the first as well, torn down before they logged, so their absence there is no
     evidence against them. Orders shown both ways (an order cycle) are not taken."""
@@ -907,7 +909,7 @@ def _held_first(
             continue
         for r in all_members(g.members, g.size, steps.get(g.desc)) - there:
             shown.update((_call(q, groups), _call(p, groups)) for q in where.get(r, ()))
-    shown |= _program_order(_by_rank(began), groups)
+    shown |= ordered
     return {b for a, b in shown if (b, a) not in shown and a != b}
 
 
@@ -950,7 +952,10 @@ def _by_rank(began: dict[Place_, dict[int, Wait]]) -> dict[int, list[tuple[Place
 
 
 def _waited_on(
-    at: dict[Place_, set[int]], groups: dict[str, _Group], began: dict[Place_, dict[int, Wait]]
+    at: dict[Place_, set[int]],
+    groups: dict[str, _Group],
+    began: dict[Place_, dict[int, Wait]],
+    ordered: set[tuple[Call_, Call_]],
 ) -> tuple[Place_ | None, list[Place_]]:
     """The timed-out collective whose group's every member waits in it while members of
     other timed-out groups, absent from theirs, wait there too: the end of the chain (a hang
@@ -961,10 +966,9 @@ def _waited_on(
     Where no other group's absentee waits in one, a whole group's that no other wait the
     logs show began before is the first to stop: the rest began behind it (other whole
     groups' that began too close to it for the clocks come second). A member's two works
-    too close for its clock are in the order other ranks surely began them in
-    (`_program_order`)."""
+    too close for its clock are in the order other ranks surely began them in (`ordered`,
+    `_program_order`)."""
     of_rank = _by_rank(began)
-    ordered = _program_order(of_rank, groups)
     absent: Counter[int] = Counter()  # in how many timed-out collectives each rank is missing
     for (name, _seq), there in at.items():
         h = groups.get(name)
