@@ -1693,15 +1693,17 @@ _PYSPY_BLOCK = (
 )
 
 
-def _untied_stacks(tmp_path: Path, fns: list[str]) -> list[Finding]:
-    """One py-spy file per node, one untied worker in each, in the collective `fns` names."""
+def _untied_stacks(tmp_path: Path, fns: list[str], logs: tuple[str, ...] = ()) -> list[Finding]:
+    """One py-spy file per node, one untied worker in each (pid 100, 101, ...), in the
+    collective `fns` names; `logs`: the job's log lines beside them."""
     from frtrace.evidence.pyspy import parse_pyspy
 
     stacks = [
         parse_pyspy(_log(tmp_path, f"pyspy_node{i}.txt", _PYSPY_BLOCK.format(pid=100 + i, fn=fn)))
         for i, fn in enumerate(fns)
     ]
-    return log_findings(gather([], stacks))
+    parsed = [parse_log(_log(tmp_path, "node0.log", "".join(logs)))] if logs else []
+    return log_findings(gather(parsed, stacks))
 
 
 def test_one_untied_worker_in_barrier_and_one_in_all_reduce_are_both_named_undecidable(
@@ -1732,14 +1734,8 @@ def test_a_tied_rank_waiting_counts_against_an_untied_worker_in_another_collecti
 ) -> None:
     """Rank 0 (its pid in the job's log) and one untied worker wait in barrier, one untied
     worker in all_reduce: two against one, so the one in all_reduce is named."""
-    from frtrace.evidence.pyspy import parse_pyspy
-
-    log = parse_log(_log(tmp_path, "node0.log", "[node0:0]:rank 0 pid 100 on node0\n"))
-    stacks = [
-        parse_pyspy(_log(tmp_path, f"pyspy_node{i}.txt", _PYSPY_BLOCK.format(pid=100 + i, fn=fn)))
-        for i, fn in enumerate(["barrier", "barrier", "all_reduce"])
-    ]
-    (finding,) = log_findings(gather([log], stacks))
+    tied = ("[node0:0]:rank 0 pid 100 on node0\n",)
+    (finding,) = _untied_stacks(tmp_path, ["barrier", "barrier", "all_reduce"], tied)
     assert (finding.undecidable, [p.pid for p in finding.culprit_processes]) == (False, [102])
 
 
