@@ -11,7 +11,7 @@ import pytest
 from conftest import FIXTURES
 from log_builders import nccl_watchdog_lines
 
-from frtrace.analysis.findings import Finding
+from frtrace.analysis.findings import Finding, Kind
 from frtrace.analysis.logs import all_members, log_findings, member_global, member_range
 from frtrace.evidence.gather import DumpHost, dump_host, gather
 from frtrace.evidence.logs import host_from_path, parse_log
@@ -1829,3 +1829,36 @@ def test_torchruns_own_faulthandler_dump_is_its_agent_not_a_worker(tmp_path: Pat
         "all_reduce",
         "stream_tokens",
     ]
+
+
+def test_a_role_of_zero_is_not_a_host_without_digits(tmp_path: Path) -> None:
+    """`--role <node index>:` gives node 0 `[0:2]:`; a host with no digits at all (`nodeB`,
+    from node 1's summary) is not the one whose digits `0` are, so node 0's untagged lines
+    stay with node 0's ranks."""
+    node_a = _log(
+        tmp_path,
+        "trace-nodeA.out",
+        "0: [0:2]:[rank2]: step 3 done\n0: [0:2]:untagged line of local rank 2\n",
+    )
+    summary = (
+        "1: Root Cause (first observed failure):\n1: [0]:\n1:   host      : nodeB\n"
+        "1:   rank      : 10 (local_rank: 2)\n1:   exitcode  : -6 (pid: 310)  (SIGABRT)\n"
+        "1: ------------------------------------------------------------\n"
+    )
+    node_b = _log(tmp_path, "trace-nodeB.out", "1: [1:2]:[rank10]: step 3 done\n" + summary)
+    ev = gather([parse_log(node_a), parse_log(node_b)], [])
+    texts = {r: [t for _w, t in ev.ranks[r].last_lines] for r in (2, 10)}
+    assert any("untagged line" in t for t in texts[2])
+    assert not any("untagged line" in t for t in texts[10])
+
+
+def test_two_ranks_claiming_one_group_rank_do_not_stop_the_analysis(tmp_path: Path) -> None:
+    """Logs of two jobs in one folder, or a join gone wrong: ranks 2 and 10 both say they
+    are group rank 2 of `mesh_tp` 1. The analysis goes on (it divided by the gap between
+    group ranks) and names the member that claims the group and logged no timeout."""
+    lines = [_init_line(r, "1", "mesh_tp", r % 4, 4) for r in (0, 1, 2, 10)]
+    for r in (0, 1, 2):
+        lines += _timed_out(r, "1", "mesh_tp", r, 7, 0)
+    found = _log_findings(tmp_path, lines)
+    assert found and (found[0].kind, found[0].waiting_ranks) == (Kind.MISSING_RANKS, [0, 1, 2])
+    assert 10 in found[0].culprit_ranks

@@ -750,7 +750,7 @@ def mesh_steps(groups: Iterable[_Group]) -> dict[str, int]:
             continue
         by_group = sorted((gr, r) for r, gr in g.members.items())
         steps = {
-            (r1 - r0) // (g1 - g0) if (r1 - r0) % (g1 - g0) == 0 else -1
+            (r1 - r0) // (g1 - g0) if g1 != g0 and (r1 - r0) % (g1 - g0) == 0 else -1
             for (g0, r0), (g1, r1) in itertools.pairwise(by_group)
         }
         seen[g.desc].update(steps if len(steps) == 1 else {-1})

@@ -187,7 +187,12 @@ class _Nodes:
                 continue
             if any(not n.isdigit() for n in self.totals.get(self.find(key), ())):
                 continue
-            digits = [h for h in hosts if re.sub(r"\D", "", h).lstrip("0") == key[1].lstrip("0")]
+            # a host without digits is no role's (role `0:` is not `nodeB`'s)
+            digits = [
+                h
+                for h in hosts
+                if (d := re.sub(r"\D", "", h)) and d.lstrip("0") == key[1].lstrip("0")
+            ]
             if len(digits) == 1:
                 self.union(by_name[digits[0]], key)
 
