@@ -1862,3 +1862,15 @@ def test_two_ranks_claiming_one_group_rank_do_not_stop_the_analysis(tmp_path: Pa
     found = _log_findings(tmp_path, lines)
     assert found and (found[0].kind, found[0].waiting_ranks) == (Kind.MISSING_RANKS, [0, 1, 2])
     assert 10 in found[0].culprit_ranks
+
+
+def test_a_labelled_file_of_one_task_is_that_nodes_file(tmp_path: Path) -> None:
+    """`srun --label --output=trace-%N.out`: one file per node, every line `0: `; the file's
+    name names node 0, while a labelled file of several tasks names none."""
+    one = "0: [default2]:[rank2]: step 3 done\n0: [default3]:[rank3]: step 3 done\n"
+    ev = gather([parse_log(_log(tmp_path, "trace-gpu017.out", one))], [])
+    assert (ev.ranks[2].host, ev.ranks[3].host) == ("gpu017", "gpu017")
+    both = one + "1: [default0]:[rank4]: step 3 done\n"
+    (tmp_path / "b").mkdir()
+    ev = gather([parse_log(_log(tmp_path / "b", "trace-gpu017.out", both))], [])
+    assert (ev.ranks[2].host, ev.ranks[4].host) == ("", "")

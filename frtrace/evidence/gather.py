@@ -226,14 +226,23 @@ def useful_host(name: str) -> bool:
 
 def per_node(log: ParsedLog) -> bool:
     """Whether a file holds one node's output, so that its place (folder, name) names that
-    node and its unlabelled lines are that node's: no srun labels, at most one torchrun
-    `--role <host>:`, one agent, one host in torchelastic's summary. A job-wide file (every
-    node's output interleaved without labels) names no node by itself."""
-    if log.labelled:
+    node and its unlabelled lines are that node's: srun labels of one task at most (srun's
+    `--output=trace-%N.out` writes one file per node, the `%N` filename pattern of srun's
+    man page, and torchrun runs as one task per node), at most one torchrun `--role
+    <host>:`, one agent, one host in torchelastic's summary. A job-wide file (every node's
+    output interleaved without labels) names no node by itself."""
+    if log.labelled and len(_tasks(log)) != 1:
         return False
     roles = {s.node_role for s in log.speakers if s.node_role}
     hosts = {short_host(e.host) for _s, e in log.exits if useful_host(e.host)}
     return len(roles) <= 1 and len(hosts) <= 1 and len(log.agent_pids) <= 1
+
+
+def _tasks(log: ParsedLog) -> set[int]:
+    """The srun tasks a labelled file's lines carry."""
+    speakers = [*log.speakers, *(s for s, _r in log.rosters), *(s for s, _e in log.exits)]
+    speakers += [s for s, _a in log.agent]
+    return {s.task for s in speakers if s.task is not None}
 
 
 def _speaker_keys(nodes: _Nodes, log: ParsedLog, speaker: Speaker) -> list[Key]:
@@ -328,6 +337,8 @@ def _build_nodes(
             nodes.find(file_key)
             if len(roles) == 1:
                 nodes.union(file_key, ("role", roles.pop()))
+            if log.labelled:  # one task's file (`per_node`): the task is the file's node
+                nodes.union(file_key, ("task", str(_tasks(log).pop())))
             if log.host and log.file_rank is None:
                 nodes.name(file_key, log.host, _MEDIUM)
         by_pid: dict[int, Key] = {}
