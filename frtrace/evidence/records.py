@@ -10,6 +10,7 @@ it before printing.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -340,10 +341,11 @@ class ProcessStack:
                 return t
         return self.threads[0] if self.threads else None
 
-    @property
+    @functools.cached_property
     def is_agent(self) -> bool:
         """torchrun's agent itself, not a worker: by its command line (py-spy's) or, where
-        none is known (faulthandler), by its main thread running the agent's code."""
+        none is known (faulthandler), by its main thread running the agent's code (read
+        once: the joining step asks for every untied process several times)."""
         if "torchrun" in self.cmdline or "torch.distributed.run" in self.cmdline:
             return True
         main = self.main
