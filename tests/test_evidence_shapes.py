@@ -628,7 +628,7 @@ def test_a_mesh_dimensions_slice_begins_at_its_first_coordinate(tmp_path: Path) 
     for grank, rank in enumerate(range(12, 19)):
         lines += _timed_out(rank, "10", "mesh_dp", grank, 4, grank)
     (finding,) = _log_findings(tmp_path, lines)
-    assert (finding.kind, finding.culprit_ranks) == ("missing_ranks", [19, 20, 21, 22, 23])
+    assert (finding.kind, finding.not_issued_by) == ("missing_ranks", [19, 20, 21, 22, 23])
 
 
 def test_a_mesh_dimensions_size_the_world_leaves_open_is_at_least_the_least_it_can_be(
@@ -641,7 +641,7 @@ def test_a_mesh_dimensions_size_the_world_leaves_open_is_at_least_the_least_it_c
     for grank, rank in enumerate(range(16, 22)):
         lines += _timed_out(rank, "10", "mesh_dp", grank, 4, grank)
     (finding,) = _log_findings(tmp_path, lines)
-    assert (finding.kind, finding.culprit_ranks) == ("missing_ranks", [22, 23])
+    assert (finding.kind, finding.not_issued_by) == ("missing_ranks", [22, 23])
 
 
 def test_a_size_the_groups_state_wins_over_the_mesh_inference(tmp_path: Path) -> None:
@@ -743,7 +743,7 @@ def test_silent_ranks_dp_peers_waiting_for_them_do_not_single_them_out(tmp_path:
     for rank in (8, 9, 10, 12, 13, 14, 15):
         lines += _timed_out(rank, str(20 + rank % 8), "mesh_dp", 1, 5, rank)
     (finding,) = _log_findings(tmp_path, lines)
-    assert (finding.kind, finding.pg_name, finding.culprit_ranks, finding.undecidable) == (
+    assert (finding.kind, finding.pg_name, finding.not_issued_by, finding.undecidable) == (
         "missing_ranks",
         "1",
         [1, 3, 5],
@@ -786,7 +786,7 @@ def test_where_only_later_calls_show_silent_absentees_they_are_named_undecidable
     for rank in (9, 10, 12, 13, 15):
         lines += _timed_out(rank, "2", "mesh_dp", rank - 8, 3, 5)
     (finding,) = _log_findings(tmp_path, lines)
-    assert (finding.kind, finding.culprit_ranks, finding.undecidable) == (
+    assert (finding.kind, finding.not_issued_by, finding.undecidable) == (
         "missing_ranks",
         [8, 11, 14],
         True,
@@ -1611,6 +1611,27 @@ def test_one_sibling_rank_alone_does_not_tell_a_pair_split_on_the_size_apart(
     assert (finding.culprit_ranks, finding.undecidable) == ([2, 3], True)
 
 
+def test_a_member_alone_with_a_size_no_sibling_group_used_is_the_odd_call(
+    tmp_path: Path,
+) -> None:
+    """Rank 3 logged nothing; rank 2 waited with 2048 elements where every other tp pair
+    waited with 1024 at the same seq: rank 2's call is the odd one, not rank 3's absence."""
+    logged = (0, 1, 2, 4, 5, 6, 7)
+    (finding,) = _log_findings(tmp_path, _tp_pairs_sizes({2: 2048}, logged=logged))
+    assert (finding.kind, finding.culprit_ranks, finding.undecidable) == (
+        "size_mismatch",
+        [2],
+        False,
+    )
+    assert "rank 3 of the group logged nothing" in detail(finding)
+
+
+def test_a_member_alone_with_the_usual_size_is_no_size_mismatch(tmp_path: Path) -> None:
+    logged = (0, 1, 2, 4, 5, 6, 7)
+    (finding,) = _log_findings(tmp_path, _tp_pairs_sizes({}, logged=logged))
+    assert finding.kind != "size_mismatch"
+
+
 def test_a_mesh_dimensions_step_is_the_one_its_members_group_ranks_leave(
     tmp_path: Path,
 ) -> None:
@@ -1874,3 +1895,39 @@ def test_a_labelled_file_of_one_task_is_that_nodes_file(tmp_path: Path) -> None:
     (tmp_path / "b").mkdir()
     ev = gather([parse_log(_log(tmp_path / "b", "trace-gpu017.out", both))], [])
     assert (ev.ranks[2].host, ev.ranks[4].host) == ("", "")
+
+
+def _tp_quad_one_logged(silent: tuple[int, ...]) -> list[str]:
+    """A tp group of four, ranks 0-3: rank 2 timed out in its 9th collective; the ranks of
+    `silent` logged nothing, the others timed out beside rank 2."""
+    lines = [_init_line(r, "5", "mesh_tp", r, 4) for r in range(4)]
+    for r in range(4):
+        if r not in silent:
+            lines += _timed_out(r, "5", "mesh_tp", r, 9, 0)
+    return lines
+
+
+def test_several_silent_members_may_all_wait_inside_so_the_waiting_rank_is_named_too(
+    tmp_path: Path,
+) -> None:
+    """Three of four members logged nothing: they never joined, or the whole group is stuck
+    inside the collective and their watchdogs had not fired yet when the job came down."""
+    (found,) = _log_findings(tmp_path, _tp_quad_one_logged((0, 1, 3)))
+    assert (found.culprit_ranks, found.undecidable) == ([0, 1, 2, 3], True)
+    assert found.not_issued_by == [0, 1, 3]
+    text = detail(found)
+    assert "rank 2 waited in all_reduce at mesh_tp#9 (pg 5)" in text
+    assert "ranks 0-1,3 never joined it, or all of them wait inside it" in text
+
+
+def test_members_that_failed_by_themselves_are_named_without_the_waiting_ones(
+    tmp_path: Path,
+) -> None:
+    lines = _tp_quad_one_logged((0, 1, 3)) + _raised(0, "RuntimeError: CUDA error")
+    (found,) = _log_findings(tmp_path, lines + _raised(3, "RuntimeError: CUDA error"))
+    assert (found.culprit_ranks, found.undecidable) == ([0, 3], True)
+
+
+def test_one_silent_member_among_waiting_ones_is_named_alone(tmp_path: Path) -> None:
+    (found,) = _log_findings(tmp_path, _tp_quad_one_logged((1,)))
+    assert (found.culprit_ranks, found.undecidable) == ([1], False)

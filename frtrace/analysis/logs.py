@@ -757,15 +757,24 @@ def mesh_steps(groups: Iterable[_Group]) -> dict[str, int]:
     return {desc: next(iter(s)) for desc, s in seen.items() if len(s) == 1 and min(s) > 0}
 
 
-def member_range(members: dict[int, int], group_rank: int, top: int) -> tuple[int, int]:
+def member_range(
+    members: dict[int, int],
+    group_rank: int,
+    top: int,
+    by_group: list[tuple[int, int]] | None = None,
+) -> tuple[int, int]:
     """The global ranks a group member could be, from the members the logs show: group ranks
     follow global ranks in order, so it lies between its shown neighbours with room for the
-    members between (`top`: the highest global rank known)."""
-    by_group = sorted((g, r) for r, g in members.items())
-    below = [(g, r) for g, r in by_group if g < group_rank]
-    above = [(g, r) for g, r in by_group if g > group_rank]
-    lowest = below[-1][1] + (group_rank - below[-1][0]) if below else group_rank
-    highest = above[0][1] - (above[0][0] - group_rank) if above else top
+    members between (`top`: the highest global rank known). `by_group`: the members as
+    sorted (group rank, global rank) pairs, where the caller asks for many members."""
+    if by_group is None:
+        by_group = sorted((g, r) for r, g in members.items())
+    lo = bisect.bisect_left(by_group, (group_rank, -1))
+    hi = bisect.bisect_left(by_group, (group_rank + 1, -1))
+    below = by_group[lo - 1] if lo > 0 else None
+    above = by_group[hi] if hi < len(by_group) else None
+    lowest = below[1] + (group_rank - below[0]) if below else group_rank
+    highest = above[1] - (above[0] - group_rank) if above else top
     return lowest, highest
 
 
@@ -871,6 +880,13 @@ def group_findings(ev: Evidence) -> list[Finding]:
             k: v for k, v in root.facts.get("culprits", {}).items() if int(k) in chosen
         }
         root.undecidable = len(chosen) > 1
+        if root.undecidable and root.waiting_ranks and not best[0]:
+            # several members showed no trouble of their own: they never joined it, or the
+            # whole group waits inside it and their watchdogs had not fired when the job came
+            # down (each fires at its own start plus the timeout: ProcessGroupNCCL.cpp,
+            # WorkNCCL::checkTimeout); nothing tells these apart: the waiting are named too
+            root.facts["or_inside"] = list(root.waiting_ranks)
+            root.culprit_ranks = sorted({*chosen, *root.waiting_ranks})
         return [root]
     if found:  # members the logs never show, their global ranks untold
         return [max(found.values(), key=lambda f: (len(f.waiting_ranks), f.pg_name))]
@@ -1272,10 +1288,11 @@ def _unshown(
     derived = members_global(members, unknown, mesh_step)
     candidates: set[int] = set()
     top = max(ev.ranks, default=-1)
+    by_group = sorted((g, r) for r, g in members.items())
     for i, rank in derived.items():
         if rank is not None:
             continue
-        lowest, highest = member_range(members, i, top)
+        lowest, highest = member_range(members, i, top, by_group)
         fits = [
             r for r in ev.ranks if lowest <= r <= highest and r not in members and r not in siblings
         ]
@@ -1354,6 +1371,18 @@ def _group_place(
         stopped = sorted(candidates)
     if not stopped and not hidden:
         return None
+    sizes = set(numels.values())
+    if usual is not None and len(numels) == len(at) and len(sizes) == 1 and usual[0] not in sizes:
+        # the members that waited agree on a size no sibling group waited with (a mesh
+        # dimension's groups run one program), and the others logged nothing: theirs is the
+        # odd call, whether the silent ones wait inside it with the usual size or not
+        facts.update(column="input_numel", by_rank={str(r): v for r, v in sorted(numels.items())})
+        facts.update(decided_by="siblings", siblings=usual[1], sibling_call=usual[0])
+        facts.update(silent=sorted(set(stopped)), unknown_members=hidden)
+        return _group_finding(
+            Kind.SIZE_MISMATCH, Reason.SIBLINGS_DIFFER, g, seq, wait.op, waiting, [], members,
+            facts, undecidable=False,
+        )  # fmt: skip
     if blocked:
         facts["elsewhere"] = {str(r): _op(states[r]) for r in sorted(blocked) if r in states}
     if hidden:

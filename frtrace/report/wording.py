@@ -105,6 +105,12 @@ def _siblings_differ(f: Finding) -> str:
         if gone and not f.waiting_ranks
         else ""
     )
+    silent = [int(r) for r in f.facts.get("silent", [])]
+    if silent:  # the members that could tell were torn down before they logged
+        beside = (
+            f"; {who(silent)} of the group logged nothing (inside it with another size, or "
+            "never there; from the logs)"
+        )
     return (
         f"{where(f.place)}: {who(ranks)} issued {_column_values(f, ranks)}, where the other "
         f"{_siblings(f)} issued {f.facts.get('sibling_call', '-')} at the same seq: "
@@ -493,6 +499,8 @@ def _never_joined(f: Finding) -> str:
         what += f" at {where(f.place)}"
     procs = list(f.facts.get("processes", []))
     unknown = list(f.facts.get("unknown_members", []))
+    inside = [int(r) for r in f.facts.get("or_inside", [])]
+    culprits = [r for r in culprits if r not in inside]
     blamed = who(culprits) if culprits else ""
     if procs:
         pids = _processes_text(procs)
@@ -562,6 +570,12 @@ def _never_joined(f: Finding) -> str:
         parts.append(
             f"{members} of the group {'are' if len(unknown) > 1 else 'is'} in no log (its "
             "global rank cannot be told from the members the logs show)"
+        )
+    if inside:  # the silent ones never joined, or every member waits inside it
+        return (
+            f"{head}, or all of them wait inside it (a stuck collective) and the "
+            f"watchdogs of {who(culprits)} had not fired when the job came down: "
+            f"{'; '.join(parts)}; which is undecidable, all are named (from the logs)"
         )
     return f"{head}: {'; '.join(parts)} (from the logs)"
 
