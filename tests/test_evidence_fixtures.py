@@ -238,3 +238,34 @@ def test_an_even_split_without_the_agents_closing_line_stays_undecidable(tmp_pat
     code, data, _text = report(tmp_path / "evidence")
     root = data["root_cause"]
     assert (code, root["culprit_ranks"], root["evidence"]["undecidable"]) == (1, [0, 1], True)
+
+
+def test_untied_dumps_without_a_pid_are_named_by_host_and_place_never_pid_none(
+    tmp_path: Path,
+) -> None:
+    """Two faulthandler dumps in one node's shared stream (no pid, no rank), rank 0 waiting
+    elsewhere: the report names them by host and by where each stack is, and its JSON holds
+    a null pid and no py-spy command for a pid it does not know."""
+    dump = (
+        "Current thread 0x00007f02fab33b80 (most recent call first):\n"
+        '  File "/job/main.py", line 67 in fetch_batch\n'
+        "Current thread 0x00007f926f40ab80 (most recent call first):\n"
+        '  File "/job/main.py", line 90 in read_shard\n'
+    )
+    gloo = (
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "/venv/torch/distributed/distributed_c10d.py", line 3252, in all_reduce\n'
+        "[rank0]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc"
+        ":78] Timed out waiting 16000ms for recv operation to complete\n"
+    )
+    text = "".join(f"1: {line}\n" for line in dump.splitlines())
+    text += "".join(f"0: {line}\n" for line in gloo.splitlines())
+    text += "srun: error: gpu7: task 1: Exited with exit code 1\n"
+    (tmp_path / "slurm-77.out").write_text(text)
+    code, data, said = report(tmp_path)
+    root = data["root_cause"]
+    assert code == 1 and root["culprit_ranks"] == []
+    assert [p["pid"] for p in root["culprit_processes"]] == [None, None]
+    assert "pid None" not in said and "--pid None" not in json.dumps(data)
+    assert "2 processes on gpu7" in said
+    assert "a process on gpu7 (its stack at slurm-77.out:1)" in said.replace("\n  ", " ")

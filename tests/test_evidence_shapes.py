@@ -1931,3 +1931,27 @@ def test_members_that_failed_by_themselves_are_named_without_the_waiting_ones(
 def test_one_silent_member_among_waiting_ones_is_named_alone(tmp_path: Path) -> None:
     (found,) = _log_findings(tmp_path, _tp_quad_one_logged((1,)))
     assert (found.culprit_ranks, found.undecidable) == ([1], False)
+
+
+def test_a_hosts_one_faulthandler_dump_outside_collectives_is_its_rank_not_waiting(
+    tmp_path: Path,
+) -> None:
+    """torchrun without --tee under `srun --label`, one worker per node: rank 0 timed out in
+    gloo on gpu7; on gpu8 rank 1 waits in nothing and the one dump (no pid, no rank) is
+    outside collectives: that dump is rank 1's live stack."""
+    idle = (
+        "Current thread 0x00007f02fab33b80 (most recent call first):\n"
+        '  File "/job/main.py", line 67 in fetch_batch\n'
+        '  File "/job/main.py", line 221 in fit\n'
+    )
+    text = "".join(f"0: {line}\n" for line in _gloo_timeout(0).splitlines())
+    text += "1: worker started: rank=1 pid=4343\n"
+    text += "".join(f"1: {line}\n" for line in idle.splitlines())
+    text += "srun: error: gpu7: task 0: Exited with exit code 1\n"
+    text += "slurmstepd: error: *** STEP 77.0 ON gpu8 CANCELLED AT 2026-11-29T04:31:09 ***\n"
+    text = text.replace("slurmstepd:", "1: slurmstepd:")
+    ev = gather([parse_log(_log(tmp_path, "slurm-77.out", text))], [])
+    rank1 = ev.ranks[1]
+    assert rank1.host == "gpu8" and rank1.stack is not None
+    assert rank1.stack.main is not None and rank1.stack.main.frames[0].function == "fetch_batch"
+    assert not ev.unmatched

@@ -32,6 +32,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from frtrace.analysis.findings import Finding, Kind, ProcessRef, Reason
@@ -256,6 +257,8 @@ def _where_stuck(stack: ProcessStack) -> dict[str, Any]:
 def _process_facts(state: ProcessState) -> dict[str, Any]:
     proc = state.proc
     out: dict[str, Any] = {"state": state.state, "host": proc.host, "pid": proc.pid}
+    if proc.pid is None:  # a faulthandler dump: where it is tells it from its node's others
+        out["at"] = f"{Path(proc.where.file).name}:{proc.where.line}"
     out.update(_where_stuck(proc))
     if state.place is not None:
         out["op"] = state.place.op

@@ -18,7 +18,8 @@ The readers give each record its speaker as the line states it; here speakers be
 4. Stacks. A py-spy process is a rank's by its label, its (node, pid), its `--locals`; on a
    node whose worker processes and ranks are as many, the last unmatched pair is the same; the
    one process outside collectives on a node where one rank is not waiting is that rank (a
-   note says so). What nothing ties stays a process on a host, never a guessed rank.
+   note says so), also for faulthandler dumps filed by host alone. What nothing ties stays a
+   process on a host, never a guessed rank.
 """
 
 from __future__ import annotations
@@ -762,7 +763,19 @@ def _match_stacks(ev: Evidence, join: _Join, stacks: list[ParsedStacks]) -> None
         procs = _eliminate(ev, join, residents, node, procs)
         for proc in procs:
             ev.unmatched.append(proc if proc.host == host or not host else _on(proc, host))
+    _lone_idle_on_hosts(ev)
     _eliminate_job(ev, join)
+
+
+def _lone_idle_on_hosts(ev: Evidence) -> None:
+    """The stacks no node's elimination saw (faulthandler dumps in a stream several workers
+    share, filed by host alone): on each host, the one untied process outside collectives
+    and the one rank without a stack its logs show waiting in none (`_lone_idle`)."""
+    procs_on, free_on = untied_on_hosts(ev)
+    for host, procs in procs_on.items():
+        pair = _lone_idle(procs, free_on.get(host, []), lambda r: bool(r.waits))
+        if pair is not None:
+            _adopt(ev, *pair, LONE_IDLE)
 
 
 def _eliminate_job(ev: Evidence, join: _Join) -> None:

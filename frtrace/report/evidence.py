@@ -15,7 +15,7 @@ from frtrace.analysis.analyze import Analysis
 from frtrace.analysis.findings import ProcessRef
 from frtrace.evidence.gather import in_collective
 from frtrace.evidence.records import Evidence, ProcessStack, RankEvidence
-from frtrace.report.fmt import ranks_text
+from frtrace.report.fmt import process_text, ranks_text
 
 STACK_FRAMES = 3  # live frames shown per culprit in the text report
 THREADS_SHOWN = 3  # other threads of a culprit's live stack named in the text report
@@ -154,17 +154,27 @@ def process_of(analysis: Analysis, ref: ProcessRef) -> ProcessStack | None:
 def process_rows(analysis: Analysis, ref: ProcessRef, frames: int | None) -> list[tuple[str, str]]:
     """(label, text) rows saying what the stacks show of a culprit process whose rank no
     evidence states."""
-    who = f"pid {ref.pid}" + (f" on {ref.host}" if ref.host else "")
-    rows = [("culprit", f"{who} (no log or label ties it to a rank)")]
+    why = "no log or label ties it to a rank"
+    if ref.pid is None:
+        why = f"its stack names no pid, and {why}"
+    rows = [("culprit", f"{process_text(ref.pid, ref.host)} ({why})")]
     proc = process_of(analysis, ref)
     if proc is not None:
         rows.append(("files", _name(proc.where.file, analysis.ctx.trace.trace_dir)))
         rows += _live_rows(proc, frames)
-    host = shlex.quote(ref.host) if ref.host else ""
-    if ref.pid is not None:
-        step = (f"ssh {host} " if host else "") + f"py-spy dump --pid {ref.pid}  (if it still runs)"
+    if step := _process_step(ref):
         rows.append(("next step", step))
     return rows
+
+
+def _process_step(ref: ProcessRef) -> str:
+    """py-spy on the process, or on every worker of its host where no pid is known."""
+    host = shlex.quote(ref.host) if ref.host else ""
+    if ref.pid is not None:
+        return (f"ssh {host} " if host else "") + f"py-spy dump --pid {ref.pid}  (if it still runs)"
+    if host:
+        return f"ssh {host} 'pgrep -P $(pgrep -o python) | xargs -I {{}} py-spy dump --pid {{}}'"
+    return ""
 
 
 def process_evidence(analysis: Analysis, ref: ProcessRef) -> dict[str, Any]:
@@ -180,8 +190,7 @@ def process_evidence(analysis: Analysis, ref: ProcessRef) -> dict[str, Any]:
         "pid": ref.pid,
         "files": [proc.where.file] if proc is not None else [],
         "evidence": shown,
-        "next_step": (f"ssh {ref.host} " if ref.host else "")
-        + f"py-spy dump --pid {ref.pid}  (if it still runs)",
+        "next_step": _process_step(ref) or None,
     }
 
 

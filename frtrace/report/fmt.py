@@ -166,3 +166,26 @@ class MarkedStyle(Style):
         """The report with control characters escaped and the styling made real."""
         text = safe(report, keep_newlines=True)
         return text.replace(self.mark, "\033[") if self.enabled else text
+
+
+def process_text(pid: object, host: object = "", at: object = "") -> str:
+    """`pid 4123 on node17`, for a process no evidence ties to a rank; a faulthandler dump
+    in a stream several workers share names no pid: `a process on node17`, told apart by
+    where its stack is (`at`: `slurm-77.out:14`) where known."""
+    on = f" on {host}" if host else ""
+    if pid is not None:
+        return f"pid {pid}{on}"
+    return f"a process{on}" + (f" (its stack at {at})" if at else "")
+
+
+def processes_text(procs: Iterable[tuple[object, object]]) -> str:
+    """(pid, host) pairs as `pid 4123 on node17, 2 processes on node18` (those with no pid
+    counted by host)."""
+    shown: dict[str, int] = {}
+    for pid, host in procs:
+        text = process_text(pid, host)
+        shown[text] = shown.get(text, 0) + 1
+    return ", ".join(
+        t if n == 1 or not t.startswith("a process") else f"{n} processes{t[len('a process') :]}"
+        for t, n in shown.items()
+    )

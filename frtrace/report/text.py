@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from frtrace.analysis.findings import Finding
 from frtrace.report.evidence import culprit_rows, inputs_summary, process_rows, ranks_seen
-from frtrace.report.fmt import ELLIPSIS, Style, ranks_subject, ranks_text
+from frtrace.report.fmt import ELLIPSIS, Style, processes_text, ranks_subject, ranks_text
 from frtrace.report.summary import loaded_summary
 from frtrace.report.view import CAUSE, ROOT, ReportView, Shown
 
@@ -269,7 +269,7 @@ def _root_block(
     )
     rows = [("culprit ranks", ranks_text(f.culprit_ranks))]
     if f.culprit_processes:
-        pids = [f"pid {p.pid}" + (f" on {p.host}" if p.host else "") for p in f.culprit_processes]
+        pids = [processes_text((p.pid, p.host) for p in f.culprit_processes)]
         if not f.culprit_ranks:
             rows = []
         rows.append(("culprit process", ", ".join(pids) + " (rank not in the logs)"))

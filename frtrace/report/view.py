@@ -19,7 +19,7 @@ import numpy as np
 from frtrace.analysis.analyze import Analysis, Unseen
 from frtrace.analysis.findings import Finding, Place
 from frtrace.report.evidence import hosts_of, rank_count
-from frtrace.report.fmt import ranks_subject
+from frtrace.report.fmt import processes_text, ranks_subject
 from frtrace.report.wording import (
     chain_lines,
     decided_line,
@@ -324,8 +324,12 @@ def _verdict(analysis: Analysis) -> Verdict:
     if f.culprit_ranks:
         who = ranks_subject(f.culprit_ranks)
     elif f.culprit_processes:
-        pids = ", ".join(str(p.pid) for p in f.culprit_processes[:3])
-        who = f"pid{'s' if len(f.culprit_processes) > 1 else ''} {pids} (rank unknown)"
+        procs = f.culprit_processes[:3]
+        if all(p.pid is not None for p in procs):
+            pids = ", ".join(str(p.pid) for p in procs)
+            who = f"pid{'s' if len(f.culprit_processes) > 1 else ''} {pids} (rank unknown)"
+        else:  # a faulthandler dump names no pid
+            who = processes_text((p.pid, "") for p in procs) + " (rank unknown)"
     else:
         who = "not in the inputs"
     text = f"{state}: root cause {f.kind}, culprit {who}{on}, {where(f.place)}"

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from frtrace.analysis.findings import Finding, Hop, Note, Place
 from frtrace.loading.memory import Shortfall
-from frtrace.report.fmt import rank_ranges, verb, who
+from frtrace.report.fmt import process_text, rank_ranges, verb, who
 
 UNKNOWN_GROUP = "group not in logs"  # what the logs of a gloo job never name
 
@@ -582,9 +582,7 @@ def _never_joined(f: Finding) -> str:
 
 def _processes_text(procs: list[dict[str, object]]) -> str:
     """`pid 4123 on node17 (its rank not in the logs)`, for processes untied to a rank."""
-    shown = [
-        f"pid {p.get('pid')}" + (f" on {p.get('host')}" if p.get("host") else "") for p in procs
-    ]
+    shown = [process_text(p.get("pid"), p.get("host"), p.get("at")) for p in procs]
     return f"{', '.join(shown[:4])} (rank not in the logs)"
 
 
