@@ -269,10 +269,10 @@ def _root_block(
     )
     rows = [("culprit ranks", ranks_text(f.culprit_ranks))]
     if f.culprit_processes:
-        pids = [processes_text((p.pid, p.host) for p in f.culprit_processes)]
+        procs = processes_text((p.pid, p.host) for p in f.culprit_processes)
         if not f.culprit_ranks:
             rows = []
-        rows.append(("culprit process", ", ".join(pids) + " (rank not in the logs)"))
+        rows.append(("culprit process", procs + " (rank not in the logs)"))
     rows += [("waiting ranks", ranks_text(f.waiting_ranks)), ("group", group)]
     if view.hosts:
         rows.append(("culprit hosts", ", ".join(view.hosts)))
