@@ -112,6 +112,16 @@ FIXTURES: dict[str, tuple[int, dict[str, object], str]] = {
         "two ranks, one waits in a collective the other never issued: the dumps split evenly; "
         "the agent's `Sending process P closing signal SIGTERM` shows the other still running",
     ),
+    "even_split_failed": (
+        3458,
+        {
+            # held-out round 12's faulthandler scenario 3458 as drawn (judged, now a fixture)
+            "_split": "heldout", "pyspy": "faulthandler",
+        },
+        "two ranks, one waits in a collective the other never issued: the dumps split evenly; "
+        "the other's own exception (its traceback, torchelastic's summary) settles it (rank "
+        "0's dump races its teardown: rerun until both dumps are there)",
+    ),
 }  # fmt: skip
 
 

@@ -240,6 +240,48 @@ def test_an_even_split_without_the_agents_closing_line_stays_undecidable(tmp_pat
     assert (code, root["culprit_ranks"], root["evidence"]["undecidable"]) == (1, [0, 1], True)
 
 
+def test_an_even_split_is_settled_by_the_absent_ranks_own_exception() -> None:
+    want = truth("even_split_failed")["culprit"]
+    code, data, text = report(EVIDENCE / "even_split_failed" / "evidence")
+    root = data["root_cause"]
+    told = root["evidence"]
+    assert (code, root["culprit_ranks"], told["undecidable"]) == (1, [want["rank"]], False)
+    assert told["reason"] == "failed_by_itself"
+    assert want["exception"] in shown(root) and "raised an exception" in text
+
+
+def test_an_even_split_whose_absent_rank_shows_no_failure_stays_undecidable(
+    tmp_path: Path,
+) -> None:
+    """The same job with only the absent rank's progress lines left in its node's log (no
+    traceback, no agent, no summary): nothing tells the two ranks apart."""
+    shutil.copytree(EVIDENCE / "even_split_failed" / "evidence", tmp_path / "evidence")
+    want = truth("even_split_failed")["culprit"]
+    log = tmp_path / "evidence" / f"{want['host']}.log"
+    lines = log.read_text().splitlines()
+    log.write_text("\n".join(ln for ln in lines if "| loss" in ln) + "\n")
+    code, data, _text = report(tmp_path / "evidence")
+    root = data["root_cause"]
+    assert (code, root["culprit_ranks"], root["evidence"]["undecidable"]) == (1, [0, 1], True)
+
+
+def test_an_even_split_stays_undecidable_where_the_issuing_rank_failed_by_itself_too(
+    tmp_path: Path,
+) -> None:
+    """The same job with rank 0's wait (gloo's lost peer) replaced by an exception of its
+    own: both sides failed by themselves, so neither failure settles the split."""
+    shutil.copytree(EVIDENCE / "even_split_failed" / "evidence", tmp_path / "evidence")
+    (log,) = [p for p in (tmp_path / "evidence").glob("*.log") if "rank=0 " in p.read_text()]
+    head = log.read_text().splitlines()[0].split("]:", 1)[0] + "]:[rank0]: "
+    kept = [ln for ln in log.read_text().splitlines() if "[rank0]:" not in ln]
+    own = ["Traceback (most recent call last):", '  File "/job/x.py", line 3, in load']
+    kept += [head + ln for ln in [*own, "ValueError: corrupt batch"]]
+    log.write_text("\n".join(kept) + "\n")
+    code, data, _text = report(tmp_path / "evidence")
+    root = data["root_cause"]
+    assert (code, root["culprit_ranks"], root["evidence"]["undecidable"]) == (1, [0, 1], True)
+
+
 def test_untied_dumps_without_a_pid_are_named_by_host_and_place_never_pid_none(
     tmp_path: Path,
 ) -> None:

@@ -119,6 +119,9 @@ class Reason(_Named):
     # dumps split evenly; the logs show the ranks that never issued it still running
     # outside collectives until their agent ended them
     STILL_RUNNING = "still_running"
+    # dumps split evenly; the logs show the ranks that never issued it failing by themselves
+    # (an exception, a signal, an error exit, a live stack outside collectives)
+    FAILED_BY_ITSELF = "failed_by_itself"
 
 
 # Work in flight this long is stuck even before its timeout (a dump taken on demand during a

@@ -467,6 +467,8 @@ def settle_even_split(f: Finding, ev: Evidence) -> None:
     absent = [r for r in f.not_issued_by if r in f.culprit_ranks]
     if not f.undecidable or f.reason != Reason.EVEN_SPLIT_MISSING or not absent:
         return
+    if _failed_apart(f, ev, absent):
+        return
     for r in absent:
         rev = ev.ranks.get(r)
         if rev is None or not rev.closed or rev.exits:
@@ -478,6 +480,27 @@ def settle_even_split(f: Finding, ev: Evidence) -> None:
     f.undecidable = False
     f.reason = Reason.STILL_RUNNING
     f.facts["closed"] = {str(r): ev.ranks[r].closed for r in absent}
+
+
+def _failed_apart(f: Finding, ev: Evidence, absent: list[int]) -> bool:
+    """Settle an even split where every member that did not issue the collective failed by
+    itself outside any collective (an exception, a signal, an error exit, a live stack
+    outside collectives) and no member that issued it did: the failure is why it never came.
+    True when settled."""
+
+    def own(r: int) -> str | None:
+        rev = ev.ranks.get(r)
+        return _own_failure(rev) if rev is not None and not rev.waits else None
+
+    failed = {r: own(r) for r in absent}
+    if not all(failed.values()) or any(own(r) for r in f.issued_by if r not in absent):
+        return False
+    f.culprit_ranks = absent
+    f.waiting_ranks = [r for r in f.issued_by if r not in absent]
+    f.undecidable = False
+    f.reason = Reason.FAILED_BY_ITSELF
+    f.facts["failed"] = {str(r): state for r, state in failed.items()}
+    return True
 
 
 def _fingerprint_kind(prints: list[Reported]) -> Kind:

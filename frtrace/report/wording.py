@@ -184,6 +184,18 @@ def _still_running(f: Finding) -> str:
     )
 
 
+def _failed_by_itself(f: Finding) -> str:
+    absent = f.not_issued_by
+    how = {"raised": "raised an exception", "killed": "was killed by a signal"}
+    how |= {"crashed": "exited with an error", "stuck": "is stuck outside collectives"}
+    states = sorted({how.get(str(s), str(s)) for s in f.facts.get("failed", {}).values()})
+    return (
+        f"{who(f.issued_by)} issued {_at(f, f.collective_seq_id)} ({f.op}) and {who(absent)} "
+        f"did not; the logs show {who(absent)} {' and '.join(states)} outside any collective, "
+        "and no rank that issued it failed by itself: that failure is why it never came"
+    )
+
+
 def _left_in_rooted(f: Finding) -> str:
     ranks = f.culprit_ranks
     before = _at(f, (f.collective_seq_id or 0) - 1)
@@ -698,6 +710,7 @@ _DETAIL: dict[str, Callable[[Finding], str]] = {
     "not_launched": _not_launched,
     "even_split_missing": _even_split_missing,
     "still_running": _still_running,
+    "failed_by_itself": _failed_by_itself,
     "minority_differs": _minority_differs,
     "history_changed": _history_changed,
     "even_split": _even_split,
