@@ -773,6 +773,8 @@ def _lone_idle_on_hosts(ev: Evidence) -> None:
     and the one rank without a stack its logs show waiting in none (`_lone_idle`)."""
     procs_on, free_on = untied_on_hosts(ev)
     for host, procs in procs_on.items():
+        if any(p.pid is not None for p in procs):  # py-spy's: its node's elimination ran
+            continue
         pair = _lone_idle(procs, free_on.get(host, []), lambda r: bool(r.waits))
         if pair is not None:
             _adopt(ev, *pair, LONE_IDLE)
