@@ -122,6 +122,16 @@ FIXTURES: dict[str, tuple[int, dict[str, object], str]] = {
         "the other's own exception (its traceback, torchelastic's summary) settles it (rank "
         "0's dump races its teardown: rerun until both dumps are there)",
     ),
+    "store_lost": (
+        3538,
+        {
+            # held-out round 13's scenario 3538 as drawn (judged, now a fixture)
+            "_split": "heldout",
+        },
+        "two nodes, the killed rank's node log lost: the other node's torchrun agent dies of "
+        "losing its rendezvous store (RendezvousConnectionError), so the rank no input shows "
+        "is named",
+    ),
 }  # fmt: skip
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -280,6 +281,41 @@ def test_an_even_split_stays_undecidable_where_the_issuing_rank_failed_by_itself
     code, data, _text = report(tmp_path / "evidence")
     root = data["root_cause"]
     assert (code, root["culprit_ranks"], root["evidence"]["undecidable"]) == (1, [0, 1], True)
+
+
+def test_an_agent_that_lost_its_rendezvous_store_names_the_rank_no_input_shows() -> None:
+    want = truth("store_lost")["culprit"]
+    code, data, text = report(EVIDENCE / "store_lost" / "evidence")
+    root = data["root_cause"]
+    told = root["evidence"]
+    assert (code, root["culprit_ranks"], told["undecidable"]) == (1, [want["rank"]], False)
+    assert told["reason"] == "store_lost"
+    assert "lost its rendezvous store" in text
+
+
+def _store_lost_log(tmp_path: Path, keep: Callable[[str], bool], extra: str = "") -> Path:
+    shutil.copytree(EVIDENCE / "store_lost" / "evidence", tmp_path / "evidence")
+    (log,) = (tmp_path / "evidence").glob("*.out")
+    log.write_text("".join(ln + "\n" for ln in log.read_text().splitlines() if keep(ln)) + extra)
+    return tmp_path / "evidence"
+
+
+def test_without_the_agents_own_death_the_lost_node_is_unknown(tmp_path: Path) -> None:
+    """The same log cut before the agent's traceback: a rank ended by its agent, nothing
+    more, so the job cannot be told (UNKNOWN), not blamed on the unseen rank."""
+    folder = _store_lost_log(
+        tmp_path, lambda ln: "Rendezvous" not in ln and "DistNetwork" not in ln
+    )
+    code, data, _text = report(folder)
+    assert code == 4 and data["root_cause"] is None
+
+
+def test_a_lost_store_names_nobody_where_every_rank_is_seen(tmp_path: Path) -> None:
+    """Rank 1's own line beside the agent's death: no rank is unseen, so the node that went
+    away cannot be told from the logs."""
+    folder = _store_lost_log(tmp_path, lambda ln: True, "rank 1 pid 4242 on nB\n")
+    code, data, _text = report(folder)
+    assert code == 4 and data["root_cause"] is None
 
 
 def test_untied_dumps_without_a_pid_are_named_by_host_and_place_never_pid_none(

@@ -1955,3 +1955,19 @@ def test_a_hosts_one_faulthandler_dump_outside_collectives_is_its_rank_not_waiti
     assert rank1.host == "gpu8" and rank1.stack is not None
     assert rank1.stack.main is not None and rank1.stack.main.frames[0].function == "fetch_batch"
     assert not ev.unmatched
+
+
+def test_only_the_agents_rendezvous_connection_error_is_a_lost_store(tmp_path: Path) -> None:
+    """torchrun's agent dies of RendezvousConnectionError (c10d_rendezvous_backend.py,
+    `_call_store`); another unlabelled traceback, chained or not, is no lost store."""
+    tb = 'Traceback (most recent call last):\n  File "/x/run.py", line 9, in main\n'
+    other = tb + "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes.\n"
+    lost = tb + (
+        "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection "
+        "to the C10d store has failed. See inner exception for details.\n"
+    )
+    events = [
+        [e.event for _s, e in parse_log(_log(tmp_path, f"n{i}.log", text)).agent]
+        for i, text in enumerate((other, lost))
+    ]
+    assert events == [[], ["store_lost"]]

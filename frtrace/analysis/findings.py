@@ -122,6 +122,8 @@ class Reason(_Named):
     # dumps split evenly; the logs show the ranks that never issued it failing by themselves
     # (an exception, a signal, an error exit, a live stack outside collectives)
     FAILED_BY_ITSELF = "failed_by_itself"
+    # logs: a torchrun agent lost its rendezvous store; the ranks no input shows are named
+    STORE_LOST = "store_lost"
 
 
 # Work in flight this long is stuck even before its timeout (a dump taken on demand during a

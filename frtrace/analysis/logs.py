@@ -276,7 +276,35 @@ def log_findings(ev: Evidence) -> list[Finding]:
     grouped = group_findings(ev)
     if grouped:
         return grouped
-    return state_findings(ev)
+    return state_findings(ev) or store_lost_findings(ev)
+
+
+def store_lost_findings(ev: Evidence) -> list[Finding]:
+    """Where nothing else is found: a torchrun agent that died of losing its rendezvous store
+    (Ending.store_lost) shows the job failed; the store is one of the job's agents, so the
+    node that went away holds the ranks no input shows (`_unseen`), all named, undecidable
+    where several. None where every rank is seen: then the logs cannot say which node."""
+    lost = list(ev.ending.store_lost)
+    unseen = _unseen(ev)
+    if not lost or not unseen:
+        return []
+    return [
+        Finding(
+            kind=Kind.MISSING_RANKS,
+            pg_name="",
+            pg_desc="",
+            collective_seq_id=None,
+            p2p_seq_id=None,
+            op=None,
+            culprit_ranks=unseen,
+            waiting_ranks=[],
+            expected_ranks=sorted({*ev.ranks, *unseen}),
+            reason=Reason.STORE_LOST,
+            facts={"source": "logs", "store_lost": lost, "unseen": unseen},
+            not_issued_by=unseen,
+            undecidable=len(unseen) > 1,
+        )
+    ]
 
 
 # --- 1. ranks naming others ---------------------------------------------------------------

@@ -1019,6 +1019,7 @@ def _ending(logs: list[ParsedLog], join: _Join) -> Ending:
     succeeded: list[str] = []
     failed: list[str] = []
     cancelled: list[SlurmEvent] = []
+    lost: list[str] = []
     for log in logs:
         for speaker, event in log.agent:
             node = _agent_node(nodes, log, speaker, event)
@@ -1027,6 +1028,8 @@ def _ending(logs: list[ParsedLog], join: _Join) -> Ending:
                 succeeded.append(host)
             elif event.event == "failed" and host not in failed:
                 failed.append(host)
+            elif event.event == "store_lost" and host not in lost:
+                lost.append(host)
         for speaker, exited in log.exits:
             node = _exit_node(nodes, log, speaker, exited)
             host = nodes.host(node) or (str(node) if node is not None else log.input.path)
@@ -1038,5 +1041,10 @@ def _ending(logs: list[ParsedLog], join: _Join) -> Ending:
     counts = [r.nodes for log in logs for _s, r in log.rosters if r.nodes]
     signals = sorted({e.signal for log in logs for _s, e in log.agent if e.event == "signalled"})
     return Ending(
-        tuple(succeeded), tuple(cancelled), tuple(failed), max(counts, default=None), tuple(signals)
+        tuple(succeeded),
+        tuple(cancelled),
+        tuple(failed),
+        max(counts, default=None),
+        tuple(signals),
+        tuple(lost),
     )

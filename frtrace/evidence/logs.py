@@ -388,6 +388,13 @@ class ParsedLog:
     file_local: int | None = None  # torchrun --redirects: the local rank its folder names
 
 
+# torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py, C10dRendezvousBackend.
+# _call_store: a store operation that fails raises RendezvousConnectionError("The connection
+# to the C10d store has failed. ..."), which ends torchrun's agent (the class is in
+# torch/distributed/elastic/rendezvous/api.py)
+_STORE_LOST = "RendezvousConnectionError"
+
+
 def host_from_path(path: Path, root: Path | None, shared: frozenset[str] = frozenset()) -> str:
     """The node a file's place names: its sub-folder of `root` (`folder_host`), else its
     name without the usual suffixes and words (`nodeB.log`, `trace-nodeB.out`,
@@ -951,6 +958,11 @@ class _Parser:
             "mismatch between collectives" in message or "monitoredBarrier" in message
         ):  # a DETAIL check failed: the collective's, not this rank's own failure
             how = COMM_ERROR
+        if kind.endswith(_STORE_LOST) and speaker.rank is None and speaker.number is None:
+            # torchrun's agent itself died of it: its rendezvous store (hosted by one of the
+            # job's agents) went away
+            self.out.agent.append((Speaker(speaker.task), AgentEvent("store_lost", at)))
+            return
         if not how:
             raised = Raised(kind, cut(message), frames[:MAX_FRAMES], at)
             self.out.raised.append((speaker, raised))

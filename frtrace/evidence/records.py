@@ -190,7 +190,7 @@ class AgentEvent:
     """torchelastic's agent on its node: a worker failed (`failed (exitcode: ...) local_rank:
     L (pid: P)`), was sent a closing signal, or the whole group finished (`succeeded`)."""
 
-    event: str  # failed | closing | succeeded | signalled (the agent itself)
+    event: str  # failed | closing | succeeded | signalled (the agent itself) | store_lost
     where: Where
     pid: int | None = None  # the worker's
     local_rank: int | None = None
@@ -405,6 +405,8 @@ class Ending:
     failed_nodes: tuple[str, ...] = ()  # hosts with a failure summary or a failed worker
     nodes: int | None = None  # how many nodes the job has, as its agents' rosters say
     signalled: tuple[str, ...] = ()  # signals torchrun's agents received (a cancel)
+    # hosts whose torchrun agent lost its rendezvous store (RendezvousConnectionError)
+    store_lost: tuple[str, ...] = ()
 
 
 @dataclass

@@ -196,6 +196,18 @@ def _failed_by_itself(f: Finding) -> str:
     )
 
 
+def _store_lost(f: Finding) -> str:
+    hosts = ", ".join(str(h) for h in f.facts.get("store_lost", []))
+    ranks = f.culprit_ranks
+    return (
+        f"torchrun's agent on {hosts} lost its rendezvous store (RendezvousConnectionError: "
+        "the connection to the C10d store failed) and ended its workers: the store is one of "
+        f"the job's agents, so a node went away; {who(ranks)}, which no input shows, "
+        f"{verb(ranks, 'is', 'are')} on it: give every node's logs (from the logs"
+        f"{'; undecidable' if f.undecidable else ''})"
+    )
+
+
 def _left_in_rooted(f: Finding) -> str:
     ranks = f.culprit_ranks
     before = _at(f, (f.collective_seq_id or 0) - 1)
@@ -711,6 +723,7 @@ _DETAIL: dict[str, Callable[[Finding], str]] = {
     "even_split_missing": _even_split_missing,
     "still_running": _still_running,
     "failed_by_itself": _failed_by_itself,
+    "store_lost": _store_lost,
     "minority_differs": _minority_differs,
     "history_changed": _history_changed,
     "even_split": _even_split,
