@@ -41,6 +41,13 @@ def shown(root: dict[str, Any]) -> str:
     return json.dumps(root["culprit_evidence"]) + root["detail"]
 
 
+def decided(folder: Path) -> tuple[int, list[int], bool, str]:
+    """The exit status, culprit ranks, whether undecidable, and the reason of a report."""
+    code, data, _text = report(folder)
+    root = data["root_cause"]
+    return code, root["culprit_ranks"], root["evidence"]["undecidable"], root["evidence"]["reason"]
+
+
 def test_a_slurm_job_log_and_py_spy_recipe_files_name_the_stuck_rank_its_host_and_function() -> (
     None
 ):
@@ -222,11 +229,8 @@ def test_detail_lines_name_the_rank_that_never_entered_the_collective_the_others
 
 def test_an_even_split_is_settled_by_the_rank_its_agent_found_still_running() -> None:
     want = truth("even_split_alive")["culprit"]
-    code, data, _text = report(EVIDENCE / "even_split_alive" / "evidence")
-    root = data["root_cause"]
-    told = root["evidence"]
-    assert (code, root["culprit_ranks"], told["undecidable"]) == (1, [want["rank"]], False)
-    assert told["reason"] == "still_running"
+    folder = EVIDENCE / "even_split_alive" / "evidence"
+    assert decided(folder) == (1, [want["rank"]], False, "still_running")
 
 
 def test_an_even_split_without_the_agents_closing_line_stays_undecidable(tmp_path: Path) -> None:
@@ -236,19 +240,15 @@ def test_an_even_split_without_the_agents_closing_line_stays_undecidable(tmp_pat
         if log.is_file() and "closing signal" in log.read_text(errors="replace"):
             kept = [ln for ln in log.read_text().splitlines() if "closing signal" not in ln]
             log.write_text("\n".join(kept) + "\n")
-    code, data, _text = report(tmp_path / "evidence")
-    root = data["root_cause"]
-    assert (code, root["culprit_ranks"], root["evidence"]["undecidable"]) == (1, [0, 1], True)
+    assert decided(tmp_path / "evidence")[:3] == (1, [0, 1], True)
 
 
 def test_an_even_split_is_settled_by_the_absent_ranks_own_exception() -> None:
     want = truth("even_split_failed")["culprit"]
-    code, data, text = report(EVIDENCE / "even_split_failed" / "evidence")
-    root = data["root_cause"]
-    told = root["evidence"]
-    assert (code, root["culprit_ranks"], told["undecidable"]) == (1, [want["rank"]], False)
-    assert told["reason"] == "failed_by_itself"
-    assert want["exception"] in shown(root) and "raised an exception" in text
+    folder = EVIDENCE / "even_split_failed" / "evidence"
+    assert decided(folder) == (1, [want["rank"]], False, "failed_by_itself")
+    _code, data, text = report(folder)
+    assert want["exception"] in shown(data["root_cause"]) and "raised an exception" in text
 
 
 def test_an_even_split_whose_absent_rank_shows_no_failure_stays_undecidable(
@@ -261,9 +261,7 @@ def test_an_even_split_whose_absent_rank_shows_no_failure_stays_undecidable(
     log = tmp_path / "evidence" / f"{want['host']}.log"
     lines = log.read_text().splitlines()
     log.write_text("\n".join(ln for ln in lines if "| loss" in ln) + "\n")
-    code, data, _text = report(tmp_path / "evidence")
-    root = data["root_cause"]
-    assert (code, root["culprit_ranks"], root["evidence"]["undecidable"]) == (1, [0, 1], True)
+    assert decided(tmp_path / "evidence")[:3] == (1, [0, 1], True)
 
 
 def test_an_even_split_stays_undecidable_where_the_issuing_rank_failed_by_itself_too(
@@ -278,19 +276,14 @@ def test_an_even_split_stays_undecidable_where_the_issuing_rank_failed_by_itself
     own = ["Traceback (most recent call last):", '  File "/job/x.py", line 3, in load']
     kept += [head + ln for ln in [*own, "ValueError: corrupt batch"]]
     log.write_text("\n".join(kept) + "\n")
-    code, data, _text = report(tmp_path / "evidence")
-    root = data["root_cause"]
-    assert (code, root["culprit_ranks"], root["evidence"]["undecidable"]) == (1, [0, 1], True)
+    assert decided(tmp_path / "evidence")[:3] == (1, [0, 1], True)
 
 
 def test_an_agent_that_lost_its_rendezvous_store_names_the_rank_no_input_shows() -> None:
     want = truth("store_lost")["culprit"]
-    code, data, text = report(EVIDENCE / "store_lost" / "evidence")
-    root = data["root_cause"]
-    told = root["evidence"]
-    assert (code, root["culprit_ranks"], told["undecidable"]) == (1, [want["rank"]], False)
-    assert told["reason"] == "store_lost"
-    assert "lost its rendezvous store" in text
+    folder = EVIDENCE / "store_lost" / "evidence"
+    assert decided(folder) == (1, [want["rank"]], False, "store_lost")
+    assert "lost its rendezvous store" in report(folder)[2]
 
 
 def _store_lost_log(tmp_path: Path, keep: Callable[[str], bool], extra: str = "") -> Path:
