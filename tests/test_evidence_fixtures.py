@@ -311,6 +311,18 @@ def test_a_lost_store_names_nobody_where_every_rank_is_seen(tmp_path: Path) -> N
     assert code == 4 and data["root_cause"] is None
 
 
+def test_a_lost_store_with_several_ranks_unseen_names_them_all_undecidable(
+    tmp_path: Path,
+) -> None:
+    """The same log with the agents' roster stating a world of 3: ranks 1 and 2 are unseen,
+    and which of them the node that went away held is not known."""
+    folder = _store_lost_log(tmp_path, lambda ln: True)
+    (log,) = folder.glob("*.out")
+    log.write_text(log.read_text().replace("world_sizes=[2]", "world_sizes=[3]"))
+    assert decided(folder) == (1, [1, 2], True, "store_lost")
+    assert "some of ranks 1-2, which no input shows" in report(folder)[1]["root_cause"]["detail"]
+
+
 def test_untied_dumps_without_a_pid_are_named_by_host_and_place_never_pid_none(
     tmp_path: Path,
 ) -> None:

@@ -199,12 +199,16 @@ def _failed_by_itself(f: Finding) -> str:
 def _store_lost(f: Finding) -> str:
     hosts = ", ".join(str(h) for h in f.facts.get("store_lost", []))
     ranks = f.culprit_ranks
+    where = (
+        f"{who(ranks)}, the one rank the job has that no input shows, was on it"
+        if not f.undecidable
+        else f"it held some of {who(ranks)}, which no input shows (undecidable)"
+    )
     return (
-        f"torchrun's agent on {hosts} lost its rendezvous store (RendezvousConnectionError: "
-        "the connection to the C10d store failed) and ended its workers: the store is one of "
-        f"the job's agents, so a node went away; {who(ranks)}, which no input shows, "
-        f"{verb(ranks, 'is', 'are')} on it: give every node's logs (from the logs"
-        f"{'; undecidable' if f.undecidable else ''})"
+        f"torchrun's agent on {hosts} died when it lost its rendezvous store "
+        "(RendezvousConnectionError: the connection to the C10d store failed); the store is "
+        f"hosted by one of the job's agents, so a node went away: {where}; give every node's "
+        "logs (from the logs)"
     )
 
 
