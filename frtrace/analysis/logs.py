@@ -32,7 +32,6 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from frtrace.analysis.findings import Finding, Kind, ProcessRef, Reason
@@ -258,7 +257,7 @@ def _process_facts(state: ProcessState) -> dict[str, Any]:
     proc = state.proc
     out: dict[str, Any] = {"state": state.state, "host": proc.host, "pid": proc.pid}
     if proc.pid is None:  # a faulthandler dump: where it is tells it from its node's others
-        out["at"] = f"{Path(proc.where.file).name}:{proc.where.line}"
+        out["at"] = proc.at
     out.update(_where_stuck(proc))
     if state.place is not None:
         out["op"] = state.place.op
@@ -768,7 +767,6 @@ def members_global(
     dimension's (`mesh_step`, as its sibling groups show it) tells. None when none holds.
     The members are sorted once, however many are asked for (a group of thousands)."""
     by_group = sorted((g, r) for r, g in members.items())
-    keys = [g for g, _r in by_group]
     pairs = list(itertools.pairwise(by_group))
     steps = {(r1 - r0) // (g1 - g0) for (g0, r0), (g1, r1) in pairs if g1 - g0 == 1}
     if not steps and mesh_step is not None:
@@ -780,9 +778,7 @@ def members_global(
         step = None
     out: dict[int, int | None] = {}
     for i in group_ranks:
-        k, j = bisect.bisect_left(keys, i), bisect.bisect_right(keys, i)
-        lowest = by_group[k - 1][1] + (i - by_group[k - 1][0]) if k else i
-        highest = by_group[j][1] - (by_group[j][0] - i) if j < len(by_group) else -1
+        lowest, highest = member_range(members, i, -1, by_group)
         if lowest == highest:  # distinct sorted integers: no room for another
             out[i] = lowest
         elif step is None or not by_group:
@@ -811,6 +807,10 @@ def mesh_steps(groups: Iterable[_Group]) -> dict[str, int]:
     return {desc: next(iter(s)) for desc, s in seen.items() if len(s) == 1 and min(s) > 0}
 
 
+def _group_rank(pair: tuple[int, int]) -> int:
+    return pair[0]
+
+
 def member_range(
     members: dict[int, int],
     group_rank: int,
@@ -823,8 +823,8 @@ def member_range(
     sorted (group rank, global rank) pairs, where the caller asks for many members."""
     if by_group is None:
         by_group = sorted((g, r) for r, g in members.items())
-    lo = bisect.bisect_left(by_group, (group_rank, -1))
-    hi = bisect.bisect_left(by_group, (group_rank + 1, -1))
+    lo = bisect.bisect_left(by_group, group_rank, key=_group_rank)
+    hi = bisect.bisect_right(by_group, group_rank, key=_group_rank)
     below = by_group[lo - 1] if lo > 0 else None
     above = by_group[hi] if hi < len(by_group) else None
     lowest = below[1] + (group_rank - below[0]) if below else group_rank
@@ -964,10 +964,10 @@ def _held_first(
     """The timed-out calls whose waits members held in an earlier call explain. A call comes
     before another where a member its peers wait for in the second waits itself in the
     first, or where a rank surely began the first before the second (`ordered`,
-    `_program_order`):
-    one program, so the order holds on every rank. The second's silent absentees may be
-    held in the first as well, torn down before they logged, so their absence there is no
-    evidence against them. Orders shown both ways (an order cycle) are not taken."""
+    `_program_order`): one program, so the order holds on every rank. The second's silent
+    absentees may be held in the first as well, torn down before they logged, so their
+    absence there is no evidence against them. Orders shown both ways (an order cycle) are
+    not taken."""
     where: dict[int, list[Place_]] = defaultdict(list)
     for q, there in at.items():
         for r in there:
@@ -1376,9 +1376,10 @@ def _group_place(
     waiting = sorted(at)
     wait = at[waiting[0]]
     numels = {r: w.numel for r, w in at.items() if w.numel}
+    sizes = set(numels.values())
     facts: dict[str, Any] = {"source": "logs", "decided_by": "nccl_groups"}
     facts.update(_wait_facts(list(at.values())))
-    if len(set(numels.values())) > 1:  # the members disagree on the size
+    if len(sizes) > 1:  # the members disagree on the size
         counts = Counter(numels.values())
         common, n = counts.most_common(1)[0]
         reason = Reason.MINORITY_DIFFERS
@@ -1425,7 +1426,6 @@ def _group_place(
         stopped = sorted(candidates)
     if not stopped and not hidden:
         return None
-    sizes = set(numels.values())
     if usual is not None and len(numels) == len(at) and len(sizes) == 1 and usual[0] not in sizes:
         # the members that waited agree on a size no sibling group waited with (a mesh
         # dimension's groups run one program), and the others logged nothing: theirs is the

@@ -808,7 +808,7 @@ def _note_tie(ev: Evidence, proc: ProcessStack, host: str, rank: int, why: str) 
     what = (
         f"py-spy process {proc.pid}"
         if proc.pid is not None
-        else f"the {proc.source} stack at {Path(proc.where.file).name}:{proc.where.line}"
+        else f"the {proc.source} stack at {proc.at}"
     )
     ev.notes.append(f"{what} on {host or 'its node'} is taken to be rank {rank}: " + why)
 

@@ -14,6 +14,7 @@ import functools
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import NamedTuple
 
 # How a rank left a collective it waited in (Wait.how).
@@ -340,6 +341,12 @@ class ProcessStack:
             if t.name == "MainThread":
                 return t
         return self.threads[0] if self.threads else None
+
+    @property
+    def at(self) -> str:
+        """Where its stack is, by file name and line (`slurm-77.out:14`): what tells apart
+        faulthandler dumps that name no pid."""
+        return f"{PurePath(self.where.file).name}:{self.where.line}"
 
     @functools.cached_property
     def is_agent(self) -> bool:
