@@ -41,6 +41,12 @@ def shown(root: dict[str, Any]) -> str:
     return json.dumps(root["culprit_evidence"]) + root["detail"]
 
 
+def copied(name: str, to: Path) -> Path:
+    """Fixture `name`'s evidence copied to `to`, for a test to cut or edit."""
+    shutil.copytree(EVIDENCE / name / "evidence", to)
+    return to
+
+
 def decided(folder: Path) -> tuple[int, list[int], bool, str]:
     """The exit status, culprit ranks, whether undecidable, and the reason of a report."""
     code, data, _text = report(folder)
@@ -63,7 +69,7 @@ def test_a_folder_holding_several_nodes_files_names_no_node(tmp_path: Path) -> N
     """The same evidence one folder down (`incident/evidence/`, as users copy it): a folder
     whose py-spy files name three nodes is no node, so the culprit keeps its rank and host."""
     want = truth("slurm_pyspy_recipe")["culprit"]
-    shutil.copytree(EVIDENCE / "slurm_pyspy_recipe" / "evidence", tmp_path / "evidence")
+    copied("slurm_pyspy_recipe", tmp_path / "evidence")
     code, data, _text = report(tmp_path)
     root = data["root_cause"]
     assert (code, root["culprit_ranks"]) == (1, [want["rank"]])
@@ -96,8 +102,7 @@ def test_a_stuck_process_nothing_ties_to_a_rank_is_named_by_host_and_pid() -> No
 def test_with_its_stacks_lost_the_same_hang_is_unknown_not_ok(tmp_path: Path) -> None:
     """Less evidence never a surer answer: the logs alone of the cancelled job show no
     culprit and no end."""
-    folder = tmp_path / "logs"
-    shutil.copytree(EVIDENCE / "cancelled_stacks_only" / "evidence", folder)
+    folder = copied("cancelled_stacks_only", tmp_path / "logs")
     shutil.rmtree(folder / "pyspy")
     code, data, _text = report(folder)
     assert (code, data["verdict"]) == (4, "unknown")
@@ -135,8 +140,7 @@ def test_a_healthy_job_whose_agents_logged_their_end_is_ok() -> None:
 
 
 def test_a_healthy_job_missing_one_nodes_log_is_unknown(tmp_path: Path) -> None:
-    folder = tmp_path / "job"
-    shutil.copytree(EVIDENCE / "healthy_info" / "evidence", folder)
+    folder = copied("healthy_info", tmp_path / "job")
     logs = sorted(p for p in folder.rglob("*") if p.is_file())
     logs[0].unlink()
     code, data, _text = report(folder)
@@ -148,8 +152,7 @@ def test_survivors_of_a_lost_peer_are_not_blamed_when_its_nodes_log_is_missing(
 ) -> None:
     """gloo's peers lost their connection: the rank that died is on the node whose log is
     missing, and none of the ranks these logs show is named."""
-    folder = tmp_path / "job"
-    shutil.copytree(EVIDENCE / "prefix_template" / "evidence", folder)
+    folder = copied("prefix_template", tmp_path / "job")
     want = truth("prefix_template")["culprit"]
     for path in folder.rglob("*"):
         if path.is_file() and short_host(want["host"]) in path.name:
@@ -235,12 +238,12 @@ def test_an_even_split_is_settled_by_the_rank_its_agent_found_still_running() ->
 
 def test_an_even_split_without_the_agents_closing_line_stays_undecidable(tmp_path: Path) -> None:
     """The same job without the line that shows the absent rank alive: both ranks named."""
-    shutil.copytree(EVIDENCE / "even_split_alive" / "evidence", tmp_path / "evidence")
-    for log in (tmp_path / "evidence").rglob("*"):
+    folder = copied("even_split_alive", tmp_path / "evidence")
+    for log in folder.rglob("*"):
         if log.is_file() and "closing signal" in log.read_text(errors="replace"):
             kept = [ln for ln in log.read_text().splitlines() if "closing signal" not in ln]
             log.write_text("\n".join(kept) + "\n")
-    assert decided(tmp_path / "evidence")[:3] == (1, [0, 1], True)
+    assert decided(folder)[:3] == (1, [0, 1], True)
 
 
 def test_an_even_split_is_settled_by_the_absent_ranks_own_exception() -> None:
@@ -256,12 +259,12 @@ def test_an_even_split_whose_absent_rank_shows_no_failure_stays_undecidable(
 ) -> None:
     """The same job with only the absent rank's progress lines left in its node's log (no
     traceback, no agent, no summary): nothing tells the two ranks apart."""
-    shutil.copytree(EVIDENCE / "even_split_failed" / "evidence", tmp_path / "evidence")
+    folder = copied("even_split_failed", tmp_path / "evidence")
     want = truth("even_split_failed")["culprit"]
-    log = tmp_path / "evidence" / f"{want['host']}.log"
+    log = folder / f"{want['host']}.log"
     lines = log.read_text().splitlines()
     log.write_text("\n".join(ln for ln in lines if "| loss" in ln) + "\n")
-    assert decided(tmp_path / "evidence")[:3] == (1, [0, 1], True)
+    assert decided(folder)[:3] == (1, [0, 1], True)
 
 
 def test_an_even_split_stays_undecidable_where_the_issuing_rank_failed_by_itself_too(
@@ -269,14 +272,14 @@ def test_an_even_split_stays_undecidable_where_the_issuing_rank_failed_by_itself
 ) -> None:
     """The same job with rank 0's wait (gloo's lost peer) replaced by an exception of its
     own: both sides failed by themselves, so neither failure settles the split."""
-    shutil.copytree(EVIDENCE / "even_split_failed" / "evidence", tmp_path / "evidence")
-    (log,) = [p for p in (tmp_path / "evidence").glob("*.log") if "rank=0 " in p.read_text()]
+    folder = copied("even_split_failed", tmp_path / "evidence")
+    (log,) = [p for p in folder.glob("*.log") if "rank=0 " in p.read_text()]
     head = log.read_text().splitlines()[0].split("]:", 1)[0] + "]:[rank0]: "
     kept = [ln for ln in log.read_text().splitlines() if "[rank0]:" not in ln]
     own = ["Traceback (most recent call last):", '  File "/job/x.py", line 3, in load']
     kept += [head + ln for ln in [*own, "ValueError: corrupt batch"]]
     log.write_text("\n".join(kept) + "\n")
-    assert decided(tmp_path / "evidence")[:3] == (1, [0, 1], True)
+    assert decided(folder)[:3] == (1, [0, 1], True)
 
 
 def test_an_agent_that_lost_its_rendezvous_store_names_the_rank_no_input_shows() -> None:
@@ -287,10 +290,10 @@ def test_an_agent_that_lost_its_rendezvous_store_names_the_rank_no_input_shows()
 
 
 def _store_lost_log(tmp_path: Path, keep: Callable[[str], bool], extra: str = "") -> Path:
-    shutil.copytree(EVIDENCE / "store_lost" / "evidence", tmp_path / "evidence")
-    (log,) = (tmp_path / "evidence").glob("*.out")
+    folder = copied("store_lost", tmp_path / "evidence")
+    (log,) = folder.glob("*.out")
     log.write_text("".join(ln + "\n" for ln in log.read_text().splitlines() if keep(ln)) + extra)
-    return tmp_path / "evidence"
+    return folder
 
 
 def test_without_the_agents_own_death_the_lost_node_is_unknown(tmp_path: Path) -> None:
