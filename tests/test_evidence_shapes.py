@@ -84,6 +84,34 @@ def test_torchruns_redirect_layout_names_the_node_folder_not_the_run_folder(tmp_
     assert (parsed.host, parsed.file_local) == ("node17", 1)
 
 
+def test_a_rank_a_redirected_worker_states_is_its_local_ranks_and_owns_its_stderr_dump(
+    tmp_path: Path,
+) -> None:
+    """torchrun --redirects, cancelled: no summary ties a local rank's folder to a global
+    rank, but the worker's own `rank 5 pid 29357` line in its stdout.log does, and the
+    faulthandler dump in the stderr.log beside it is then rank 5's."""
+    logs = []
+    for local, rank, pid in ((0, 4, 29354), (1, 5, 29357)):
+        folder = tmp_path / "node231" / "torchelastic" / "run_x1" / "attempt_0" / str(local)
+        folder.mkdir(parents=True)
+        (folder / "stdout.log").write_text(f"rank {rank} pid {pid} on node231\n")
+        (folder / "stderr.log").write_text(
+            "Current thread 0x00007f94ae631b80 (most recent call first):\n"
+            '  File "/job/main.py", line 78 in ' + ("get_batch" if rank == 5 else "step") + "\n"
+            '  File "/job/main.py", line 275 in <module>\n'
+        )
+        logs += [parse_log(folder / name, tmp_path) for name in ("stdout.log", "stderr.log")]
+    ev = gather(logs, [])
+
+    def innermost(rank: int) -> str:
+        stack = ev.ranks[rank].stack
+        assert stack is not None and stack.main is not None
+        return stack.main.frames[0].function
+
+    assert (innermost(4), innermost(5)) == ("step", "get_batch")
+    assert not ev.unmatched
+
+
 def test_a_prefix_inferred_into_the_hosts_names_gives_back_the_whole_host() -> None:
     name = Path("nccl_trace_rank_train-a3-highgpu-8g-248.example.internal_2")
     assert (

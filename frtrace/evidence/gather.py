@@ -440,6 +440,10 @@ def _build_slots(logs: list[ParsedLog], stacks: list[ParsedStacks], join: _Join)
                 # `rank 3 on node17` written by node17's local rank 1: that local rank
                 named = claim.host and short_host(claim.host) == short_host(nodes.host(node))
                 said_local = speaker.number if named else None
+            if said_local is None and claim.source == "job" and speaker.anonymous:
+                # torchrun --redirects: the file is one local rank's own stream, so the rank
+                # (with its pid or host) it states is that local rank's
+                said_local = log.file_local
             if said_local is not None and (claim.source == "job" or said_local == speaker.number):
                 slots[(node, said_local)] = claim.rank
     for file in stacks:
