@@ -779,6 +779,49 @@ def test_silent_ranks_dp_peers_waiting_for_them_do_not_single_them_out(tmp_path:
     )
 
 
+def test_silent_ranks_missing_from_several_dp_pairs_are_held_in_their_tp_call(
+    tmp_path: Path,
+) -> None:
+    """16 ranks: tp groups 0-7 and 8-15, dp pairs (r, r + 8). Rank 6 alone waits in its tp
+    all_reduce; 0-5 and 7 are silent. Ranks 8-11 wait in their dp collective for 0-3, which
+    are therefore each absent from two calls. One culprit keeps 0-3 out of the dp call only
+    by holding them in the tp call (had it come after, they would have passed it without
+    the culprit): the tp call is where the job stopped, and any of its silent members may be
+    the one that never came (here rank 7, missing from no dp pair)."""
+    lines = [_init_line(r, str(1 + r // 8), "mesh_tp", r % 8, 8) for r in range(16)]
+    lines += _timed_out(6, "1", "mesh_tp", 6, 9, 0)
+    for rank in (8, 9, 10, 11):
+        lines += _timed_out(rank, str(20 + rank % 8), "mesh_dp", 1, 5, 34)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.pg_name, finding.not_issued_by, finding.undecidable) == (
+        "missing_ranks",
+        "1",
+        [0, 1, 2, 3, 4, 5, 7],
+        True,
+    )
+
+
+def test_the_silent_absentees_are_named_in_the_call_that_holds_the_others(
+    tmp_path: Path,
+) -> None:
+    """16 ranks, dp groups of the evens and of the odds. Ranks 0, 4, 10, 14 wait in the evens'
+    dp collective, 2, 6, 8, 12 are silent; the odd ranks passed theirs and wait in the
+    default group's collective. The dp call comes first (0 waits there, absent from the
+    default group's), so it is where 2, 6, 8, 12 are missing, or where all eight wait inside:
+    its members are named, not the default group's waiters."""
+    lines = [_init_line(r, str(33 + r % 2), "mesh_dp", r // 2, 8) for r in range(16)]
+    for rank in (0, 4, 10, 14):
+        lines += _timed_out(rank, "33", "mesh_dp", rank // 2, 3, 0)
+    for rank in range(1, 16, 2):
+        lines += _timed_out(rank, "0", "default_pg", rank, 2, 5)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.pg_name, finding.culprit_ranks, finding.undecidable) == (
+        "33",
+        list(range(0, 16, 2)),
+        True,
+    )
+
+
 def test_a_call_a_rank_began_after_its_pp_wait_does_not_blame_its_silent_members(
     tmp_path: Path,
 ) -> None:

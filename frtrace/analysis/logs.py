@@ -910,7 +910,8 @@ def group_findings(ev: Evidence) -> list[Finding]:
     # a call whose members are held in a call before it needs no absentee of its own
     held = _held_first(at, groups, steps, ordered)
     counted = [p for p, f in found.items() if f.culprit_ranks and _call(p, groups) not in held]
-    for p in counted or list(found):
+    counted = counted or list(found)
+    for p in counted:
         f = found[p]
         for r in f.culprit_ranks:
             explains[r] += 1
@@ -923,7 +924,7 @@ def group_findings(ev: Evidence) -> list[Finding]:
         best = max(weight(r) for r in explains)
         chosen = sorted(r for r in explains if weight(r) == best)
         root = max(
-            (f for f in found.values() if chosen[0] in f.culprit_ranks),
+            (found[p] for p in counted if chosen[0] in found[p].culprit_ranks),
             key=lambda f: (len(f.waiting_ranks), f.pg_name),
         )
         others = [r for r in root.culprit_ranks if r not in chosen]
@@ -973,12 +974,29 @@ def _held_first(
         for r in there:
             where[r].append(q)
     shown: set[tuple[Call_, Call_]] = set()
+    silent: dict[Place_, set[int]] = {}  # each timed-out place's members not waiting there
     for p, there in at.items():
         g = groups.get(p[0])
         if g is None or not g.members:
             continue
-        for r in all_members(g.members, g.size, steps.get(g.desc)) - there:
+        silent[p] = all_members(g.members, g.size, steps.get(g.desc)) - there
+        for r in silent[p]:
             shown.update((_call(q, groups), _call(p, groups)) for q in where.get(r, ()))
+    # several ranks missing from one call (across its sibling groups), all of them silent
+    # members of another timed-out group: one culprit keeps the others of them only by
+    # holding them in that group's call, so it comes first (were that call after, they would
+    # have passed it without the culprit); unless a rank waiting in one shows the other order
+    absent: dict[Call_, set[int]] = defaultdict(set)
+    for p, gone in silent.items():
+        absent[_call(p, groups)] |= gone
+    inferred = {
+        (_call(q, groups), call)
+        for call, gone in absent.items()
+        if len(gone) >= 2 and not any(r in where for r in gone)
+        for q, quiet in silent.items()
+        if _call(q, groups) != call and gone <= quiet
+    }
+    shown |= {(a, b) for a, b in inferred if (b, a) not in shown}
     shown |= ordered
     return {b for a, b in shown if (b, a) not in shown and a != b}
 
