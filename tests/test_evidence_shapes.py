@@ -889,6 +889,43 @@ def test_the_rank_that_called_the_default_groups_collective_first_breaks_the_ord
     )
 
 
+def test_two_ranks_each_waiting_for_the_other_across_groups_are_both_named(
+    tmp_path: Path,
+) -> None:
+    """8 ranks in dp pairs (r, r + 4). Rank 6 began the default group's all_reduce, then 4 s
+    later its dp collective; its dp peer 2 waits in that dp collective and never called the
+    default group's. Ranks 0, 1, 3, 4, 7 wait in the default group's alone (they may have
+    passed their dp one or not called it yet), and rank 5 logged nothing. Each of 2 and 6
+    waits for the other, which 5's silence does not explain; one rank's order against one
+    other's cannot say whose is the program's: both are named, undecidable."""
+    (finding,) = _log_findings(tmp_path, _dp_pair_crossed())
+    assert (finding.kind, finding.culprit_ranks, finding.undecidable) == (
+        "order_cycle",
+        [2, 6],
+        True,
+    )
+    assert "too few ranks show either order" in detail(finding)
+
+
+def test_a_crossed_pair_yields_to_a_silent_rank_that_failed_by_itself(tmp_path: Path) -> None:
+    """As above, but rank 5 raised an exception of its own: its failure explains the
+    default group's wait, and an order two ranks show may be harmless (hooks on another
+    thread): rank 5 is named."""
+    found = _log_findings(tmp_path, _dp_pair_crossed() + _raised(5, "KeyError: 'labels'"))
+    assert (found[0].kind, found[0].culprit_ranks) == ("missing_ranks", [5])
+
+
+def _dp_pair_crossed() -> list[str]:
+    """8 ranks in dp pairs (r, r + 4): rank 6 began the default group's all_reduce (3 s),
+    then its dp collective (7 s); its dp peer 2 waits in that dp collective (from 0 s) and
+    never called the default group's; 0, 1, 3, 4, 7 wait in the default group's; 5 is
+    silent."""
+    lines = [_init_line(r, str(10 + r % 4), "mesh_dp", r // 4, 2) for r in range(8)]
+    for rank in (0, 1, 3, 4, 6, 7):
+        lines += _timed_out(rank, "0", "default_pg", rank, 2, 3)
+    return lines + _timed_out(6, "12", "mesh_dp", 1, 3, 7) + _timed_out(2, "12", "mesh_dp", 0, 3, 0)
+
+
 def test_a_silent_absentee_is_the_culprit_before_any_order_that_differs(tmp_path: Path) -> None:
     """Rank 7 logs nothing while its dp pair waits for it: that explains the hang, and a rank
     whose calls reached NCCL in another order (backward hooks run on another thread) is not
@@ -1532,10 +1569,15 @@ def test_the_rank_in_the_default_collective_its_tp_peers_wait_for_broke_the_orde
     )
 
 
-def test_one_ranks_order_against_one_peers_blames_neither_for_it(tmp_path: Path) -> None:
-    """tp pairs: rank 1 against its one peer, rank 0, is one order against another."""
-    found = _log_findings(tmp_path, _tp_quads_one_rank_early(tp=2))
-    assert all(f.kind != "order_cycle" for f in found)
+def test_one_ranks_order_against_one_peers_blames_neither_alone(tmp_path: Path) -> None:
+    """tp pairs: rank 1 against its one peer, rank 0, is one order against another; each
+    waits for the other, so both are named, undecidable."""
+    (finding,) = _log_findings(tmp_path, _tp_quads_one_rank_early(tp=2))
+    assert (finding.kind, finding.culprit_ranks, finding.undecidable) == (
+        "order_cycle",
+        [0, 1],
+        True,
+    )
 
 
 def test_a_rank_whose_tp_peers_reached_the_default_collective_too_is_not_cut_off(
@@ -1550,15 +1592,20 @@ def test_a_rank_whose_tp_peers_reached_the_default_collective_too_is_not_cut_off
     assert (finding.kind, finding.culprit_ranks) == ("missing_ranks", [7])
 
 
-def test_a_cut_off_rank_beside_one_other_in_the_default_collective_explains_nothing(
+def test_a_cut_off_rank_beside_one_other_in_the_default_collective_is_not_singled_out(
     tmp_path: Path,
 ) -> None:
     """Only rank 4 besides rank 1 waits in the default group's collective (ranks 5-7 logged
-    nothing): the default group's waiters are no majority keeping the usual order."""
+    nothing): the default group's waiters are no majority keeping the usual order, so
+    rank 1 and the tp peers it waits for (and that wait for it) are all named, undecidable."""
     lines = _tp_quads_one_rank_early()
     lines = [line for line in lines if not line.startswith(("[rank5]", "[rank6]", "[rank7]"))]
-    found = _log_findings(tmp_path, lines)
-    assert all(f.kind != "order_cycle" for f in found)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.culprit_ranks, finding.undecidable) == (
+        "order_cycle",
+        [0, 1, 2, 3],
+        True,
+    )
 
 
 def _tp_quads_dp_pairs_one_silent(

@@ -1202,9 +1202,18 @@ def _order_differs(
             for r in there - pending
             if any(r in members[p] and at[p] and not at[p] & there for p in places)
         )
-        cut = _cut_off(early + skipped, places, at, there, members)
+        crossed = _crossed(early + skipped, places, at, there, members)
+        cut = _cut_off(crossed, places, at, there)
+        either: list[int] = []
         if cut:  # the others went to the mesh collective first: they passed it, or wait there
             early, late = cut, sorted((there | pending) - set(cut))
+        elif crossed and not explained:
+            # each side waits for the other, and too few show either order to say whose
+            # differs: the ranks of both sides are named
+            either = sorted(
+                {*crossed, *(r for p in places if set(crossed) & members[p] for r in at[p] - there)}
+            )
+            early, late = either, []
         elif explained or not (early and len(early) * 3 <= len(late)):
             continue
         # a clear majority keeps the other order, or the early ranks' peers are cut off
@@ -1217,6 +1226,7 @@ def _order_differs(
             "source": "logs",
             "decided_by": "nccl_groups",
             "same_order": len(late),
+            "default_first": [r for r in either if r in crossed],
             "other": {"pg": other[0], "seq": other[1], "desc": desc} if other else {"desc": desc},
         }
         g = groups[a[0]]
@@ -1231,7 +1241,7 @@ def _order_differs(
             sorted(there - set(early)),
             dict(g.members or {}),
             facts,
-            undecidable=False,
+            undecidable=bool(either),
         )
         held = len({q for p in places if members[p] & set(early) for q in at[p]} - set(early))
         if best is None or held > best[0]:
@@ -1267,7 +1277,7 @@ def _siblings_size(sizes: dict[str, list[int]], name: str) -> tuple[int, list[st
     return values.pop(), sorted(others, key=lambda n: (len(n), n))  # pg 2 before pg 10
 
 
-def _cut_off(
+def _crossed(
     early: list[int],
     places: list[Place_],
     at: dict[Place_, set[int]],
@@ -1276,16 +1286,23 @@ def _cut_off(
 ) -> list[int]:
     """The ranks of `early` (they began the default group's collective, pending at `there`,
     before their mesh group's, or never entered their mesh group's) whose mesh peers wait in
-    that mesh collective (`members`: each place's group) and none of whom is at `there`.
-    Asked where every rank at `there` is one, or they are outnumbered three to one by the
-    others there; and where the ranks pending in a mesh collective of this kind and not at
-    `there` (the usual order: the mesh group's first) outnumber them three to one: one
-    rank's order against one other's says nothing."""
-    cut = sorted(
+    that mesh collective (`members`: each place's group) and none of whom is at `there`:
+    each side waits for the other."""
+    return sorted(
         r
         for r in early
         if any((peers := at[p] - {r}) and not peers & there for p in places if r in members[p])
     )
+
+
+def _cut_off(
+    cut: list[int], places: list[Place_], at: dict[Place_, set[int]], there: set[int]
+) -> list[int]:
+    """The ranks `_crossed` found, where they are the side whose order differs: asked where
+    every rank at `there` is one, or they are outnumbered three to one by the others there;
+    and where the ranks pending in a mesh collective of this kind and not at `there` (the
+    usual order: the mesh group's first) outnumber them three to one: one rank's order
+    against one other's says nothing."""
     rest = len(there) - len(cut)
     usual = {r for p in places for r in at[p]} - there
     if not cut or len(cut) * 3 > len(usual):

@@ -662,8 +662,19 @@ def _named_by_check(f: Finding) -> str:
 
 def _order_differs(f: Finding) -> str:
     other = f.facts.get("other", {})
-    mesh = f"{'its' if len(f.culprit_ranks) == 1 else 'their'} {other.get('desc', 'mesh')} "
-    mesh += "collective" + (f" (pg {other['pg']} seq {other['seq']})" if "pg" in other else "")
+    call = f"{other.get('desc', 'mesh')} collective"
+    call += f" (pg {other['pg']} seq {other['seq']})" if "pg" in other else ""
+    first = [int(r) for r in f.facts.get("default_first", [])]
+    if f.undecidable and first:
+        rest = [r for r in f.culprit_ranks if r not in first]
+        return (
+            f"{who(first)} called {f.op or 'a collective'} at {where(f.place)} before the "
+            f"{call}, which {who(rest)} {verb(rest, 'waits', 'wait')} in without having "
+            "called the first: the order of calls differs, and each side waits for the "
+            "other; too few ranks show either order to say whose is the program's, so "
+            "undecidable, both sides are named (from the logs)"
+        )
+    mesh = f"{'its' if len(f.culprit_ranks) == 1 else 'their'} {call}"
     n = int(f.facts.get("same_order", 0))
     return (
         f"{who(f.culprit_ranks)} called {f.op or 'a collective'} at {where(f.place)} before "
