@@ -79,3 +79,20 @@ def nccl_async_error_lines(rank: int, seq: int, message: str, op: str = "ALLREDU
         f"sequence id: {seq} PG status: last enqueued work: {seq}, last completed work: {seq - 1}"
     )
     return [tag + _glog(690) + error, tag + _glog(2271) + status]
+
+
+def nccl_dump_signal_line(rank: int, enqueued: int, completed: int, source: str = " rank 0") -> str:
+    """The line a rank's heartbeat monitor logs on a dump signal
+    (ProcessGroupNCCL::HeartbeatMonitor::getNCCLWatchdogTimeoutErrorMsg): the default group's
+    prefix, who timed out (`" rank N"` from the TCPStore, or "this local rank"), and the group's
+    last enqueued and last completed work."""
+    return (
+        f"[rank{rank}]:[E1127 10:10:05.000000000 ProcessGroupNCCL.cpp:1987] [PG ID 0 PG GUID "
+        f"0(default_pg) Rank {rank}] Received a dump signal due to a collective timeout from "
+        f"{source} and we will try our best to dump the debug info. Last enqueued NCCL work: "
+        f"{enqueued}, last completed NCCL work: {completed}.This is most likely caused by "
+        "incorrect usages of collectives, e.g., wrong sizes used across ranks, the order of "
+        "collectives is not same for all ranks or the scheduled collective, for some reason, "
+        "didn't run. Additionally, this can be caused by GIL deadlock or other reasons such as "
+        "network errors or bugs in the communications library (e.g. NCCL), etc. "
+    )

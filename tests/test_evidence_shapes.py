@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES
-from log_builders import nccl_watchdog_lines
+from log_builders import nccl_dump_signal_line, nccl_watchdog_lines
 
 from frtrace.analysis.findings import Finding, Kind
 from frtrace.analysis.logs import all_members, log_findings, member_global, member_range
@@ -875,6 +875,25 @@ def _dp_pairs_and_a_barrier(first_to_barrier: list[int], ranks: int = 8) -> list
         lines += _timed_out(r, "0", "default_pg", r, 2, 0 if early else 3)
         lines += _timed_out(r, str(10 + r % half), "mesh_dp", r // half, 3, 2 if early else 1)
     return lines
+
+
+@pytest.mark.parametrize(
+    ("enqueued", "kind", "culprits"),
+    [(5, "stuck_collective", [0, 1, 2, 3]), (4, "missing_ranks", [3])],
+)
+def test_a_silent_ranks_monitor_status_says_whether_it_joined_the_collective(
+    tmp_path: Path, enqueued: int, kind: str, culprits: list[int]
+) -> None:
+    """Ranks 0-2 time out in the default group's collective 5; rank 3's watchdog did not
+    fire, but its heartbeat monitor logged the group's last enqueued and completed work with
+    the dump signal: enqueued 5 (and 4 completed), it waits inside with the others; enqueued
+    4, it never called it."""
+    lines = [_init_line(r, "0", "default_pg", r, 4) for r in range(4)]
+    for rank in range(3):
+        lines += _timed_out(rank, "0", "default_pg", rank, 5, rank)
+    lines.append(nccl_dump_signal_line(3, enqueued, 4))
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.culprit_ranks) == (kind, culprits)
 
 
 def test_the_rank_that_called_the_default_groups_collective_first_breaks_the_order(

@@ -45,6 +45,7 @@ from frtrace.evidence.logs import OP_NAMES
 from frtrace.evidence.records import (
     CLOCK_SLACK,
     PEER_LOST,
+    PENDING,
     TIMEOUT,
     Communicator,
     Entered,
@@ -852,6 +853,7 @@ def group_findings(ev: Evidence) -> list[Finding]:
                         known[rank] = w
     if not at:
         return []
+    _pending_inside(ev, at, waits)
     groups, steps = _groups(ev)
     waiting_anywhere = set().union(*at.values())
     # the sizes each group's members waited with, by (description, seq): siblings' sizes
@@ -954,6 +956,39 @@ def group_findings(ev: Evidence) -> list[Finding]:
 
 
 Place_ = tuple[str, int | None]
+
+
+def _pending_inside(
+    ev: Evidence,
+    at: dict[Place_, set[int]],
+    waits: dict[Place_, dict[int, Wait]],
+) -> None:
+    """Members whose watchdog had not fired but whose group's heartbeat monitor logged the
+    timed-out work enqueued (`Last enqueued NCCL work: 2, last completed NCCL work: 1` with
+    the dump signal) joined it: they wait inside it with the others."""
+    by_name: dict[str, list[tuple[int, dict[int, Wait]]]] = defaultdict(list)
+    for (name, seq), here in waits.items():
+        if seq is not None:
+            by_name[name].append((seq, here))
+    for rank, rev in ev.ranks.items():
+        for line in rev.groups:
+            if line.enqueued is None or line.pg_name not in by_name:
+                continue
+            for seq, here in by_name[line.pg_name]:
+                if rank not in here and seq <= line.enqueued:
+                    name, op = line.pg_name, next(iter(here.values())).op
+                    here[rank] = Wait(
+                        PENDING,
+                        op,
+                        line.where,
+                        pg_name=name,
+                        pg_desc=line.pg_desc,
+                        seq=seq,
+                        group_rank=line.group_rank,
+                        last_enqueued=line.enqueued,
+                        last_completed=line.completed,
+                    )
+                    at[(name, seq)].add(rank)
 
 
 def _held_first(

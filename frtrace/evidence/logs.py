@@ -119,6 +119,16 @@ _WATCHDOG_STATUS = re.compile(
     r"enqueued work: (?P<enq>-?\d{1,12}), last completed work: (?P<done>-?\d{1,12})"
 )
 _PG_OPTIONS = re.compile(r"size: (?P<size>\d{1,9}), global rank: (?P<global>\d{1,9})")
+# ProcessGroupNCCL::HeartbeatMonitor::getNCCLWatchdogTimeoutErrorMsg: `<logPrefix()>Received a
+# dump signal due to a collective timeout from <this local rank| rank N> and we will try our
+# best to dump the debug info. Last enqueued NCCL work: <n>, last completed NCCL work: <n>.`
+# (pgStatus_'s lastEnqueuedSeq and lastCompletedSeq of the group its prefix names), logged by
+# every rank whose monitor sees the dump signal, its own watchdog fired or not.
+_DUMP_SIGNAL = re.compile(
+    r"Received a dump signal due to a collective timeout from .{0,40}? and we will try our "
+    r"best to dump the debug info\. Last enqueued NCCL work: (?P<enq>-?\d{1,12}), last "
+    r"completed NCCL work: (?P<done>-?\d{1,12})"
+)
 # gloo (third_party/gloo/gloo/transport/tcp/unbound_buffer.cc, UnboundBuffer::waitRecv and
 # waitSend): `Timed out waiting <ms>ms for recv|send operation to complete`.
 _GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d{1,12})ms for (?P<dir>recv|send) operation")
@@ -752,6 +762,7 @@ class _Parser:
         g = _PG_PREFIX.search(text)
         if g is not None:
             options = _PG_OPTIONS.search(text, g.end())
+            status = _DUMP_SIGNAL.search(text, g.end())
             line = GroupLine(
                 int(g.group("pgid")),
                 g.group("uid"),
@@ -760,6 +771,8 @@ class _Parser:
                 where,
                 size=int(options.group("size")) if options else None,
                 global_rank=int(options.group("global")) if options else None,
+                enqueued=int(status.group("enq")) if status else None,
+                completed=int(status.group("done")) if status else None,
             )
             self.out.groups.append((speaker, line))
         m = _WATCHDOG.search(text)

@@ -21,6 +21,7 @@ from typing import NamedTuple
 TIMEOUT = "timeout"  # its timeout expired (gloo's wait, NCCL's watchdog)
 PEER_LOST = "peer_lost"  # gloo: a peer closed or reset its connection (that peer died)
 COMM_ERROR = "comm_error"  # another communication error (DistBackendError, NCCL error)
+PENDING = "pending"  # enqueued and not completed, as its group's heartbeat monitor logged
 
 # Innermost Python frames kept per exception or thread.
 MAX_FRAMES = 12
@@ -261,6 +262,10 @@ class GroupLine:
     where: Where
     size: int | None = None
     global_rank: int | None = None
+    # the group's progress its heartbeat monitor logged with a dump signal: the seq of the last
+    # work enqueued and of the last completed (None where the line states none)
+    enqueued: int | None = None
+    completed: int | None = None
 
 
 @dataclass(frozen=True)

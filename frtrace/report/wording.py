@@ -517,6 +517,7 @@ _HOW = {
     "timeout": "until their timeout",
     "peer_lost": "until a peer's connection closed",
     "comm_error": "until a communication error",
+    "pending": "(some of them by their monitors' word: it was enqueued)",
 }
 
 
