@@ -926,6 +926,31 @@ def test_two_ranks_each_waiting_for_the_other_across_groups_are_both_named(
     assert "too few ranks show either order" in detail(finding)
 
 
+@pytest.mark.parametrize(
+    ("world", "rank", "grank", "could"),
+    [(8, 0, 0, [1, 2, 4]), (16, 9, 1, [1, 8])],
+)
+def test_a_mesh_member_no_line_shows_is_one_of_the_ranks_the_layout_leaves(
+    tmp_path: Path, world: int, rank: int, grank: int, could: list[int]
+) -> None:
+    """A rank waits in its dp collective, in a pair whose other member no line shows, and
+    never called the default group's collective (its monitor: enqueued 2); every other rank
+    waits in that default one. Along a DeviceMesh dimension of size 2 the pair's other
+    member is a rank the layout leaves: in a world of 8, rank 0's partner is 1, 2 or 4
+    (steps 1, 2, 4); in a world of 16, rank 9 at group rank 1 is at (9 // step) % 2 == 1,
+    so step 1 or 8, and its partner 8 or 1. They are named, undecidable, rather than
+    nobody."""
+    lines = [_init_line(r, "0", "default_pg", r, world) for r in range(world)]
+    lines += _timed_out(rank, "5", "mesh_dp", grank, 11, 0)
+    lines.append(nccl_dump_signal_line(rank, 2, 2))
+    for other in range(world):
+        if other != rank:
+            lines += _timed_out(other, "0", "default_pg", other, 3, 4)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.pg_name, finding.culprit_ranks, finding.undecidable) == ("5", could, True)
+    assert "could be it" in detail(finding)
+
+
 def test_a_crossed_pair_yields_to_a_silent_rank_that_failed_by_itself(tmp_path: Path) -> None:
     """As above, but rank 5 raised an exception of its own: its failure explains the
     default group's wait, and an order two ranks show may be harmless (hooks on another

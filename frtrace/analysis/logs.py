@@ -946,7 +946,16 @@ def group_findings(ev: Evidence) -> list[Finding]:
             root.culprit_ranks = sorted({*chosen, *root.waiting_ranks})
         return [root]
     if found:  # members the logs never show, their global ranks untold
-        return [max(found.values(), key=lambda f: (len(f.waiting_ranks), f.pg_name))]
+        unknown = max(found.values(), key=lambda f: (len(f.waiting_ranks), f.pg_name))
+        mesh_group = groups.get(unknown.pg_name)
+        could = (
+            _layout_members(mesh_group, _world_size(groups)) if mesh_group is not None else set()
+        )
+        if could - set(unknown.waiting_ranks):  # the ranks the mesh's layout leaves for them
+            unknown.culprit_ranks = unknown.not_issued_by = sorted(could)
+            unknown.facts["layout_candidates"] = sorted(could)
+            unknown.undecidable = True
+        return [unknown]
     # every member the logs show waits where it timed out: inside the collective, or the
     # member they wait for is not in the logs
     (name, seq), _waiting = max(
@@ -1310,6 +1319,33 @@ def _siblings_size(sizes: dict[str, list[int]], name: str) -> tuple[int, list[st
     if sum(len(v) for v in others.values()) < 2 or len(values) != 1:
         return None
     return values.pop(), sorted(others, key=lambda n: (len(n), n))  # pg 2 before pg 10
+
+
+def _world_size(groups: dict[str, _Group]) -> int:
+    """The default group's size: the world's, as `_groups` found it (0 where untold)."""
+    return max((g.size or 0 for g in groups.values() if g.desc == "default_pg"), default=0)
+
+
+def _layout_members(g: _Group, world: int) -> set[int]:
+    """The global ranks a DeviceMesh group's members the logs never show could be, for
+    every step and size its shown members fit: init_device_mesh lays the mesh over the
+    world's ranks in order (`torch.arange(world).view(mesh_shape)`,
+    torch/distributed/device_mesh.py), so along a dimension of size n and step s (n x s
+    divides the world) rank r is group rank (r // s) % n. None past INFERRED_MEMBERS."""
+    members = g.members or {}
+    if not g.desc.startswith("mesh_") or not members or world <= 1:
+        return set()
+    if not g.size or g.size > INFERRED_MEMBERS:
+        return set()
+    r0, g0 = min(members.items(), key=lambda kv: kv[1])
+    sizes = [g.size] if g.stated else [n for n in _divisors(world) if n >= g.size]
+    unshown = [i for i in range(g.size) if i not in set(members.values())]
+    out: set[int] = set()
+    for step in _divisors(world):
+        for n in sizes:
+            if world % (n * step) == 0 and all((r // step) % n == gr for r, gr in members.items()):
+                out.update(r0 + (i - g0) * step for i in unshown)
+    return {r for r in out if 0 <= r < world and r not in members}
 
 
 def _crossed(

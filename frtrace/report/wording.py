@@ -530,6 +530,9 @@ def _never_joined(f: Finding) -> str:
     unknown = list(f.facts.get("unknown_members", []))
     inside = [int(r) for r in f.facts.get("or_inside", [])]
     culprits = [r for r in culprits if r not in inside]
+    layout = [int(r) for r in f.facts.get("layout_candidates", [])]
+    if layout:  # they are the unknown members' possible ranks, said with them below
+        culprits = [r for r in culprits if r not in layout]
     blamed = who(culprits) if culprits else ""
     if procs:
         pids = _processes_text(procs)
@@ -595,7 +598,12 @@ def _never_joined(f: Finding) -> str:
     if len(culprits) > 4:
         parts.append(f"{len(culprits) - 4} more alike")
     parts += [f"{_processes_text([p])} {culprit_state(p)}" for p in procs[:4]]
-    if unknown:
+    if unknown and layout:
+        parts = [
+            f"{members} of the group {'are' if len(unknown) > 1 else 'is'} in no log; by the "
+            f"mesh's layout (init_device_mesh) {who(layout)} could be it, which is undecidable"
+        ]
+    elif unknown:
         parts.append(
             f"{members} of the group {'are' if len(unknown) > 1 else 'is'} in no log (its "
             "global rank cannot be told from the members the logs show)"
