@@ -951,7 +951,7 @@ def group_findings(ev: Evidence) -> list[Finding]:
         could = (
             _layout_members(mesh_group, _world_size(groups)) if mesh_group is not None else set()
         )
-        if could - set(unknown.waiting_ranks):  # the ranks the mesh's layout leaves for them
+        if could:  # the ranks the mesh's layout leaves for the members no line shows
             unknown.culprit_ranks = unknown.not_issued_by = sorted(could)
             unknown.facts["layout_candidates"] = sorted(could)
             unknown.undecidable = True
@@ -1331,7 +1331,7 @@ def _layout_members(g: _Group, world: int) -> set[int]:
     every step and size its shown members fit: init_device_mesh lays the mesh over the
     world's ranks in order (`torch.arange(world).view(mesh_shape)`,
     torch/distributed/device_mesh.py), so along a dimension of size n and step s (n x s
-    divides the world) rank r is group rank (r // s) % n. None past INFERRED_MEMBERS."""
+    divides the world) rank r is group rank (r // s) % n. Empty past INFERRED_MEMBERS."""
     members = g.members or {}
     if not g.desc.startswith("mesh_") or not members or world <= 1:
         return set()
