@@ -2133,3 +2133,72 @@ def test_only_the_agents_rendezvous_connection_error_is_a_lost_store(tmp_path: P
         for i, text in enumerate((other, lost))
     ]
     assert events == [[], ["store_lost"]]
+
+
+def _three_nodes_one_stackless(tmp_path: Path, third_log: str, hostless: str = "") -> list[Finding]:
+    """Three nodes of one worker each, cancelled (torch 2.13, gloo): ranks 0 and 1's
+    labelled py-spy stacks wait in all_reduce; the third node's stacks were lost and its
+    log is `third_log`; `hostless`, a log no node's. Every agent logged the SIGTERM it sent
+    its worker."""
+    from frtrace.evidence.pyspy import parse_pyspy
+
+    agent = (
+        "W1129 07:17:11.810000 {apid} .venv/lib/python3.11/site-packages/torch/distributed/"
+        "elastic/multiprocessing/api.py:1028] Sending process {pid} closing signal SIGTERM\n"
+    )
+    logs, stacks = [], []
+    for rank, host, pid in ((0, "node-131", 7806), (1, "node-178", 7807)):
+        logs.append(parse_log(_log(tmp_path, f"node-{host}.out", agent.format(apid=7785, pid=pid))))
+        spy = _log(
+            tmp_path,
+            f"pyspy_{host}.txt",
+            f"# frtrace-collect rank={rank} local_rank=0 host={host} pid={pid}\n"
+            f"Process {pid}: python -u train_lm.py\nPython v3.11.7 (/usr/bin/python3.11)\n\n"
+            f'Thread {pid} (idle): "MainThread"\n'
+            "    all_reduce (torch/distributed/distributed_c10d.py:3252)\n"
+            "    communicate (train_lm.py:151)\n",
+        )
+        stacks.append(parse_pyspy(spy))
+    logs.append(parse_log(_log(tmp_path, "node-node-213.out", third_log)))
+    if hostless:
+        logs.append(parse_log(_log(tmp_path, "slurm-7384194.out", hostless)))
+    return log_findings(gather(logs, stacks))
+
+
+def test_a_worker_its_agent_names_that_is_no_seen_rank_is_the_unseen_rank(
+    tmp_path: Path,
+) -> None:
+    """The third node's agent names its worker, pid 7805, which is neither rank seen: the
+    world has a third rank, the one 0 and 1 wait for, and that is its process."""
+    third = (
+        "W1129 07:17:11.811000 7792 .venv/lib/python3.11/site-packages/torch/distributed/"
+        "elastic/multiprocessing/api.py:1028] Sending process 7805 closing signal SIGTERM\n"
+    )
+    (finding,) = _three_nodes_one_stackless(tmp_path, third)
+    assert (finding.kind, finding.culprit_ranks) == ("missing_ranks", [2])
+    assert [(p.host, p.pid) for p in finding.culprit_processes] == [("node-213", 7805)]
+
+
+def test_an_agent_named_worker_that_may_be_a_seen_rank_adds_no_rank(tmp_path: Path) -> None:
+    """As above, but the third node's log shows rank 2 there, with no pid, timed out in
+    all_reduce like the others, and its agent names two workers (7805, and 7809 of an
+    earlier attempt): either may be rank 2, so neither is a rank more. Every rank waits in
+    the collective: the hang is inside it, and no process is named for a rank unseen."""
+    closing = (
+        "W1129 07:17:11.811000 7792 .venv/lib/python3.11/site-packages/torch/distributed/"
+        "elastic/multiprocessing/api.py:1028] Sending process {pid} closing signal SIGTERM\n"
+    )
+    third = closing.format(pid=7809) + closing.format(pid=7805) + _gloo_timeout(2)
+    (finding,) = _three_nodes_one_stackless(tmp_path, third)
+    assert (finding.kind, finding.culprit_processes) == ("stuck_collective", [])
+
+
+def test_an_agent_named_worker_adds_no_rank_while_a_seen_rank_has_no_host(tmp_path: Path) -> None:
+    """As the first, but rank 2's timeout is in a log no node's: it may be the worker the
+    third node's agent names, so that worker is no rank more."""
+    third = (
+        "W1129 07:17:11.811000 7792 .venv/lib/python3.11/site-packages/torch/distributed/"
+        "elastic/multiprocessing/api.py:1028] Sending process 7805 closing signal SIGTERM\n"
+    )
+    (finding,) = _three_nodes_one_stackless(tmp_path, third, hostless=_gloo_timeout(2))
+    assert (finding.kind, finding.culprit_processes) == ("stuck_collective", [])

@@ -1670,7 +1670,12 @@ def state_findings(ev: Evidence) -> list[Finding]:
         unseen = _unseen(ev)
         if unseen:  # the rank they wait for may be one no input shows (its node's log lost)
             facts["unseen"] = unseen
-            return [finding(Kind.MISSING_RANKS, Reason.NEVER_JOINED, unseen, True)]
+            found = finding(Kind.MISSING_RANKS, Reason.NEVER_JOINED, unseen, True)
+            if ev.agent_workers and len(ev.agent_workers) == len(unseen):
+                # their processes, as their agents name them (which is which: untold)
+                found.culprit_processes = [ProcessRef(h, p) for h, p in ev.agent_workers]
+                facts["agent_workers"] = [{"host": h, "pid": p} for h, p in ev.agent_workers]
+            return [found]
         return [finding(Kind.STUCK_COLLECTIVE, Reason.ALL_WAITING, waiting, True)]
     split = culprits == elsewhere and not failed and not stuck and len(elsewhere) >= len(waiting)
     if split:  # as many wait in another collective as in this one: which side skipped or
@@ -1696,8 +1701,11 @@ UNSEEN_NAMED = 4096  # the most ranks no input shows that a finding lists as can
 
 def _world_of(ev: Evidence) -> int:
     """The world's size: as stated or, untold, up to the highest rank seen (global ranks run
-    from 0 without a gap, so those below it exist)."""
-    return ev.world_size if ev.world_size is not None else max(ev.ranks, default=-1) + 1
+    from 0 without a gap, so those below it exist), and at least the ranks seen and the
+    workers their agents name that are none of them."""
+    if ev.world_size is not None:
+        return ev.world_size
+    return max(max(ev.ranks, default=-1) + 1, len(ev.ranks) + len(ev.agent_workers))
 
 
 def _unseen(ev: Evidence) -> list[int]:

@@ -545,6 +545,7 @@ def gather(
     ev.world_size = max(worlds) if worlds else None
     _communicators(ev, join, logs)
     _match_stacks(ev, join, stacks)
+    ev.agent_workers = _unranked_workers(ev, join, logs)
     ev.ending = _ending(logs, join)
     ev.job_seen = any(_says_anything(log) for log in logs) or any(s.processes for s in stacks)
     ev.debug_detail = any(log.debug_level == "DETAIL" for log in logs)
@@ -575,6 +576,30 @@ def _agent_pids_by_elimination(ev: Evidence, join: _Join, logs: list[ParsedLog])
         if len(untied) == 1 == len(free):
             join.pids[(node, untied[0])] = free[0].rank
             free[0].pid = untied[0]
+
+
+def _unranked_workers(ev: Evidence, join: _Join, logs: list[ParsedLog]) -> list[tuple[str, int]]:
+    """The worker processes agents name (`Sending process P closing signal`, `failed ...
+    (pid: P)`: torch/distributed/elastic/multiprocessing/api.py) that no input ties to a
+    rank, on nodes where no seen rank lacks a pid (such a rank may be that process), and none
+    at all while a seen rank has neither host nor pid: each is then a rank no input shows."""
+    if any(not r.host and r.pid is None for r in ev.ranks.values()):
+        return []
+    out: list[tuple[str, int]] = []
+    seen: set[tuple[Key, int]] = set()
+    for log in logs:
+        for speaker, event in log.agent:
+            if event.event not in ("closing", "failed") or event.pid is None:
+                continue
+            node = _agent_node(join.nodes, log, speaker, event)
+            if node is None or (node, event.pid) in join.pids or (node, event.pid) in seen:
+                continue
+            seen.add((node, event.pid))
+            host = join.nodes.host(node)
+            on_node = [r for r in ev.ranks.values() if short_host(r.host) == short_host(host)]
+            if host and not any(r.pid is None or r.pid == event.pid for r in on_node):
+                out.append((host, event.pid))
+    return out
 
 
 def _communicators(ev: Evidence, join: _Join, logs: list[ParsedLog]) -> None:

@@ -446,6 +446,9 @@ class Evidence:
     reports: list[Reported] = field(default_factory=list)  # ranks naming others
     ending: Ending = field(default_factory=Ending)
     world_size: int | None = None  # as torchelastic's roster or the logs state it
+    # worker processes an agent names (`Sending process P closing signal`) that are no rank
+    # the inputs show, nor could be one: (host, pid); each is a rank no input shows
+    agent_workers: list[tuple[str, int]] = field(default_factory=list)
     addresses: dict[str, str] = field(default_factory=dict)  # network address -> host
     job_seen: bool = False  # the logs or stacks show a distributed job at all
     debug_detail: bool = False  # the job ran with TORCH_DISTRIBUTED_DEBUG=DETAIL

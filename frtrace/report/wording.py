@@ -577,11 +577,21 @@ def _never_joined(f: Finding) -> str:
         )
     if unseen and culprits == unseen:  # every rank seen waits: the culprit is not seen
         how = _HOW.get(str(f.facts.get("how", "")), "")
+        workers = list(f.facts.get("agent_workers", []))
+        shown = ", ".join(process_text(w.get("pid"), w.get("host"), "") for w in workers[:4])
+        agents = (
+            f" (its agent names its process: {shown})"
+            if len(workers) == 1
+            else f" (their agents name their processes: {shown})"
+            if workers
+            else ""
+        )
         return (
             f"{who(waiting)}, every rank these inputs show, waited in {what}"
-            f"{' ' + how if how else ''}; the rank they wait for is one of {who(unseen)}, "
-            "which no input shows, or the hang is inside the collective: give every node's "
-            "logs (from the logs; undecidable)"
+            f"{' ' + how if how else ''}; the rank they wait for is "
+            f"{'one of ' if len(unseen) > 1 else ''}{who(unseen)}, which no input shows"
+            f"{agents}, or the hang is inside the collective: give every node's logs (from "
+            "the logs; undecidable)"
         )
     if waiting or f.facts.get("waiting_processes"):
         how = _HOW.get(str(f.facts.get("how", "")), "")
