@@ -2180,10 +2180,10 @@ def test_a_worker_its_agent_names_that_is_no_seen_rank_is_the_unseen_rank(
 
 
 def test_an_agent_named_worker_that_may_be_a_seen_rank_adds_no_rank(tmp_path: Path) -> None:
-    """As above, but the third node's log shows rank 2 there, with no pid, timed out in
-    all_reduce like the others, and its agent names two workers (7805, and 7809 of an
-    earlier attempt): either may be rank 2, so neither is a rank more. Every rank waits in
-    the collective: the hang is inside it, and no process is named for a rank unseen."""
+    """As above, but the third node's log shows rank 2 there, timed out in all_reduce like
+    the others, and its agent names two workers (7805, and 7809 of an earlier attempt):
+    either may be rank 2, so neither is a rank more. Every rank waits in the collective:
+    the hang is inside it, and no process is named for a rank unseen."""
     closing = (
         "W1129 07:17:11.811000 7792 .venv/lib/python3.11/site-packages/torch/distributed/"
         "elastic/multiprocessing/api.py:1028] Sending process {pid} closing signal SIGTERM\n"

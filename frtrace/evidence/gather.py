@@ -581,8 +581,9 @@ def _agent_pids_by_elimination(ev: Evidence, join: _Join, logs: list[ParsedLog])
 def _unranked_workers(ev: Evidence, join: _Join, logs: list[ParsedLog]) -> list[tuple[str, int]]:
     """The worker processes agents name (`Sending process P closing signal`, `failed ...
     (pid: P)`: torch/distributed/elastic/multiprocessing/api.py) that no input ties to a
-    rank, on nodes where no seen rank lacks a pid (such a rank may be that process), and none
-    at all while a seen rank has neither host nor pid: each is then a rank no input shows."""
+    rank, on nodes where no rank is seen (a seen rank there may be that process, and a node
+    whose agent restarted its workers names the earlier attempt's too), and none at all
+    while a seen rank has neither host nor pid: each is then a rank no input shows."""
     if any(not r.host and r.pid is None for r in ev.ranks.values()):
         return []
     out: list[tuple[str, int]] = []
@@ -596,8 +597,7 @@ def _unranked_workers(ev: Evidence, join: _Join, logs: list[ParsedLog]) -> list[
                 continue
             seen.add((node, event.pid))
             host = join.nodes.host(node)
-            on_node = [r for r in ev.ranks.values() if short_host(r.host) == short_host(host)]
-            if host and not any(r.pid is None or r.pid == event.pid for r in on_node):
+            if host and not any(short_host(r.host) == short_host(host) for r in ev.ranks.values()):
                 out.append((host, event.pid))
     return out
 
