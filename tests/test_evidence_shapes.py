@@ -801,6 +801,19 @@ def test_silent_ranks_missing_from_several_dp_pairs_are_held_in_their_tp_call(
     )
 
 
+def test_one_silent_rank_missing_from_two_calls_is_named_alone(tmp_path: Path) -> None:
+    """8 ranks: tp group 0-3, dp pairs (r, r + 4). Ranks 0 and 1 wait in the tp all_reduce,
+    2 and 3 are silent; rank 7 waits in its dp collective for 3. One absentee is no reason
+    to put the dp call after the tp one (3 may have stopped before both): rank 3, absent
+    from both, explains the most and is named alone."""
+    lines = [_init_line(r, str(1 + r // 4), "mesh_tp", r % 4, 4) for r in range(8)]
+    lines += [_init_line(r, str(20 + r % 4), "mesh_dp", r // 4, 2) for r in range(8)]
+    lines += _timed_out(0, "1", "mesh_tp", 0, 9, 0) + _timed_out(1, "1", "mesh_tp", 1, 9, 0)
+    lines += _timed_out(7, "23", "mesh_dp", 1, 5, 3)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.culprit_ranks, finding.undecidable) == ([3], False)
+
+
 def test_the_silent_absentees_are_named_in_the_call_that_holds_the_others(
     tmp_path: Path,
 ) -> None:
