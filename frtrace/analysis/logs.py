@@ -663,19 +663,31 @@ def _mesh_layout_steps(
             shown[g.desc] += g.members.items()
             low[g.desc] = max(low.get(g.desc, 2), g.size or 2)
     out: dict[str, int] = {}
-    divisors = _divisors(world)
     for desc, members in shown.items():
-        fits = {
-            step
-            for d in divisors
-            for step in divisors
-            if d % step == 0
-            and (n := d // step) >= low[desc]
-            and all((r // step) % n == gr for r, gr in members)
-        }
+        fits = {step for step, _n in _layout_fits(members, world, low[desc])}
         if len(fits) == 1:
             out[desc] = fits.pop()
     return out
+
+
+def _layout_fits(
+    members: Iterable[tuple[int, int]], world: int, low: int, size: int | None = None
+) -> set[tuple[int, int]]:
+    """The (step, size) pairs of a DeviceMesh dimension that put every shown member
+    (global rank, group rank) at its group rank: along a dimension of size n and step s
+    (n x s divides the world) rank r is group rank (r // s) % n. Sizes from `low` up, or
+    `size` alone where given."""
+    shown = list(members)
+    divisors = _divisors(world)
+    return {
+        (step, n)
+        for d in divisors
+        for step in divisors
+        if d % step == 0
+        and (n := d // step) >= low
+        and (size is None or n == size)
+        and all((r // step) % n == gr for r, gr in shown)
+    }
 
 
 def _divisors(n: int) -> list[int]:
@@ -1328,23 +1340,18 @@ def _world_size(groups: dict[str, _Group]) -> int:
 
 def _layout_members(g: _Group, world: int) -> set[int]:
     """The global ranks a DeviceMesh group's members the logs never show could be, for
-    every step and size its shown members fit: init_device_mesh lays the mesh over the
-    world's ranks in order (`torch.arange(world).view(mesh_shape)`,
-    torch/distributed/device_mesh.py), so along a dimension of size n and step s (n x s
-    divides the world) rank r is group rank (r // s) % n. Empty past INFERRED_MEMBERS."""
+    every step and size its shown members fit (`_layout_fits`: init_device_mesh lays the
+    mesh over the world's ranks in order, `torch.arange(world).view(mesh_shape)`,
+    torch/distributed/device_mesh.py). Empty past INFERRED_MEMBERS."""
     members = g.members or {}
     if not g.desc.startswith("mesh_") or not members or world <= 1:
         return set()
     if not g.size or g.size > INFERRED_MEMBERS:
         return set()
     r0, g0 = min(members.items(), key=lambda kv: kv[1])
-    sizes = [g.size] if g.stated else [n for n in _divisors(world) if n >= g.size]
     unshown = [i for i in range(g.size) if i not in set(members.values())]
-    out: set[int] = set()
-    for step in _divisors(world):
-        for n in sizes:
-            if world % (n * step) == 0 and all((r // step) % n == gr for r, gr in members.items()):
-                out.update(r0 + (i - g0) * step for i in unshown)
+    fits = _layout_fits(members.items(), world, g.size, g.size if g.stated else None)
+    out = {r0 + (i - g0) * step for step, _n in fits for i in unshown}
     return {r for r in out if 0 <= r < world and r not in members}
 
 

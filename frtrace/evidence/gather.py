@@ -560,13 +560,7 @@ def _agent_pids_by_elimination(ev: Evidence, join: _Join, logs: list[ParsedLog])
     ... (pid: P)`) that nothing ties, and its one rank with no pid, are the same process,
     where the agents name as many workers as the job has ranks (a worker that ended cleanly
     before is named by none, and then nothing is tied)."""
-    named: dict[Key, set[int]] = defaultdict(set)
-    for log in logs:
-        for speaker, event in log.agent:
-            if event.event in ("closing", "failed") and event.pid is not None:
-                agent = _agent_node(join.nodes, log, speaker, event)
-                if agent is not None:
-                    named[agent].add(event.pid)
+    named = _agent_named(join, logs)
     if sum(len(p) for p in named.values()) != len(ev.ranks):
         return
     for node, pids in named.items():
@@ -586,20 +580,27 @@ def _unranked_workers(ev: Evidence, join: _Join, logs: list[ParsedLog]) -> list[
     while a seen rank has neither host nor pid: each is then a rank no input shows."""
     if any(not r.host and r.pid is None for r in ev.ranks.values()):
         return []
-    out: list[tuple[str, int]] = []
-    seen: set[tuple[Key, int]] = set()
+    seen_on = {short_host(r.host) for r in ev.ranks.values()}
+    return [
+        (host, pid)
+        for node, pids in _agent_named(join, logs).items()
+        if (host := join.nodes.host(node)) and short_host(host) not in seen_on
+        for pid in pids
+        if (node, pid) not in join.pids
+    ]
+
+
+def _agent_named(join: _Join, logs: list[ParsedLog]) -> dict[Key, list[int]]:
+    """The worker pids each node's agent names (`Sending process P closing signal`, `failed
+    ... (pid: P)`), in the order first named."""
+    named: dict[Key, list[int]] = defaultdict(list)
     for log in logs:
         for speaker, event in log.agent:
-            if event.event not in ("closing", "failed") or event.pid is None:
-                continue
-            node = _agent_node(join.nodes, log, speaker, event)
-            if node is None or (node, event.pid) in join.pids or (node, event.pid) in seen:
-                continue
-            seen.add((node, event.pid))
-            host = join.nodes.host(node)
-            if host and not any(short_host(r.host) == short_host(host) for r in ev.ranks.values()):
-                out.append((host, event.pid))
-    return out
+            if event.event in ("closing", "failed") and event.pid is not None:
+                agent = _agent_node(join.nodes, log, speaker, event)
+                if agent is not None and event.pid not in named[agent]:
+                    named[agent].append(event.pid)
+    return named
 
 
 def _communicators(ev: Evidence, join: _Join, logs: list[ParsedLog]) -> None:
