@@ -2190,6 +2190,7 @@ def test_a_worker_its_agent_names_that_is_no_seen_rank_is_the_unseen_rank(
     (finding,) = _three_nodes_one_stackless(tmp_path, third)
     assert (finding.kind, finding.culprit_ranks) == ("missing_ranks", [2])
     assert [(p.host, p.pid) for p in finding.culprit_processes] == [("node-213", 7805)]
+    assert "its agent names its process: pid 7805 on node-213" in detail(finding)
 
 
 def test_an_agent_named_worker_that_may_be_a_seen_rank_adds_no_rank(tmp_path: Path) -> None:

@@ -1681,7 +1681,6 @@ def state_findings(ev: Evidence) -> list[Finding]:
             if ev.agent_workers and len(ev.agent_workers) == len(unseen):
                 # their processes, as their agents name them (which is which: untold)
                 found.culprit_processes = [ProcessRef(h, p) for h, p in ev.agent_workers]
-                facts["agent_workers"] = [{"host": h, "pid": p} for h, p in ev.agent_workers]
             return [found]
         return [finding(Kind.STUCK_COLLECTIVE, Reason.ALL_WAITING, waiting, True)]
     split = culprits == elsewhere and not failed and not stuck and len(elsewhere) >= len(waiting)

@@ -577,8 +577,8 @@ def _never_joined(f: Finding) -> str:
         )
     if unseen and culprits == unseen:  # every rank seen waits: the culprit is not seen
         how = _HOW.get(str(f.facts.get("how", "")), "")
-        workers = list(f.facts.get("agent_workers", []))
-        shown = ", ".join(process_text(w.get("pid"), w.get("host"), "") for w in workers[:4])
+        workers = f.culprit_processes  # the agents' processes, where they are as many
+        shown = ", ".join(process_text(w.pid, w.host, "") for w in workers[:4])
         agents = (
             f" (its agent names its process: {shown})"
             if len(workers) == 1
