@@ -759,6 +759,25 @@ def test_a_whole_group_is_where_the_job_stopped_though_a_later_ones_first_member
     )
 
 
+def test_a_whole_group_whose_members_the_mesh_layout_puts_in_waiting_groups_is_waited_on(
+    tmp_path: Path,
+) -> None:
+    """Eight ranks, tp pairs and dp groups of four (0, 2, 4, 6 and 1, 3, 5, 7). Ranks 0-5
+    wait in their dp all_reduce from 10:00:10; tp pair (6, 7) waits whole in its all_reduce
+    from 10:00:30, and never logs a dp line. The dp groups' spacing and the world put 6 and 7
+    in them: the dp groups wait for the pair, where the hang is, though their waits began
+    first."""
+    lines = _timed_out(6, "13", "mesh_tp", 0, 4, 30) + _timed_out(7, "13", "mesh_tp", 1, 4, 30)
+    for rank in range(6):
+        lines += _timed_out(rank, f"2{rank % 2}", "mesh_dp", rank // 2, 3, 10)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.pg_name, finding.culprit_ranks) == (
+        "stuck_collective",
+        "13",
+        [6, 7],
+    )
+
+
 def test_silent_ranks_dp_peers_waiting_for_them_do_not_single_them_out(tmp_path: Path) -> None:
     """16 ranks: tp groups 0-7 and 8-15, dp pairs (r, r + 8). Ranks 0, 2, 4, 6, 7 wait in
     their tp all_reduce; 1, 3, 5 are silent. Their dp peers wait for them in the dp

@@ -910,7 +910,8 @@ def group_findings(ev: Evidence) -> list[Finding]:
     if order is not None:
         return [order]
     ordered = _program_order(_by_rank(began), groups)  # one program's order, as ranks show it
-    stuck, also = _waited_on(at, groups, began, ordered)
+    derived = {name: {r for r in d.values() if r is not None} for name, (d, _) in unshown.items()}
+    stuck, also = _waited_on(at, groups, began, ordered, derived)
     if stuck is not None and not failed:  # a whole group waits inside it, others wait for it
         name, seq = stuck
         f = _stuck_at(ev, groups.get(name, _Group(name, members={})), seq, at, waits)
@@ -1100,6 +1101,7 @@ def _waited_on(
     groups: dict[str, _Group],
     began: dict[Place_, dict[int, Wait]],
     ordered: set[tuple[Call_, Call_]],
+    derived: dict[str, set[int]],
 ) -> tuple[Place_ | None, list[Place_]]:
     """The timed-out collective whose group's every member waits in it while members of
     other timed-out groups, absent from theirs, wait there too: the end of the chain (a hang
@@ -1111,13 +1113,16 @@ def _waited_on(
     logs show began before is the first to stop: the rest began behind it (other whole
     groups' that began too close to it for the clocks come second). A member's two works
     too close for its clock are in the order other ranks surely began them in (`ordered`,
-    `_program_order`)."""
+    `_program_order`). A group's members are those its lines show and those its shown
+    members and the layout put there (`derived`, `_unshown`): a rank that never logged in
+    a group it belongs to is as absent from it as one that did."""
     of_rank = _by_rank(began)
     absent: Counter[int] = Counter()  # in how many timed-out collectives each rank is missing
     for (name, _seq), there in at.items():
         h = groups.get(name)
         if h is not None:
-            absent.update(r for r in (h.members or {}) if r not in there)
+            members = set(h.members or {}) | derived.get(name, set())
+            absent.update(r for r in members if r not in there)
     whole: list[Place_] = []
     full: set[Place_] = set()  # every member waits in it
     scored: dict[Place_, tuple[int, int]] = {}
