@@ -759,6 +759,38 @@ def test_a_whole_group_is_where_the_job_stopped_though_a_later_ones_first_member
     )
 
 
+def test_a_group_of_unknown_size_may_have_members_above_the_highest_shown(
+    tmp_path: Path,
+) -> None:
+    """Eight ranks; rank 5 alone logs, a timeout in its tp group as group rank 1. Neither
+    the group's size nor its spacing is known: the member it waits for may be any silent
+    rank, below it (group rank 0) or above it (group ranks 2 and up)."""
+    lines = [f"[rank{r}]:step 3 done" for r in range(8)]
+    lines += _timed_out(5, "9", "mesh_tp", 1, 4, 0)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert finding.undecidable
+    assert {0, 1, 2, 3, 4, 6, 7} <= set(finding.culprit_ranks)
+
+
+def test_a_group_of_stated_size_has_no_members_above_its_size(tmp_path: Path) -> None:
+    """As above, but rank 5's tp group states its size, two: its other member is below it."""
+    lines = [f"[rank{r}]:step 3 done" for r in range(8)]
+    lines += [_init_line(5, "9", "mesh_tp", 1, 2), *_timed_out(5, "9", "mesh_tp", 1, 4, 0)]
+    (finding,) = _log_findings(tmp_path, lines)
+    assert finding.undecidable
+    assert {0, 1, 2, 3, 4} <= set(finding.culprit_ranks) <= {0, 1, 2, 3, 4, 5}
+
+
+def test_a_rank_above_waiting_in_another_group_is_no_unseen_member(tmp_path: Path) -> None:
+    """Twelve ranks; rank 5 logs a timeout in its tp group, as group rank 1, of a size no
+    line states; rank 7 one in its dp group. The member rank 5 waits for may be any silent
+    rank, below it or above it; not 7, which waits elsewhere."""
+    lines = [f"[rank{r}]:step 3 done" for r in range(12)]
+    lines += _timed_out(5, "9", "mesh_tp", 1, 4, 0) + _timed_out(7, "30", "mesh_dp", 1, 2, 0)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert {6, 8, 9, 10, 11} <= set(finding.culprit_ranks) and 7 not in finding.culprit_ranks
+
+
 def test_a_whole_group_whose_members_the_mesh_layout_puts_in_waiting_groups_is_waited_on(
     tmp_path: Path,
 ) -> None:

@@ -1472,6 +1472,15 @@ def _unshown(
             derived[i] = fits[0]
         elif fits and not any(r in waiting_anywhere for r in fits):
             candidates.update(fits)
+    if candidates and not g.stated:
+        # a size no line states is only the least the members show: members above the
+        # highest shown may be there too, any silent rank above it
+        above = max(members, default=-1)
+        candidates.update(
+            r
+            for r in ev.ranks
+            if r > above and r not in members and r not in siblings and r not in waiting_anywhere
+        )
     return derived, candidates
 
 
