@@ -1449,7 +1449,8 @@ def _unshown(
     """A group's members the logs never show, by group rank: the global rank where the shown
     members leave one (`members_global`, or the one rank their order leaves: not waiting,
     in no sibling group of the same description), else None; and the ranks that could be
-    the unresolved ones, where none of them waits anywhere. Past UNSEEN_NAMED unshown
+    the unresolved ones, where none of them waits anywhere (and, where no line states the
+    size, every silent rank above the highest shown member). Past UNSEEN_NAMED unshown
     members (a size from untrusted lines, or a world mostly unseen) none is resolved."""
     members = dict(g.members or {})
     shown = set(members.values())
