@@ -1532,6 +1532,48 @@ def test_detail_logs_with_a_number_no_rank_logged_still_name_the_rank_behind(
     assert (f.culprit_ranks, f.waiting_ranks, f.collective_seq_id) == ([1], [0, 2], 4)
 
 
+def test_detail_logs_name_a_rank_behind_though_a_nodes_ranks_are_unseen(tmp_path: Path) -> None:
+    """Ranks 2 and 3 (their node's log lost) are in no input; of the ranks seen, 0, 1 and 5
+    entered #3 and rank 4 stopped after #2: it never entered #3, whatever 2 and 3 did."""
+    (f,) = log_findings(gather([parse_log(_entered_log(tmp_path, {0: 3, 1: 3, 4: 2, 5: 3}))], []))
+    assert (f.kind, f.culprit_ranks, f.waiting_ranks) == ("missing_ranks", [4], [0, 1, 5])
+    assert (f.collective_seq_id, f.undecidable, f.facts["unseen"]) == (3, False, [2, 3])
+    assert "ranks 2-3, which no input shows, may not have entered it either" in detail(f)
+
+
+def test_detail_logs_decide_nothing_where_a_seen_rank_logged_none(tmp_path: Path) -> None:
+    """Rank 3 is seen (a line of its own) but logged no DETAIL line: where it stands is
+    unknown, and rank 2 being behind the others explains nothing alone."""
+    log = _entered_log(tmp_path, {0: 3, 1: 3, 2: 2})
+    log.write_text(log.read_text() + "[rank3]:step 3 done\n")
+    ev = gather([parse_log(log)], [])
+    assert not any(f.facts.get("decided_by") == "entered" for f in log_findings(ev))
+
+
+def test_detail_logs_decide_nothing_where_most_of_the_world_is_unseen(tmp_path: Path) -> None:
+    """The agent's roster states 5000 ranks; three are seen: past the unseen ranks a report
+    names, the seen few say nothing of where the job stopped."""
+    head = "I1128 12:32:10.299000 14046 torch/distributed/elastic/agent/server/api.py:553]"
+    roster = "".join(
+        f"{head} {x}\n"
+        for x in (
+            "[nodeA:] Rendezvous complete for workers. Result:",
+            "  restart_count=0",
+            "  group_rank=0",
+            "  group_world_size=1667",
+            "  local_ranks=[0, 1, 2]",
+            "  global_ranks=[0, 1, 2]",
+            "  global_world_sizes=[5000, 5000, 5000]",
+            "",
+        )
+    )
+    log = _entered_log(tmp_path, {0: 3, 1: 3, 2: 2})
+    log.write_text(roster + log.read_text())
+    ev = gather([parse_log(log)], [])
+    assert ev.world_size == 5000
+    assert not any(f.facts.get("decided_by") == "entered" for f in log_findings(ev))
+
+
 def test_detail_logs_two_collectives_behind_decide_nothing(tmp_path: Path) -> None:
     """Entering #2 took every rank through #1's monitored barrier: a rank whose last line is
     #1 while others entered #3 says its lines are lost, not where it stopped."""
@@ -1573,6 +1615,22 @@ def test_detail_logs_follow_the_worlds_group_between_a_subgroups_lines(tmp_path:
     (f,) = log_findings(gather([parse_log(_detail_log(tmp_path, runs))], []))
     assert (f.kind, f.culprit_ranks, f.waiting_ranks) == ("missing_ranks", [3], [0, 1, 2])
     assert (f.collective_seq_id, f.facts["decided_by"]) == (2, "entered")
+
+
+def test_detail_logs_follow_the_world_where_a_subgroups_first_calls_match_its_own(
+    tmp_path: Path,
+) -> None:
+    """Rank 0 is group rank 0 of the world and of a subgroup (ranks 0 and 2) whose #0 and #1
+    each follow the world's: its first lines could be either group's, but the two runs are
+    alike so far, so either reading gives the same runs. Rank 2 never entered the world's #3."""
+    runs = {
+        0: [(0, 0), (0, 0), (0, 1), (0, 1), (0, 2), (0, 3)],
+        1: [(1, 0), (1, 1), (1, 2), (1, 3)],
+        2: [(2, 0), (1, 0), (2, 1), (1, 1), (2, 2)],
+        3: [(3, 0), (3, 1), (3, 2), (3, 3)],
+    }
+    (f,) = log_findings(gather([parse_log(_detail_log(tmp_path, runs))], []))
+    assert (f.culprit_ranks, f.collective_seq_id, f.facts["decided_by"]) == ([2], 3, "entered")
 
 
 def test_detail_logs_of_a_rank_waiting_in_a_subgroup_collective_decide_nothing(

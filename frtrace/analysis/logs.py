@@ -54,7 +54,6 @@ from frtrace.evidence.records import (
     RankEvidence,
     Reported,
     Wait,
-    every_rank,
 )
 
 WAITING = "waiting"  # in the collective most ranks waited in
@@ -379,15 +378,18 @@ def entered_findings(ev: Evidence) -> list[Finding]:
     """TORCH_DISTRIBUTED_DEBUG=DETAIL logs each collective a rank enters, numbered in its
     group, before the monitored barrier of its checks (frtrace.evidence.logs, `_RUNNING`):
     ranks that entered the world's #K wait there for those whose last was #K-1. Asked only
-    where every rank the evidence knows logged them, ranks 0 to the world's size (or, the size
-    untold, to the highest seen) without a gap; each rank's lines of the world's group are
+    where every rank the inputs show logged them, and the others are ranks the world has that
+    no input shows (ranks 0 to the world's size or, the size untold, to the highest seen):
+    those seen at #K-1 never entered #K, and the unseen, which may not have either, are
+    named as such; each rank's lines of the world's group are
     told from a subgroup's (`_world_lines`); the ranks at #K agree on its op, and every other
     rank stopped at #K-1 on the op the first ones had there (entering #K-1's barrier took
     every rank: none can be further behind), past every subgroup collective it entered
     since (others entered it too and went on: it is not waiting in one)."""
     logged = {r: rev.entered for r, rev in ev.ranks.items() if rev.entered}
     world = _world_of(ev)
-    if not logged or not every_rank(logged, world) or len(ev.ranks) != world:
+    unseen = _unseen(ev)  # in no input: they may stand at #K or #K-1
+    if not logged or len(logged) != len(ev.ranks) or len(ev.ranks) + len(unseen) != world:
         return []
     streams = _world_lines(logged)
     if streams is None:
@@ -409,6 +411,8 @@ def entered_findings(ev: Evidence) -> list[Finding]:
     tie_by_waits(ev, set(ahead), set(logged))  # the culprit's live stack, where it was untied
     states, _main = rank_states(ev)
     facts: dict[str, Any] = {"source": "logs", "decided_by": "entered", "entered": top}
+    if unseen:  # those seen behind never entered #K; these may not have either
+        facts["unseen"] = unseen
     f = _named(Kind.MISSING_RANKS, behind, states, ev, facts, undecidable=False)
     op = ops.pop()
     f.op = OP_NAMES.get(op, op.lower())
@@ -423,7 +427,9 @@ def _world_lines(logged: dict[int, list[Entered]]) -> dict[int, list[Entered]] |
     rank and number on by one, so a rank's lines split into runs; the world's run states the
     rank itself. A subgroup where the rank is also its group rank gives a second such run:
     the world's is then the one that ends where the other ranks' world runs end (within
-    one). None where a line could continue two runs, or no run can be told the world's."""
+    one). None where a line could continue two runs that differ (two alike so far, as the
+    world's and a subgroup's first calls often are, are one choice), or no run can be told
+    the world's."""
     runs: dict[int, list[list[Entered]]] = {}
     for rank, lines in logged.items():
         mine: list[list[Entered]] = []
@@ -433,8 +439,8 @@ def _world_lines(logged: dict[int, list[Entered]]) -> dict[int, list[Entered]] |
                 for run in mine
                 if run[-1].group_rank == e.group_rank and run[-1].seq + 1 == e.seq
             ]
-            if len(follow) > 1:
-                return None
+            if len(follow) > 1 and any(_calls(run) != _calls(follow[0]) for run in follow):
+                return None  # which run it continues would matter
             if not follow:  # a number no line states (real gloo runs skip one every rank
                 # skips): the one run of this group rank that it can continue, if one
                 later = [r for r in mine if r[-1].group_rank == e.group_rank and r[-1].seq < e.seq]
@@ -457,6 +463,12 @@ def _world_lines(logged: dict[int, list[Entered]]) -> dict[int, list[Entered]] |
             return None
         out[rank] = fits[0]
     return out
+
+
+def _calls(run: list[Entered]) -> list[tuple[int, int, str]]:
+    """A run's collectives, where it logged them aside: two runs alike so far are
+    interchangeable, whichever a line continues."""
+    return [(e.group_rank, e.seq, e.op) for e in run]
 
 
 def _passed_since(

@@ -659,10 +659,16 @@ def _named_by_check(f: Finding) -> str:
         return f"{head}: rank {culprits[0]} {state} (TORCH_DISTRIBUTED_DEBUG=DETAIL; from the logs)"
     if f.facts.get("decided_by") == "entered":
         seq = f.collective_seq_id
+        unseen = [int(r) for r in f.facts.get("unseen", [])]
+        also = (
+            f"; {who(unseen)}, which no input shows, may not have entered it either"
+            if unseen
+            else ""
+        )
         return (
             f"TORCH_DISTRIBUTED_DEBUG=DETAIL logs each collective a rank enters: "
             f"{who(f.waiting_ranks)} entered collective #{seq} ({f.op}), {who(culprits)} "
-            f"stopped after #{(seq or 1) - 1} and never entered it (from the logs)"
+            f"stopped after #{(seq or 1) - 1} and never entered it{also} (from the logs)"
         )
     named_by = f.facts.get("named_by", {})
     if f.undecidable:
