@@ -430,6 +430,66 @@ def test_two_ranks_naming_each_other_are_undecidable(tmp_path: Path) -> None:
     assert (finding.culprit_ranks, finding.undecidable) == ([0, 1], True)
 
 
+def _three_ranks_checked(tmp_path: Path, text: str) -> Finding:
+    """The finding of a 3-rank job's fingerprint reports `text` (each rank logs a step)."""
+    text += "".join(f"[rank{r}]:step 3 done\n" for r in range(3))
+    (finding,) = log_findings(gather([parse_log(_log(tmp_path, "job.log", text))], []))
+    return finding
+
+
+def test_a_fingerprint_check_naming_rank_2_says_rank_1_agrees_with_its_writer(
+    tmp_path: Path,
+) -> None:
+    """Rank 0 names rank 2 and rank 2 names rank 0 (rank 1's log lost). Each rank checks the
+    others in rank order and raises at the first that differs: rank 0 found rank 1 like
+    itself, so two of three ranks made one call, and rank 2 is the odd one."""
+    text = _fingerprint(0, 2, "ALLREDUCE", "ALLGATHER") + _fingerprint(
+        2, 0, "ALLGATHER", "ALLREDUCE"
+    )
+    finding = _three_ranks_checked(tmp_path, text)
+    assert (finding.culprit_ranks, finding.undecidable, finding.facts["agree"]) == ([2], False, 2)
+    assert "2 ranks, rank 0's side, made one call" in detail(finding)
+
+
+def test_a_writer_above_the_rank_it_names_is_on_rank_0s_side(tmp_path: Path) -> None:
+    """Rank 2 names rank 1, so rank 0 agrees with rank 2; rank 1 names rank 0: two of three
+    made one call, and rank 1 is the odd one."""
+    text = _fingerprint(2, 1, "ALLREDUCE", "BARRIER") + _fingerprint(1, 0, "BARRIER", "ALLREDUCE")
+    finding = _three_ranks_checked(tmp_path, text)
+    assert (finding.culprit_ranks, finding.undecidable) == ([1], False)
+
+
+def test_fingerprint_checks_that_leave_rank_0s_side_no_majority_decide_nothing(
+    tmp_path: Path,
+) -> None:
+    """Rank 0 names rank 1 and rank 1 names rank 0: rank 2's call is unknown, one against
+    one."""
+    text = _fingerprint(0, 1, "ALLREDUCE", "ALLGATHER") + _fingerprint(
+        1, 0, "ALLGATHER", "ALLREDUCE"
+    )
+    finding = _three_ranks_checked(tmp_path, text)
+    assert (finding.culprit_ranks, finding.undecidable) == ([0, 1], True)
+
+
+def test_a_fingerprint_check_naming_a_rank_past_the_world_decides_nothing(
+    tmp_path: Path,
+) -> None:
+    """Rank 0 names rank 7 in a world of three: a line from elsewhere, and nothing is
+    inferred from the order the check runs in."""
+    finding = _three_ranks_checked(tmp_path, _fingerprint(0, 7, "ALLREDUCE", "ALLGATHER"))
+    assert "agree" not in finding.facts
+
+
+def test_fingerprint_checks_against_the_check_order_decide_nothing(tmp_path: Path) -> None:
+    """Rank 0 names rank 2 (so rank 1 agrees with it), yet rank 1 names rank 0: the reports
+    contradict the order the check runs in, and nothing is inferred from it."""
+    text = _fingerprint(0, 2, "ALLREDUCE", "ALLGATHER") + _fingerprint(
+        1, 0, "ALLGATHER", "ALLREDUCE"
+    )
+    finding = _three_ranks_checked(tmp_path, text)
+    assert finding.undecidable and "agree" not in finding.facts
+
+
 # --- NCCL's groups ----------------------------------------------------------------------------
 
 

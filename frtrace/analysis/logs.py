@@ -340,8 +340,39 @@ def reported_findings(ev: Evidence) -> list[Finding]:
         "decided_by": "fingerprint",
         "named_by": {str(r): sorted(v) for r, v in sorted(named.items())},
     }
+    if not decided and (sides := _fingerprint_sides(prints, _world_of(ev))) is not None:
+        culprits, decided = sides[1], True
+        facts["agree"] = sides[0]
     kind = _fingerprint_kind(prints)
     return [_named(kind, culprits, states, ev, facts, undecidable=not decided)]
+
+
+def _fingerprint_sides(prints: list[Reported], world: int) -> tuple[int, list[int]] | None:
+    """Where the fingerprint checks' own order decides: each rank compares its call with
+    every rank's in rank order and raises at the first that differs
+    (`CollectiveFingerPrint::verify_tensors`, ProcessGroupWrapper.cpp), so a writer that
+    names rank r agrees with every rank below r. With rank 0's side so known to hold most of
+    the world, the ranks known to differ from it are the culprits: (how many agree, those).
+    None where the reports contradict that order or that side is no majority."""
+    agree_below = 0  # ranks [0, agree_below) are on rank 0's side
+    writers: set[int] = set()  # writers on rank 0's side
+    differ: set[int] = set()
+    for p in prints:
+        if len(p.ranks) != 1 or len(p.against) != 1:
+            return None
+        w, r = p.against[0], p.ranks[0]
+        if not (0 <= w < world and 0 <= r < world) or w == r:
+            return None
+        if r == 0:  # the writer differs from rank 0
+            differ.add(w)
+        else:  # the writer and ranks 0 to r - 1 agree; r differs from them
+            agree_below = max(agree_below, r)
+            writers.add(w)
+            differ.add(r)
+    side = agree_below + sum(1 for w in writers if w >= agree_below)
+    if any(r < agree_below or r in writers for r in differ) or side * 2 <= world:
+        return None
+    return side, sorted(differ)
 
 
 def _unanswered(ev: Evidence, states: dict[int, RankState]) -> list[Finding]:

@@ -678,10 +678,17 @@ def _named_by_check(f: Finding) -> str:
             "differs: undecidable, all named (from the logs)"
         )
     namers = sorted({int(r) for v in named_by.values() for r in v} - set(culprits))
+    agree = f.facts.get("agree")
+    most = (
+        f"; {agree} ranks, rank 0's side, made one call (each rank's check stops at the "
+        "first rank, in order, whose call differs from its own)"
+        if agree
+        else ""
+    )
     return (
         f"the collective fingerprint check (TORCH_DISTRIBUTED_DEBUG=DETAIL) of {who(namers)} "
-        f"names {who(culprits)}: {verb(culprits, 'its', 'their')} call differs from theirs "
-        "(from the logs)"
+        f"names {who(culprits)}: {verb(culprits, 'its', 'their')} call differs from theirs"
+        f"{most} (from the logs)"
     )
 
 
