@@ -1989,6 +1989,18 @@ def test_a_mesh_dimensions_step_is_the_one_its_members_group_ranks_leave(
     assert (finding.culprit_ranks, finding.undecidable) == ([4], False)
 
 
+def test_a_mesh_dimensions_step_and_size_tile_the_world(tmp_path: Path) -> None:
+    """18 ranks; rank 12 alone times out, as group rank 2 of a dp group. Along a mesh
+    dimension of size n and step s, n x s divides the world: 3 x 6 does, so the group is
+    ranks 0, 6 and 12. Step 2 would put rank 12 at group rank 2 only in groups of 4, and
+    4 x 2 does not divide 18: no such dimension exists, and nothing else is named."""
+    lines = [f"[rank{r}]:step 3 done" for r in range(18)]
+    lines += _timed_out(12, "3", "mesh_dp", 2, 9, 0)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.not_issued_by) == ("missing_ranks", [0, 6])
+    assert set(finding.culprit_ranks) <= {0, 6, 12}
+
+
 def test_a_folder_of_files_named_by_two_ip_addresses_collects_two_nodes(tmp_path: Path) -> None:
     """`10.0.0.5.log` and `10.0.0.6.log` are two nodes (an address is compared whole, not
     by its first label), so their folder names no node."""

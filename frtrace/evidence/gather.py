@@ -531,7 +531,8 @@ def gather(
     for (node, pid), rank in join.pids.items():  # a pid stated beside a rank, on a node
         r = _place(ev, join, rank, node, "")
         r.pid = r.pid or pid
-    _agent_pids_by_elimination(ev, join, logs)
+    named = _agent_named(join, logs)  # the nodes are joined: one reading serves both users
+    _agent_pids_by_elimination(ev, join, named)
     for log in logs:  # `Sending process P closing signal SIGTERM`: P was alive then
         for speaker, event in log.agent:
             agent = _agent_node(join.nodes, log, speaker, event)
@@ -545,7 +546,7 @@ def gather(
     ev.world_size = max(worlds) if worlds else None
     _communicators(ev, join, logs)
     _match_stacks(ev, join, stacks)
-    ev.agent_workers = _unranked_workers(ev, join, logs)
+    ev.agent_workers = _unranked_workers(ev, join, named)
     ev.ending = _ending(logs, join)
     ev.job_seen = any(_says_anything(log) for log in logs) or any(s.processes for s in stacks)
     ev.debug_detail = any(log.debug_level == "DETAIL" for log in logs)
@@ -555,12 +556,11 @@ def gather(
     return ev
 
 
-def _agent_pids_by_elimination(ev: Evidence, join: _Join, logs: list[ParsedLog]) -> None:
+def _agent_pids_by_elimination(ev: Evidence, join: _Join, named: dict[Key, list[int]]) -> None:
     """A node's one worker pid its agent names (`Sending process P closing signal`, `failed
     ... (pid: P)`) that nothing ties, and its one rank with no pid, are the same process,
     where the agents name as many workers as the job has ranks (a worker that ended cleanly
     before is named by none, and then nothing is tied)."""
-    named = _agent_named(join, logs)
     if sum(len(p) for p in named.values()) != len(ev.ranks):
         return
     for node, pids in named.items():
@@ -572,7 +572,9 @@ def _agent_pids_by_elimination(ev: Evidence, join: _Join, logs: list[ParsedLog])
             free[0].pid = untied[0]
 
 
-def _unranked_workers(ev: Evidence, join: _Join, logs: list[ParsedLog]) -> list[tuple[str, int]]:
+def _unranked_workers(
+    ev: Evidence, join: _Join, named: dict[Key, list[int]]
+) -> list[tuple[str, int]]:
     """The worker processes agents name (`Sending process P closing signal`, `failed ...
     (pid: P)`: torch/distributed/elastic/multiprocessing/api.py) that no input ties to a
     rank, on nodes where no rank is seen (a seen rank there may be that process, and a node
@@ -583,7 +585,7 @@ def _unranked_workers(ev: Evidence, join: _Join, logs: list[ParsedLog]) -> list[
     seen_on = {short_host(r.host) for r in ev.ranks.values()}
     return [
         (host, pid)
-        for node, pids in _agent_named(join, logs).items()
+        for node, pids in named.items()
         if (host := join.nodes.host(node)) and short_host(host) not in seen_on
         for pid in pids
         if (node, pid) not in join.pids
