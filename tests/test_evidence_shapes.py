@@ -743,6 +743,50 @@ def test_a_size_the_groups_state_wins_over_the_mesh_inference(tmp_path: Path) ->
     assert (finding.kind, finding.culprit_ranks) == ("stuck_collective", [1, 5, 9])
 
 
+def _timed_at(
+    rank: int, uid: str, desc: str, grank: int, seq: int, began: float, ran_ms: int = 600_000
+) -> list[str]:
+    """As `_timed_out`, the line written `began` seconds (fractions allowed) after 10:10:00,
+    for work that ran `ran_ms`."""
+    pg_id = {"mesh_tp": 1, "mesh_pp": 2, "mesh_dp": 3}[desc]
+    whole, frac = divmod(began, 1)
+    clock = f"1127 10:10:{int(whole):02d}.{round(frac * 1e9):09d}"
+    return nccl_watchdog_lines(
+        rank, seq, group_rank=grank, pg_id=pg_id, pg_uid=uid, pg_desc=desc, clock=clock,
+        ran_ms=ran_ms,
+    )  # fmt: skip
+
+
+def test_a_pipeline_stages_own_order_holds_for_a_member_whose_clock_cannot_tell(
+    tmp_path: Path,
+) -> None:
+    """16 ranks, tp 4 x dp 2 x pp 2; rank 5 never joins its tp all_reduce. Stage 0's tp
+    peers 6 and 7 began it 2 s before their send to stage 1; stage 1 receives before its
+    own tp all_reduce (each stage: recv, forward, send). Rank 4's two works began too close
+    for its clock, and it waits in its send with its receiver 12: a whole pair, but rank 4
+    is held in the all_reduce its stage began first. Rank 5 is the culprit, not the pair."""
+    lines = []
+    for r in range(16):
+        pp, dp, tp = r // 8, (r // 4) % 2, r % 4
+        lines.append(_init_line(r, f"t{r // 4}", "mesh_tp", tp, 4))
+        lines.append(_init_line(r, f"d{pp}{tp}", "mesh_dp", dp, 2))
+        lines.append(_init_line(r, f"p{r % 8}", "mesh_pp", pp, 2))
+    for r in (6, 7):
+        lines += _timed_at(r, "t1", "mesh_tp", r % 4, 5, 1) + _timed_at(
+            r, f"p{r}", "mesh_pp", 0, 3, 3
+        )
+    # 1.01 s apart by the lines, or 0.01 s: less the 50 ms longer run, either order
+    lines += _timed_at(4, "t1", "mesh_tp", 0, 5, 1.3)
+    lines += _timed_at(4, "p4", "mesh_pp", 0, 3, 2.31, 600_050)
+    for r in (12, 13, 14, 15):
+        lines += _timed_at(r, f"p{r % 8}", "mesh_pp", 1, 3, 2)
+        lines += _timed_at(r, "t3", "mesh_tp", r % 4, 5, 4)
+    for r in (0, 1, 2, 3, 8, 9, 10, 11):  # their dp peers wait for the stuck ranks
+        lines += _timed_at(r, f"d{r // 8}{r % 4}", "mesh_dp", 0, 5, 6)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.culprit_ranks, finding.pg_name) == ("missing_ranks", [5], "t1")
+
+
 def test_a_whole_group_whose_wait_began_before_every_other_is_where_the_job_stopped(
     tmp_path: Path,
 ) -> None:

@@ -1156,10 +1156,23 @@ def _waited_on(
     logs show began before is the first to stop: the rest began behind it (other whole
     groups' that began too close to it for the clocks come second). A member's two works
     too close for its clock are in the order other ranks surely began them in (`ordered`,
-    `_program_order`). A group's members are those its lines show and those its shown
-    members and the layout put there (`derived`, `_unshown`): a rank that never logged in
-    a group it belongs to is as absent from it as one that did."""
+    `_program_order`), or the order the ranks waiting with it in the first show
+    (`peer_order`): where other ranks show the other order too, the ranks of one collective
+    still ran one code to it (a pipeline's stages run different orders, each receiving,
+    running its forward's collectives, then sending: torch/distributed/pipelining/
+    schedules.py, ScheduleGPipe._step_microbatches; a stage's tp group lies within it).
+    A group's members are those its lines show and those its shown members and the layout
+    put there (`derived`, `_unshown`): a rank that never logged in a group it belongs to is
+    as absent from it as one that did."""
     of_rank = _by_rank(began)
+    peers: dict[Place_, set[tuple[Call_, Call_]]] = {}
+
+    def peer_order(q: Place_) -> set[tuple[Call_, Call_]]:
+        """The program's order as the ranks waiting at `q` show it."""
+        if q not in peers:
+            peers[q] = _program_order({r: of_rank[r] for r in at[q] if r in of_rank}, groups)
+        return peers[q]
+
     absent: Counter[int] = Counter()  # in how many timed-out collectives each rank is missing
     for (name, _seq), there in at.items():
         h = groups.get(name)
@@ -1180,7 +1193,9 @@ def _waited_on(
         # it stopped): this one waits behind that
         here = began.get(place, {})
         if any(
-            _before(other, w, True) or (_call(q, groups), _call(place, groups)) in ordered
+            _before(other, w, True)
+            or (_call(q, groups), _call(place, groups)) in ordered
+            or (_call(q, groups), _call(place, groups)) in peer_order(q)
             for r, w in here.items()
             for q, other in of_rank[r]
             if q != place
