@@ -1878,6 +1878,29 @@ def test_a_cut_off_rank_beside_one_other_in_the_default_collective_is_not_single
     )
 
 
+def test_a_silent_member_beside_a_crossed_one_does_not_explain_their_groups_wait(
+    tmp_path: Path,
+) -> None:
+    """16 ranks in tp groups of 4; only three logged. Ranks 0 and 2 wait in their tp
+    all_reduce (seq 12); rank 3, of their group, waits in the default group's all_reduce
+    with no tp work pending (its oldest timed out first); rank 1 and every other rank are
+    silent. Rank 3 is surely absent from the tp collective its peers wait in, and its order
+    explains that; rank 1 may only have been ended before its watchdog fired. Too few show
+    either order: ranks 0, 2 and 3 are named, undecidable, rather than rank 1 alone."""
+    lines = []
+    for r in range(16):
+        lines.append(_init_line(r, "0", "default_pg", r, 16))
+        lines.append(_init_line(r, f"t{r // 4}", "mesh_tp", r % 4, 4))
+    lines += _timed_out(0, "t0", "mesh_tp", 0, 12, 1) + _timed_out(2, "t0", "mesh_tp", 2, 12, 1)
+    lines += _timed_out(3, "0", "default_pg", 3, 2, 5)
+    (finding,) = _log_findings(tmp_path, lines)
+    assert (finding.kind, finding.culprit_ranks, finding.undecidable) == (
+        "order_cycle",
+        [0, 2, 3],
+        True,
+    )
+
+
 def _tp_quads_dp_pairs_one_silent(
     tp_began: dict[int, int], dp_began: dict[int, int] | None = None
 ) -> list[str]:

@@ -944,12 +944,13 @@ def group_findings(ev: Evidence) -> list[Finding]:
     failed = any(
         r in states and states[r].state in FAILED for f in found.values() for r in f.culprit_ranks
     )
-    explained = failed or any(
-        name not in groups or groups[name].desc != "default_pg"
-        for (name, _seq), f in found.items()
+    absentees = [  # each other collective with absentees: every member not waiting in it
+        all_members(h.members or {}, h.size, steps.get(h.desc)) - at[place]
+        for place, f in found.items()
         if f.culprit_ranks
-    )
-    order = _order_differs(ev, at, groups, steps, began, explained)
+        and (h := groups.get(place[0], _Group(place[0], members={}))).desc != "default_pg"
+    ]
+    order = _order_differs(ev, at, groups, steps, began, failed, absentees)
     if order is not None:
         return [order]
     ordered = _program_order(_by_rank(began), groups)  # one program's order, as ranks show it
@@ -1265,7 +1266,8 @@ def _order_differs(
     groups: dict[str, _Group],
     steps: dict[str, int],
     began: dict[Place_, dict[int, Wait]],
-    explained: bool = False,
+    failed: bool = False,
+    absentees: Iterable[set[int]] = (),
 ) -> Finding | None:
     """A few ranks called the default group's collective before their mesh group's, while
     most called their mesh group's first: their order differs, and each side waits for the
@@ -1277,12 +1279,13 @@ def _order_differs(
     logged it; one whose two began too close for the clock is not counted.
 
     The culprits are either a side three times outnumbered by the other (asked only where
-    no absentee `explained` a wait the order does not: collectives issued from other
-    threads, DDP's and FSDP's backward hooks, may reach NCCL in another order on some ranks
-    without harm), or the ranks that called the default group's first while their own mesh
-    group's peers wait in that mesh collective and none of them called the default group's:
-    the peers wait for them there, and they wait for the peers in the default group, the
-    absentees it shows (`_cut_off`)."""
+    no rank `failed` by itself and no mesh collective with `absentees` lacks a rank whose
+    order differs: collectives issued from other threads, DDP's and FSDP's backward hooks,
+    may reach NCCL in another order on some ranks without harm), or the ranks that called
+    the default group's first while their own mesh group's peers wait in that mesh
+    collective and none of them called the default group's: the peers wait for them there,
+    and they wait for the peers in the default group, the absentees it shows (`_cut_off`).
+    Where too few show either order, both sides are named (undecidable)."""
     defaults = [p for p in at if groups.get(p[0], _Group("")).desc == "default_pg"]
     if len(defaults) != 1:
         return None
@@ -1322,6 +1325,10 @@ def _order_differs(
             if any(r in members[p] and at[p] and not at[p] & there for p in places)
         )
         crossed = _crossed(early + skipped, places, at, there, members)
+        # absentees explain a mesh collective's wait the order does not, unless a member
+        # crossed is absent from it: its order is why (the silent others may only have been
+        # torn down before their watchdogs fired)
+        explained = failed or any(not gone & set(crossed) for gone in absentees)
         cut = _cut_off(crossed, places, at, there)
         either: list[int] = []
         if cut:  # the others went to the mesh collective first: they passed it, or wait there
