@@ -11,6 +11,7 @@ import pytest
 from conftest import FIXTURES
 from log_builders import nccl_dump_signal_line, nccl_watchdog_lines
 
+import frtrace
 from frtrace.analysis.findings import Finding, Kind
 from frtrace.analysis.logs import all_members, log_findings, member_global, member_range
 from frtrace.evidence.gather import DumpHost, dump_host, gather
@@ -127,6 +128,89 @@ def _log(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
     path.write_text(text)
     return path
+
+
+def _pyspy(pid: int, frames: list[str]) -> str:
+    """One worker's `py-spy dump --pid` output (innermost frame first)."""
+    body = "".join(f"    {f}\n" for f in frames)
+    return (
+        f"Process {pid}: /venv/bin/python -u /job/pretrain.py\n"
+        f"Python v3.11.7 (/usr/bin/python3.11)\n\n"
+        f'Thread {pid} (idle): "MainThread"\n{body}'
+    )
+
+
+_AGENT_API = "torch/distributed/elastic/multiprocessing/api.py"
+
+
+def _timed_out_node(rank: int, host: str, pid: int) -> str:
+    """A node's log (one worker, torchrun --tee 3 without a role) whose worker timed out in
+    gloo, with torchelastic's summary naming it."""
+    return (
+        "[default0]:[step 0] loss=1.001\n"
+        f"[default0]:[rank{rank}]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/"
+        "unbound_buffer.cc:78] Timed out waiting 20000ms for recv operation to complete\n"
+        f"E1129 12:53:34.800000 12892 {_AGENT_API}:1002] failed (exitcode: 1) local_rank: 0 "
+        f"(pid: {pid}) of binary: /venv/bin/python\n"
+        "Root Cause (first observed failure):\n[0]:\n  time      : 2026-11-29_12:53:34\n"
+        f"  host      : {host}\n  rank      : {rank} (local_rank: 0)\n"
+        f"  exitcode  : 1 (pid: {pid})\n  error_file: <N/A>\n"
+    )
+
+
+def _silent_node(pid: int) -> str:
+    """A node's log whose one worker printed nothing with its rank; its agent ended it."""
+    return (
+        "[default0]:[step 0] loss=1.002\n"
+        f"W1129 12:53:35.514000 12896 {_AGENT_API}:1028] Sending process {pid} closing "
+        "signal SIGTERM\n"
+    )
+
+
+_WAITING = ["all_reduce (torch/distributed/distributed_c10d.py:3252)", "run (pretrain.py:261)"]
+_STUCK = ["Queue.get (queue.py:171)", "get_batch (pretrain.py:78)", "run (pretrain.py:261)"]
+_TORCHRUN = (
+    "Process {pid}: /venv/bin/python /venv/bin/torchrun --nnodes 2 pretrain.py\n"
+    "Python v3.11.7 (/usr/bin/python3.11)\n\n"
+    'Thread {pid} (idle): "MainThread"\n'
+    "    SimpleElasticAgent._invoke_run (torch/distributed/elastic/agent/server/api.py:923)\n"
+)
+
+
+def test_the_one_process_no_line_names_is_the_one_rank_no_line_names(tmp_path: Path) -> None:
+    """Two nodes of one worker each, py-spy'd with every python process (the torchrun agents
+    too): rank 1 timed out; the other node's worker printed nothing with its rank and sits
+    in get_batch. Two workers, so it is rank 0 (the agents are no workers)."""
+    (tmp_path / "pyspy_compute-5-49.txt").write_text(
+        _TORCHRUN.format(pid=12892) + _pyspy(12911, _WAITING)
+    )
+    (tmp_path / "pyspy_compute-5-78.txt").write_text(
+        _TORCHRUN.format(pid=12896) + _pyspy(12912, _STUCK)
+    )
+    (tmp_path / "trace-compute-5-49.out").write_text(_timed_out_node(1, "compute-5-49", 12911))
+    (tmp_path / "trace-compute-5-78.out").write_text(_silent_node(12912))
+    root = frtrace.analyze(frtrace.load(tmp_path)).root_cause
+    assert root is not None
+    assert (root.culprit_ranks, root.culprit_processes) == ([0], [])
+
+
+def test_a_node_whose_log_was_lost_still_counts_its_worker_from_its_stacks(
+    tmp_path: Path,
+) -> None:
+    """As above, with a third node whose log was lost. Three py-spy files show three
+    workers: ranks 0 and 2 are both unnamed, so the stuck process is named by host and pid,
+    not taken to be rank 0."""
+    (tmp_path / "pyspy_compute-5-13.txt").write_text(_pyspy(12909, _WAITING))
+    (tmp_path / "pyspy_compute-5-49.txt").write_text(_pyspy(12911, _WAITING))
+    (tmp_path / "pyspy_compute-5-78.txt").write_text(_pyspy(12912, _STUCK))
+    (tmp_path / "trace-compute-5-49.out").write_text(_timed_out_node(1, "compute-5-49", 12911))
+    (tmp_path / "trace-compute-5-78.out").write_text(_silent_node(12912))
+    root = frtrace.analyze(frtrace.load(tmp_path)).root_cause
+    assert root is not None
+    assert (root.culprit_ranks, [(p.host, p.pid) for p in root.culprit_processes]) == (
+        [],
+        [("compute-5-78", 12912)],
+    )
 
 
 def test_the_agents_roster_pairs_local_and_global_ranks_of_its_node(tmp_path: Path) -> None:

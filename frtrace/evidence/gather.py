@@ -513,7 +513,7 @@ def gather(
     join = _Join(nodes=_build_nodes(logs, stacks, dumps))
     join.headers_global = _headers_global(logs, join.nodes)
     _build_slots(logs, stacks, join)
-    _infer_last_slot(logs, join, ev, dumps)
+    _infer_last_slot(logs, join, ev, dumps, stacks)
     for d in dumps:
         r = ev.rank(d.rank)
         r.add_file(d.path)
@@ -738,11 +738,16 @@ def _file_log(ev: Evidence, join: _Join, log: ParsedLog) -> None:
 
 
 def _infer_last_slot(
-    logs: list[ParsedLog], join: _Join, ev: Evidence, dumps: list[DumpHost]
+    logs: list[ParsedLog],
+    join: _Join,
+    ev: Evidence,
+    dumps: list[DumpHost],
+    stacks: list[ParsedStacks],
 ) -> None:
     """One (node, local rank) never matched and one rank never named (ranks run from 0 to at
-    least the number of workers the logs show): the same process (a rank that printed
-    nothing with its rank on it, often the stuck one)."""
+    least the number of workers the logs show, and the number of worker processes the
+    py-spy files show: a node whose log was lost still has its stacks): the same process (a
+    rank that printed nothing with its rank on it, often the stuck one)."""
     if join.headers_global:
         return
     nodes = join.nodes
@@ -762,7 +767,13 @@ def _infer_last_slot(
     named |= {log.file_rank for log in logs if log.file_rank is not None}
     if not named:
         return
-    world = max(max(named) + 1, len(seen | set(join.slots)))
+    workers = {
+        (_stack_node(nodes, file.input.path, proc), proc.pid)
+        for file in stacks
+        for proc in file.processes
+        if not proc.is_agent and proc.pid is not None
+    }
+    world = max(max(named) + 1, len(seen | set(join.slots)), len(workers))
     # ranks run from 0: the one rank below `world` never named, found without listing the
     # world (its size comes from untrusted lines)
     if len(unmatched) == 1 and len(named) == world - 1 and min(named) >= 0:
