@@ -213,6 +213,71 @@ def test_a_node_whose_log_was_lost_still_counts_its_worker_from_its_stacks(
     )
 
 
+_GATHERING = ["all_gather (torch/distributed/distributed_c10d.py:4287)", "run (pretrain.py:263)"]
+
+
+def test_an_untied_worker_waiting_with_one_side_of_a_skipped_collective_outvotes_the_other(
+    tmp_path: Path,
+) -> None:
+    """Three nodes of one worker each: rank 0 waits in all_gather, rank 1 in all_reduce, and
+    the third node's log was lost, but its py-spy file shows its worker in all_reduce too.
+    That worker is no rank the logs show (each has its own stack): two against one, so
+    rank 0 skipped the all_reduce, not undecidable one against one."""
+    (tmp_path / "pyspy_nodeA.txt").write_text(_pyspy(200, _GATHERING))
+    (tmp_path / "pyspy_nodeB.txt").write_text(_pyspy(201, _WAITING))
+    (tmp_path / "pyspy_nodeC.txt").write_text(_pyspy(202, _WAITING))
+    (tmp_path / "trace-nodeA.out").write_text(_timed_out_node(0, "nodeA", 200))
+    (tmp_path / "trace-nodeB.out").write_text(_timed_out_node(1, "nodeB", 201))
+    root = frtrace.analyze(frtrace.load(tmp_path)).root_cause
+    assert root is not None
+    assert (root.kind, root.culprit_ranks, root.undecidable) == ("missing_ranks", [0], False)
+    assert "pid 202 on nodeC" in detail(root)
+
+
+def test_an_untied_worker_on_the_smaller_side_evens_the_count(tmp_path: Path) -> None:
+    """Four nodes: ranks 0 and 1 wait in all_reduce, rank 2 in all_gather, and the fourth
+    node's log was lost while its py-spy file shows its worker in all_gather: two against
+    two, so which side skipped a call is undecidable, rather than rank 2 alone."""
+    (tmp_path / "pyspy_nodeA.txt").write_text(_pyspy(200, _WAITING))
+    (tmp_path / "pyspy_nodeB.txt").write_text(_pyspy(201, _WAITING))
+    (tmp_path / "pyspy_nodeC.txt").write_text(_pyspy(202, _GATHERING))
+    (tmp_path / "pyspy_nodeD.txt").write_text(_pyspy(203, _GATHERING))
+    for rank, node in enumerate(("nodeA", "nodeB", "nodeC")):
+        (tmp_path / f"trace-{node}.out").write_text(_timed_out_node(rank, node, 200 + rank))
+    root = frtrace.analyze(frtrace.load(tmp_path)).root_cause
+    assert root is not None
+    assert (root.culprit_ranks, root.undecidable) == ([0, 1, 2], True)
+    assert [(p.host, p.pid) for p in root.culprit_processes] == [("nodeD", 203)]
+
+
+def test_an_untied_worker_that_may_be_a_seen_rank_is_not_counted_twice(tmp_path: Path) -> None:
+    """nodeA's ranks 0 and 2 wait in all_gather (their pids stated); rank 1, on nodeB, timed
+    out in all_reduce, its pid untold, and nodeB's py-spy file shows two workers in
+    all_reduce: one of them is rank 1, so all_reduce has two ranks, as all_gather has, and
+    which side skipped a call is undecidable."""
+    (tmp_path / "pyspy_nodeA.txt").write_text(_pyspy(200, _GATHERING) + _pyspy(210, _GATHERING))
+    (tmp_path / "pyspy_nodeB.txt").write_text(_pyspy(202, _WAITING) + _pyspy(204, _WAITING))
+    (tmp_path / "trace-nodeA.out").write_text(
+        "[default0]:INFO rank=0 pid=200 host=nodeA starting training\n"
+        "[default1]:INFO rank=2 pid=210 host=nodeA starting training\n"
+    )
+    traceback = [
+        "Traceback (most recent call last):",
+        '  File "/job/pretrain.py", line 261, in run',
+        "    dist.all_reduce(x)",
+        '  File "/venv/torch/distributed/distributed_c10d.py", line 3252, in all_reduce',
+        "    work.wait()",
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out "
+        "waiting 20000ms for recv operation to complete",
+    ]
+    (tmp_path / "trace-nodeB.out").write_text(
+        "".join(f"[default0]:[rank1]: {x}\n" for x in traceback)
+    )
+    root = frtrace.analyze(frtrace.load(tmp_path)).root_cause
+    assert root is not None
+    assert (root.culprit_ranks, root.undecidable) == ([0, 1, 2], True)
+
+
 def test_the_agents_roster_pairs_local_and_global_ranks_of_its_node(tmp_path: Path) -> None:
     head = "I1128 12:32:10.299000 14046 torch/distributed/elastic/agent/server/api.py:553]"
     roster = "\n".join(

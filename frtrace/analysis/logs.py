@@ -41,7 +41,7 @@ from frtrace.evidence.gather import (
     untied_on_hosts,
     worker_processes,
 )
-from frtrace.evidence.logs import OP_NAMES
+from frtrace.evidence.logs import OP_NAMES, short_host
 from frtrace.evidence.records import (
     CLOCK_SLACK,
     PEER_LOST,
@@ -1763,11 +1763,26 @@ def state_findings(ev: Evidence) -> list[Finding]:
                 found.culprit_processes = [ProcessRef(h, p) for h, p in ev.agent_workers]
             return [found]
         return [finding(Kind.STUCK_COLLECTIVE, Reason.ALL_WAITING, waiting, True)]
-    split = culprits == elsewhere and not failed and not stuck and len(elsewhere) >= len(waiting)
+    # an untied process that can be no seen rank is one rank more on its side
+    elsewhere_procs = [p for p in procs if p.state == ELSEWHERE]
+    others_waiting = _other_processes(ev, waiting_procs)
+    others_elsewhere = _other_processes(ev, elsewhere_procs)
+    split = (
+        culprits == elsewhere
+        and not failed
+        and not stuck
+        and len(elsewhere) + others_elsewhere >= len(waiting) + others_waiting
+    )
     if split:  # as many wait in another collective as in this one: which side skipped or
         # added a call is unknown, and both are named
         facts["split"] = {str(r): _op(states[r]) for r in sorted(set(elsewhere) | set(waiting))}
         culprits = sorted(set(elsewhere) | set(waiting))
+        # the untied processes counted on a side are as much its members
+        stuck = (waiting_procs if others_waiting else []) + (
+            elsewhere_procs if others_elsewhere else []
+        )
+        if stuck:
+            facts["split_processes"] = [_process_facts(p) for p in stuck]
     elif away and len(stuck) >= len(waiting) + len(waiting_procs):  # the same, by live stacks
         split = True
         facts["split"] = {str(r): _op(states[r]) for r in waiting}
@@ -1780,6 +1795,17 @@ def state_findings(ev: Evidence) -> list[Finding]:
         facts["elsewhere"] = {str(r): _op(states[r]) for r in elsewhere}
     undecidable = split or (len(culprits) + len(stuck) > 1 and not failed)
     return [finding(Kind.MISSING_RANKS, Reason.NEVER_JOINED, culprits, undecidable)]
+
+
+def _other_processes(ev: Evidence, procs: list[ProcessState]) -> int:
+    """How many of the untied processes `procs` are no rank the inputs show: on each host,
+    those beyond its seen ranks that have no stack of their own (one process is one rank,
+    and a seen rank without a stack may be any of its host's untied processes)."""
+    open_ranks = Counter(short_host(r.host) for r in ev.ranks.values() if r.stack is None)
+    if open_ranks[""]:  # a stackless rank whose host is untold may be any of them
+        return 0
+    on_host = Counter(short_host(p.proc.host) for p in procs)
+    return sum(max(0, n - open_ranks[host]) for host, n in on_host.items())
 
 
 UNSEEN_NAMED = 4096  # the most ranks no input shows that a finding lists as candidates

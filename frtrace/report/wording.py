@@ -598,8 +598,10 @@ def _never_joined(f: Finding) -> str:
         timeout = f.facts.get("timeout_ms")
         if how == _HOW["timeout"] and timeout:
             how += f" ({float(timeout) / 1e3:g} s)"
-        procs_waiting = len(f.facts.get("waiting_processes", []))
-        waiters = who(waiting) if waiting else f"{procs_waiting} processes"
+        procs_waiting = list(f.facts.get("waiting_processes", []))
+        waiters = who(waiting) if waiting else f"{len(procs_waiting)} processes"
+        if waiting and procs_waiting:  # untied processes waiting with them
+            waiters += f" and {_processes_text(procs_waiting)}"
         head = f"{waiters} waited in {what}{' ' + how if how else ''}; {blamed} never joined it"
     else:
         head = "no rank was seen waiting in a collective"
