@@ -180,12 +180,13 @@ _TORCHRUN = (
 def test_the_one_process_no_line_names_is_the_one_rank_no_line_names(tmp_path: Path) -> None:
     """Two nodes of one worker each, py-spy'd with every python process (the torchrun agents
     too): rank 1 timed out; the other node's worker printed nothing with its rank and sits
-    in get_batch. Two workers, so it is rank 0 (the agents are no workers)."""
+    in get_batch. Two workers, so it is rank 0 (the agents and the DataLoader worker beside
+    it are no workers)."""
     (tmp_path / "pyspy_compute-5-49.txt").write_text(
         _TORCHRUN.format(pid=12892) + _pyspy(12911, _WAITING)
     )
     (tmp_path / "pyspy_compute-5-78.txt").write_text(
-        _TORCHRUN.format(pid=12896) + _pyspy(12912, _STUCK)
+        _TORCHRUN.format(pid=12896) + _pyspy(12912, _STUCK) + _pyspy(12990, _LOADER_WORKER)
     )
     (tmp_path / "trace-compute-5-49.out").write_text(_timed_out_node(1, "compute-5-49", 12911))
     (tmp_path / "trace-compute-5-78.out").write_text(_silent_node(12912))
@@ -276,6 +277,67 @@ def test_an_untied_worker_that_may_be_a_seen_rank_is_not_counted_twice(tmp_path:
     root = frtrace.analyze(frtrace.load(tmp_path)).root_cause
     assert root is not None
     assert (root.culprit_ranks, root.undecidable) == ([0, 1, 2], True)
+
+
+# A DataLoader worker as `py-spy dump` shows it (captured from torch 2.13's DataLoader with
+# num_workers=1 on Linux, where workers fork): the parent's frames down to the fork stay on
+# its stack, so its outermost frame is the trainer's own `<module>`.
+_LOADER_WORKER = [
+    "D.__getitem__ (pretrain.py:6)",
+    "_MapDatasetFetcher.fetch (torch/utils/data/_utils/fetch.py:54)",
+    "_worker_loop (torch/utils/data/_utils/worker.py:374)",
+    "BaseProcess.run (multiprocessing/process.py:108)",
+    "BaseProcess._bootstrap (multiprocessing/process.py:314)",
+    "Popen._launch (multiprocessing/popen_fork.py:71)",
+    "Popen.__init__ (multiprocessing/popen_fork.py:19)",
+    "BaseProcess.start (multiprocessing/process.py:121)",
+    "_MultiProcessingDataLoaderIter.__init__ (torch/utils/data/dataloader.py:1176)",
+    "DataLoader.__iter__ (torch/utils/data/dataloader.py:505)",
+    "run (pretrain.py:8)",
+    "<module> (pretrain.py:11)",
+]
+
+
+def _two_nodes_waiting(tmp_path: Path, extra: str) -> Finding | None:
+    """Ranks 0 (nodeA) and 1 (nodeB) timed out in all_reduce, where their stacks wait too;
+    `extra` is more of nodeB's py-spy output (every python process of the node)."""
+    (tmp_path / "pyspy_nodeA.txt").write_text(_pyspy(200, _WAITING))
+    (tmp_path / "pyspy_nodeB.txt").write_text(_pyspy(201, _WAITING) + extra)
+    (tmp_path / "trace-nodeA.out").write_text(_timed_out_node(0, "nodeA", 200))
+    (tmp_path / "trace-nodeB.out").write_text(_timed_out_node(1, "nodeB", 201))
+    return frtrace.analyze(frtrace.load(tmp_path)).root_cause
+
+
+def test_a_forked_dataloader_worker_in_the_stacks_is_no_culprit(tmp_path: Path) -> None:
+    """Beside the two waiting ranks, nodeB's DataLoader worker sits in `__getitem__`: a
+    helper of a worker (its own code is the DataLoader's worker loop), not an untied worker
+    stuck outside collectives while the others wait."""
+    root = _two_nodes_waiting(tmp_path, _pyspy(290, _LOADER_WORKER))
+    assert root is not None
+    assert root.culprit_processes == []
+    assert (root.kind, root.culprit_ranks) == ("stuck_collective", [0, 1])
+
+
+def test_a_worker_started_by_mp_spawn_stuck_in_its_data_is_still_a_culprit(
+    tmp_path: Path,
+) -> None:
+    """A third worker, started by torch.multiprocessing.spawn (its own code is spawn's
+    `_wrap`), sits in its DataLoader's fetch with no loader workers: a rank's process
+    outside collectives while the others wait, so it is named."""
+    spawned = [
+        "_MapDatasetFetcher.fetch (torch/utils/data/_utils/fetch.py:54)",
+        "get_batch (pretrain.py:78)",
+        "train (pretrain.py:231)",
+        "_wrap (torch/multiprocessing/spawn.py:90)",
+        "BaseProcess.run (multiprocessing/process.py:108)",
+        "BaseProcess._bootstrap (multiprocessing/process.py:314)",
+        "_main (multiprocessing/spawn.py:135)",
+        "spawn_main (multiprocessing/spawn.py:122)",
+        "<module> (<string>:1)",
+    ]
+    root = _two_nodes_waiting(tmp_path, _pyspy(202, spawned))
+    assert root is not None
+    assert [(p.host, p.pid) for p in root.culprit_processes] == [("nodeB", 202)]
 
 
 def test_the_agents_roster_pairs_local_and_global_ranks_of_its_node(tmp_path: Path) -> None:

@@ -8,9 +8,10 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
 from conftest import FIXTURES
 
-from frtrace.evidence.gather import gather, in_collective
+from frtrace.evidence.gather import gather, in_collective, is_auxiliary
 from frtrace.evidence.logs import parse_log
 from frtrace.evidence.pyspy import parse_pyspy
 
@@ -137,3 +138,34 @@ def test_a_dump_of_a_million_threads_keeps_a_bounded_few(tmp_path: Path) -> None
     (tmp_path / "huge.txt").write_text(head + threads)
     (proc,) = parse_pyspy(tmp_path / "huge.txt").processes
     assert len(proc.threads) == MAX_THREADS
+
+
+@pytest.mark.parametrize(
+    ("frames", "helper"),
+    [
+        # multiprocessing's resource tracker: `python -c 'from multiprocessing...'`
+        (["main (multiprocessing/resource_tracker.py:213)", "<module> (<string>:1)"], True),
+        # torch.compile's compile worker, run as a module
+        (["_async_compile_initializer (torch/_inductor/compile_worker/subproc_pool.py:30)",
+          "<module> (torch/_inductor/compile_worker/__main__.py:61)"], True),
+        # a DataLoader worker started by spawn: its target is the worker loop
+        (["_worker_loop (torch/utils/data/_utils/worker.py:374)",
+          "BaseProcess.run (multiprocessing/process.py:108)",
+          "BaseProcess._bootstrap (multiprocessing/process.py:314)",
+          "_main (multiprocessing/spawn.py:135)", "spawn_main (multiprocessing/spawn.py:122)",
+          "<module> (<string>:1)"], True),
+        # a torchrun worker inside its own DataLoader fetch (num_workers=0)
+        (["_MapDatasetFetcher.fetch (torch/utils/data/_utils/fetch.py:54)",
+          "train (pretrain.py:231)", "<module> (pretrain.py:275)"], False),
+    ],
+)  # fmt: skip
+def test_a_helper_process_is_told_by_the_code_it_was_started_to_run(
+    tmp_path: Path, frames: list[str], helper: bool
+) -> None:
+    body = "".join(f"    {f}\n" for f in frames)
+    (tmp_path / "node.txt").write_text(
+        "Process 7: /venv/bin/python x\nPython v3.11.7 (/usr/bin/python3.11)\n\n"
+        f'Thread 7 (idle): "MainThread"\n{body}'
+    )
+    (proc,) = parse_pyspy(tmp_path / "node.txt").processes
+    assert is_auxiliary(proc) is helper

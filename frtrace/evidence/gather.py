@@ -746,8 +746,9 @@ def _infer_last_slot(
 ) -> None:
     """One (node, local rank) never matched and one rank never named (ranks run from 0 to at
     least the number of workers the logs show, and the number of worker processes the
-    py-spy files show: a node whose log was lost still has its stacks): the same process (a
-    rank that printed nothing with its rank on it, often the stuck one)."""
+    py-spy files show, not counting agents and helpers such as DataLoader workers: a node
+    whose log was lost still has its stacks): the same process (a rank that printed nothing
+    with its rank on it, often the stuck one)."""
     if join.headers_global:
         return
     nodes = join.nodes
@@ -771,7 +772,7 @@ def _infer_last_slot(
         (_stack_node(nodes, file.input.path, proc), proc.pid)
         for file in stacks
         for proc in file.processes
-        if not proc.is_agent and proc.pid is not None
+        if not proc.is_agent and not is_auxiliary(proc) and proc.pid is not None
     }
     world = max(max(named) + 1, len(seen | set(join.slots)), len(workers))
     # ranks run from 0: the one rank below `world` never named, found without listing the
@@ -923,6 +924,7 @@ def _lone_idle(
 
 # Python processes of a node that are no ranks: DataLoader workers, multiprocessing's helpers,
 # compile workers (their main thread's outermost Python file says so).
+_PROCESS_RUN = re.compile(r"(?:^|/)multiprocessing/process\.py$")
 _AUX_FILES = re.compile(
     r"torch/utils/data/_utils/|multiprocessing/(?:resource_tracker|forkserver|popen_)"
     r"|concurrent/futures/process\.py|torch/_inductor/compile_worker"
@@ -930,12 +932,26 @@ _AUX_FILES = re.compile(
 
 
 def is_auxiliary(proc: ProcessStack) -> bool:
-    """A Python process of the node that is no rank (a DataLoader worker, a helper)."""
+    """A Python process of the node that is no rank (a DataLoader worker, a helper), by
+    the code it was started to run: a multiprocessing child's target, the frame inside its
+    innermost frame of multiprocessing/process.py (`BaseProcess.run`; a forked child keeps its
+    parent's frames down to the fork above it, so its outermost frame is the trainer's
+    `<module>`: seen in py-spy dumps of torch 2.13's DataLoader workers), else its outermost
+    frame, or the one a `python -c` string calls (multiprocessing's resource tracker and
+    forkserver)."""
     main = proc.main
     if main is None:
         return False
     frames = main.python_frames
-    return bool(frames) and bool(_AUX_FILES.search(frames[-1].file.replace("\\", "/")))
+    if not frames:
+        return False
+    entries = [frames[-1]]
+    if len(frames) > 1 and frames[-1].file == "<string>":
+        entries.append(frames[-2])
+    runs = [i for i, f in enumerate(frames) if _PROCESS_RUN.search(f.file.replace("\\", "/"))]
+    if runs and runs[0] > 0:
+        entries.append(frames[runs[0] - 1])
+    return any(_AUX_FILES.search(f.file.replace("\\", "/")) for f in entries)
 
 
 def _on(proc: ProcessStack, host: str) -> ProcessStack:
