@@ -66,6 +66,8 @@ Axes (``style`` in expected.json)
   ``slurm-<jobid>.out``, with the lines srun and slurmstepd add, rendered from slurm's format
   strings: see ``_slurm_*``). ``slurm_lines`` says whether slurm's own lines are in the logs;
   ``slurm_version`` which slurmstepd format they follow.
+- ``loader_workers``: 0, 1 or 2 forked DataLoader workers per rank, alive for the whole run
+  (py-spy of every python process shows them beside the ranks); drawn from its own RNG.
 - ``pyspy`` (real py-spy while the job hangs, one file per node, ``pyspy_files``):
   ``none``; ``native_all`` (every python process of the node, the agent included, ``py-spy
   dump --native --pid``); ``children`` (``pgrep -P <agent> | xargs -I {} py-spy dump --pid
@@ -480,6 +482,10 @@ def draw(split: str, seed: int, forced: dict[str, Any] | None = None) -> dict[st
         s["split"] = split
         s["seed"] = seed
         s["held_out"] = held_out_combo(s)
+        # drawn apart, so that the axes above stay what each seed drew before this one came
+        s["loader_workers"] = (forced or {}).get(
+            "loader_workers", random.Random(f"loader-{seed}").choice((0, 1, 2))
+        )
         return s
     raise RuntimeError(f"no valid draw for seed {seed}")
 
@@ -749,6 +755,7 @@ class Job:
             "producer_thread": s["producer_thread"],
             "hold": s["hold"],
             "faulthandler": s["pyspy"] == "faulthandler",
+            "loader_workers": s.get("loader_workers", 0),
         }
         (self.work / "spec.json").write_text(json.dumps(spec))
         env = {

@@ -43,6 +43,17 @@ EXCEPTIONS: dict[str, type[BaseException]] = {
 }
 
 
+class TokenShards:
+    """A map-style dataset whose DataLoader workers (forked, as on Linux) stay alive beside
+    the rank, as a trainer's do: `py-spy dump` of every python process shows them too."""
+
+    def __len__(self) -> int:
+        return 1 << 20
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+
 class Job:
     """Who this process is, as the launcher said."""
 
@@ -198,6 +209,15 @@ def train(job: Job) -> None:
         sub = dist.new_group(members)
         if job.rank not in members:
             sub = None
+    batches_in = None
+    if SPEC.get("loader_workers"):  # forked workers, kept alive for the whole run
+        from torch.utils.data import DataLoader
+
+        shards: Any = TokenShards()  # map-style: __len__ and __getitem__ are all it needs
+        batches_in = iter(
+            DataLoader(shards, num_workers=SPEC["loader_workers"], persistent_workers=True)
+        )
+        next(batches_in)
     if dump_path is not None and SPEC["dump_on_request"]:
         threading.Thread(
             target=_dump_listener, args=(dump_path, job), name="fr-dump", daemon=True
