@@ -7,7 +7,9 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +197,30 @@ def test_a_worker_whose_parent_is_gone_before_it_starts_leaves_by_itself() -> No
             worker.join()
         ours.close()
         theirs.close()
+
+
+def test_a_stop_signal_landing_as_a_scratch_folder_is_made_still_removes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stop signal's handler (abort) may run in the main thread the moment the folder
+    exists, whichever thread took the signal: abort() must know the folder by then."""
+    seen: list[bool] = []
+
+    def landing(make: Callable[..., Any]) -> Callable[..., Any]:
+        def made(*args: Any, **kwargs: Any) -> Any:
+            out = make(*args, **kwargs)
+            path = out if isinstance(out, str) else args[0]
+            workers.abort()  # the handler runs here
+            seen.append(os.path.lexists(path))
+            return out
+
+        return made
+
+    monkeypatch.setattr(workers.os, "mkdir", landing(os.mkdir))
+    monkeypatch.setattr(workers.tempfile, "mkdtemp", landing(tempfile.mkdtemp))
+    with workers.scratch_dir():
+        pass
+    assert seen == [False]
 
 
 def test_a_mistyped_folder_is_reported_without_importing_pandas(tmp_path: Path) -> None:

@@ -59,22 +59,21 @@ def abort() -> None:
                 break
 
 
-_STOPS = {signal.SIGINT, signal.SIGTERM}
-
-
 @contextlib.contextmanager
 def scratch_dir() -> Iterator[str]:
-    """A private temporary folder, removed on the way out and by abort(). A stop signal is
-    held while the folder is made and filed, so that abort() always knows of it."""
-    held = (
-        signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS) if hasattr(signal, "SIG_BLOCK") else None
-    )
-    try:
-        path = tempfile.mkdtemp(prefix="frtrace-")
+    """A private temporary folder, removed on the way out and by abort(). Its name is filed
+    before the folder is made, so that abort() always knows of it: a stop signal's handler
+    runs in the main thread at any bytecode, whichever thread the kernel gave the signal to
+    (a store's I/O thread, say), so blocking it in this thread alone would not keep it out
+    between the making and the filing."""
+    while True:
+        path = os.path.join(tempfile.gettempdir(), f"frtrace-{os.urandom(6).hex()}")
         _SCRATCH.add(path)
-    finally:
-        if held is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        try:
+            os.mkdir(path, 0o700)  # as tempfile.mkdtemp makes it: private to this user
+            break
+        except FileExistsError:
+            _SCRATCH.discard(path)
     try:
         yield path
     finally:
