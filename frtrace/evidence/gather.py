@@ -923,7 +923,7 @@ def _lone_idle(
 
 
 # Python processes of a node that are no ranks: DataLoader workers, multiprocessing's helpers,
-# compile workers (their main thread's outermost Python file says so).
+# compile workers (the code each was started to run says so: is_auxiliary).
 _PROCESS_RUN = re.compile(r"(?:^|/)multiprocessing/process\.py$")
 _AUX_FILES = re.compile(
     r"torch/utils/data/_utils/|multiprocessing/(?:resource_tracker|forkserver|popen_)"
