@@ -232,7 +232,7 @@ def test_an_untied_worker_waiting_with_one_side_of_a_skipped_collective_outvotes
     root = frtrace.analyze(frtrace.load(tmp_path)).root_cause
     assert root is not None
     assert (root.kind, root.culprit_ranks, root.undecidable) == ("missing_ranks", [0], False)
-    assert "pid 202 on nodeC" in detail(root)
+    assert "as pid 202 on nodeC (rank not in the logs) does by its live stack" in detail(root)
 
 
 def test_an_untied_worker_on_the_smaller_side_evens_the_count(tmp_path: Path) -> None:

@@ -600,9 +600,14 @@ def _never_joined(f: Finding) -> str:
             how += f" ({float(timeout) / 1e3:g} s)"
         procs_waiting = list(f.facts.get("waiting_processes", []))
         waiters = who(waiting) if waiting else f"{len(procs_waiting)} processes"
-        if waiting and procs_waiting:  # untied processes waiting with them
-            waiters += f" and {_processes_text(procs_waiting)}"
-        head = f"{waiters} waited in {what}{' ' + how if how else ''}; {blamed} never joined it"
+        head = f"{waiters} waited in {what}{' ' + how if how else ''}"
+        if waiting and procs_waiting:  # untied processes whose live stacks wait there too
+            one = len(procs_waiting) == 1
+            head += (
+                f", as {_processes_text(procs_waiting)} "
+                f"{'does by its live stack' if one else 'do by their live stacks'}"
+            )
+        head += f"; {blamed} never joined it"
     else:
         head = "no rank was seen waiting in a collective"
     states = f.facts.get("culprits", {})
