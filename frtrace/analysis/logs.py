@@ -1799,13 +1799,14 @@ def state_findings(ev: Evidence) -> list[Finding]:
 
 def _other_processes(ev: Evidence, procs: list[ProcessState]) -> int:
     """How many of the untied processes `procs` are no rank the inputs show: on each host,
-    those beyond its seen ranks that have no stack of their own (one process is one rank,
-    and a seen rank without a stack may be any of its host's untied processes)."""
-    open_ranks = Counter(short_host(r.host) for r in ev.ranks.values() if r.stack is None)
-    if open_ranks[""]:  # a stackless rank whose host is untold may be any of them
-        return 0
+    those beyond its seen ranks that have no stack of their own (`untied_on_hosts`: one
+    process is one rank, and a seen rank without a stack may be any of its host's untied
+    processes)."""
+    if any(r.stack is None and not r.host for r in ev.ranks.values()):
+        return 0  # a stackless rank whose host is untold may be any of them
+    _procs, free_on = untied_on_hosts(ev)
     on_host = Counter(short_host(p.proc.host) for p in procs)
-    return sum(max(0, n - open_ranks[host]) for host, n in on_host.items())
+    return sum(max(0, n - len(free_on.get(host, []))) for host, n in on_host.items())
 
 
 UNSEEN_NAMED = 4096  # the most ranks no input shows that a finding lists as candidates

@@ -772,7 +772,7 @@ def _infer_last_slot(
         (_stack_node(nodes, file.input.path, proc), proc.pid)
         for file in stacks
         for proc in file.processes
-        if not proc.is_agent and not is_auxiliary(proc) and proc.pid is not None
+        if is_worker(proc) and proc.pid is not None
     }
     world = max(max(named) + 1, len(seen | set(join.slots)), len(workers))
     # ranks run from 0: the one rank below `world` never named, found without listing the
@@ -884,9 +884,14 @@ def tie_by_waits(ev: Evidence, waiting: Collection[int], known: Collection[int])
 
 
 def worker_processes(ev: Evidence) -> list[ProcessStack]:
-    """The py-spy'd processes no input ties to a rank that are workers: not torchrun's agent,
-    not a helper of a worker (is_auxiliary)."""
-    return [p for p in ev.unmatched if not p.is_agent and not is_auxiliary(p)]
+    """The py-spy'd processes no input ties to a rank that are workers (`is_worker`)."""
+    return [p for p in ev.unmatched if is_worker(p)]
+
+
+def is_worker(proc: ProcessStack) -> bool:
+    """A process that may be a rank: not torchrun's agent, not a helper of a worker
+    (is_auxiliary)."""
+    return not proc.is_agent and not is_auxiliary(proc)
 
 
 def untied_on_hosts(
