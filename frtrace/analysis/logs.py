@@ -1195,8 +1195,8 @@ def _waited_on(
         here = began.get(place, {})
         if any(
             _before(other, w, True)
-            or (_call(q, groups), _call(place, groups)) in ordered
-            or (_call(q, groups), _call(place, groups)) in peer_order(q)
+            or (pair := (_call(q, groups), _call(place, groups))) in ordered
+            or pair in peer_order(q)
             for r, w in here.items()
             for q, other in of_rank[r]
             if q != place
