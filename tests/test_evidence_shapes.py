@@ -2675,3 +2675,100 @@ def test_an_agent_named_worker_adds_no_rank_while_a_seen_rank_has_no_host(tmp_pa
     )
     (finding,) = _three_nodes_one_stackless(tmp_path, third, hostless=_gloo_timeout(2))
     assert (finding.kind, finding.culprit_processes) == ("stuck_collective", [])
+
+
+# --- less evidence never gives a more confident answer ---------------------------------------
+
+
+def _ended(rank: int, host: str, pid: int, exitcode: int, first: bool = False) -> str:
+    """torchelastic's summary entry of one worker (real torch 2.13 lines): exit code 1 with
+    no traceback kept, or -15, the agent's SIGTERM after another worker failed."""
+    signal = "  (SIGTERM)" if exitcode == -15 else " "
+    trace = (
+        f"Signal 15 (SIGTERM) received by PID {pid}"
+        if exitcode == -15
+        else "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+    )
+    return (
+        ("Root Cause (first observed failure):\n" if first else "Failures:\n")
+        + f"[0]:\n  time      : 2026-11-29_13:54:03\n  host      : {host}\n"
+        f"  rank      : {rank} (local_rank: 0)\n  exitcode  : {exitcode} (pid: {pid}){signal}\n"
+        f"  error_file: <N/A>\n  traceback : {trace}\n"
+    )
+
+
+def test_an_error_exit_without_its_traceback_beside_a_silent_rank_names_both(
+    tmp_path: Path,
+) -> None:
+    """Rank 2 timed out in all_reduce; rank 1 exited with code 1, its traceback not kept;
+    rank 0 said nothing and was ended by its agent. A rank that timed out exits with code 1
+    as well: rank 1 may be a victim of rank 0, and nothing tells which holds the job."""
+    text = (
+        _gloo_timeout(2)
+        + _ended(1, "nodeB", 301, 1, first=True)
+        + _ended(0, "nodeA", 300, -15)
+        + _ended(2, "nodeC", 302, 1)
+    )
+    (finding,) = log_findings(gather([parse_log(_log(tmp_path, "job.log", text))], []))
+    assert (finding.culprit_ranks, finding.undecidable) == ([0, 1], True)
+    assert "rank 1 may be a victim of the silent" in detail(finding)
+
+
+def test_an_error_exit_without_its_traceback_is_the_culprit_while_every_other_rank_waits(
+    tmp_path: Path,
+) -> None:
+    """The same without a silent rank: ranks 0 and 2 timed out, so rank 1's exit is the
+    failure they waited on."""
+    text = (
+        _gloo_timeout(0)
+        + _gloo_timeout(2)
+        + _ended(1, "nodeB", 301, 1, first=True)
+        + _ended(0, "nodeA", 300, 1)
+        + _ended(2, "nodeC", 302, 1)
+    )
+    (finding,) = log_findings(gather([parse_log(_log(tmp_path, "job.log", text))], []))
+    assert (finding.culprit_ranks, finding.undecidable) == ([1], False)
+
+
+def test_a_rank_no_input_shows_is_named_beside_the_silent_one(tmp_path: Path) -> None:
+    """Ranks 0 and 1 timed out in all_reduce; rank 4 said nothing; ranks 2 and 3 exist
+    (ranks run from 0) but their node's log is lost: they are no less absent than rank 4."""
+    text = _gloo_timeout(0) + _gloo_timeout(1) + _ended(4, "nodeC", 304, -15)
+    (finding,) = log_findings(gather([parse_log(_log(tmp_path, "job.log", text))], []))
+    assert (finding.culprit_ranks, finding.undecidable) == ([2, 3, 4], True)
+    assert "ranks 2-3, which no input shows, may be absent as well" in detail(finding)
+
+
+def test_a_rank_waiting_elsewhere_beside_a_silent_one_leaves_every_side_named(
+    tmp_path: Path,
+) -> None:
+    """Rank 0 waits in broadcast, rank 1 in all_reduce, rank 2 said nothing: a silent rank
+    explains no split, and if rank 2 stands with rank 1, rank 0 is the side that is wrong."""
+    text = _gloo_timeout(0, "broadcast") + _gloo_timeout(1) + _ended(2, "nodeC", 302, -15)
+    (finding,) = log_findings(gather([parse_log(_log(tmp_path, "job.log", text))], []))
+    assert (finding.culprit_ranks, finding.undecidable) == ([0, 1, 2], True)
+    assert "waited elsewhere: one side skipped or added a call" in detail(finding)
+
+
+def test_a_rank_waiting_elsewhere_where_most_wait_names_it_beside_the_silent_one(
+    tmp_path: Path,
+) -> None:
+    """Ranks 0-2 wait in all_reduce, rank 3 in broadcast, rank 4 said nothing: rank 3's side
+    is the smaller whichever side rank 4 stands on; the waiting three are not named."""
+    text = (
+        "".join(_gloo_timeout(r) for r in range(3))
+        + _gloo_timeout(3, "broadcast")
+        + _ended(4, "nodeE", 304, -15)
+    )
+    (finding,) = log_findings(gather([parse_log(_log(tmp_path, "job.log", text))], []))
+    assert (finding.culprit_ranks, finding.undecidable) == ([3, 4], True)
+
+
+def test_an_error_exit_beside_a_silent_rank_is_a_finding_though_nobody_waits(
+    tmp_path: Path,
+) -> None:
+    """No rank is seen waiting: rank 1 exited with code 1, its traceback not kept, and rank 0
+    was ended by its agent. The job failed, so that is a finding naming both, not none."""
+    text = _ended(1, "nodeB", 301, 1, first=True) + _ended(0, "nodeA", 300, -15)
+    (finding,) = log_findings(gather([parse_log(_log(tmp_path, "job.log", text))], []))
+    assert (finding.culprit_ranks, finding.undecidable) == ([0, 1], True)

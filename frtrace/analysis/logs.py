@@ -65,6 +65,14 @@ STUCK = "stuck"  # its live stack is outside collectives
 SILENT = "silent"  # nothing: no error, no stack, not waiting (never joined)
 
 FAILED = (RAISED, KILLED, CRASHED, STUCK)  # evidence of its own trouble
+# ... whose cause is shown. An error exit alone (CRASHED) is also how a victim ends: gloo
+# raises in every rank still waiting once the timeout passes or the peer is gone
+# (gloo/transport/tcp/unbound_buffer.cc: "Timed out waiting ...ms for send operation to
+# complete"), the uncaught RuntimeError ends the worker with status 1, and torchelastic's
+# summary shows only `exitcode : 1` (torch/distributed/elastic/multiprocessing/errors,
+# ProcessFailure) where the traceback was not kept: the victim's exit and the culprit's look
+# the same.
+SHOWN_FAILED = (RAISED, KILLED, STUCK)
 TEARDOWN_SIGNALS = ("SIGTERM",)  # what torchelastic sends the survivors of a failure
 
 
@@ -392,7 +400,7 @@ def _unanswered(ev: Evidence, states: dict[int, RankState]) -> list[Finding]:
     if not 0 < ev.world_size - len(came) <= UNSEEN_NAMED:  # a size from untrusted lines
         return []
     candidates = [r for r in range(ev.world_size) if r not in came]
-    failed = [r for r in candidates if r in states and states[r].state in FAILED]
+    failed = [r for r in candidates if r in states and states[r].state in SHOWN_FAILED]
     culprits = failed if len(failed) == 1 else candidates
     if len(culprits) != 1:
         return []
@@ -1712,9 +1720,15 @@ def state_findings(ev: Evidence) -> list[Finding]:
         away = bool(stuck)
     else:
         stuck = []
-    if main is None and not failed and not stuck:
+    crashed = any(_state(states, r) == CRASHED for r in culprits)
+    if main is None and not failed and not stuck and not crashed:
         return []  # nobody waited, nobody failed by itself
     facts: dict[str, Any] = {"source": "logs"}
+    # blamed only for not being seen in the collective: a rank no input shows is no less absent
+    absent_only = bool(culprits) and not failed and culprits != elsewhere
+    if absent_only and (unseen := _unseen(ev)):
+        facts["unseen"] = unseen
+        culprits = sorted({*culprits, *unseen})
     facts.update(_wait_facts([w for r in waiting if (w := states[r].wait) is not None]))
     pg_name = main.pg_name if main is not None else ""
     pg_desc = main.pg_desc if main is not None else ""
@@ -1788,13 +1802,23 @@ def state_findings(ev: Evidence) -> list[Finding]:
         facts["split"] = {str(r): _op(states[r]) for r in waiting}
         facts["split_processes"] = [_process_facts(p) for p in stuck + waiting_procs]
         culprits, stuck = sorted(waiting), stuck + waiting_procs
-    facts["culprits"] = {str(r): _culprit_facts(ev.ranks[r], states[r]) for r in culprits}
+    facts["culprits"] = {
+        str(r): _culprit_facts(ev.ranks[r], states[r]) for r in culprits if r in ev.ranks
+    }
     if stuck:
         facts["processes"] = [_process_facts(p) for p in stuck]
     if elsewhere and culprits != elsewhere and not split:
         facts["elsewhere"] = {str(r): _op(states[r]) for r in elsewhere}
+        if not failed:  # named beside the silent: so are the waiting, where they may be wrong
+            facts["or_sides"] = [r for r in waiting if r in culprits]
+    if not failed and (victims := [r for r in culprits if _state(states, r) == CRASHED]):
+        facts["or_victims"] = victims  # an error exit may be a victim's, of a silent rank
     undecidable = split or (len(culprits) + len(stuck) > 1 and not failed)
     return [finding(Kind.MISSING_RANKS, Reason.NEVER_JOINED, culprits, undecidable)]
+
+
+def _state(states: dict[int, RankState], rank: int) -> str | None:
+    return states[rank].state if rank in states else None
 
 
 def _other_processes(ev: Evidence, procs: list[ProcessState]) -> int:
@@ -1838,9 +1862,22 @@ def _culprits(
     evidence of their own failure; else, while others wait, every absent rank (torn down
     or never joined); else the ranks waiting in another collective."""
     absent = [r for r, s in states.items() if s.state not in (WAITING, ELSEWHERE)]
-    failed = [r for r in absent if states[r].state in FAILED]
-    if failed:
-        return failed, True
+    shown = [r for r in absent if states[r].state in SHOWN_FAILED]
+    if shown:
+        return shown, True
+    crashed = [r for r in absent if states[r].state == CRASHED]
+    silent = [r for r in absent if states[r].state == SILENT]
+    if crashed and silent:  # the error exits may be victims' of a silent rank: both named
+        return sorted(crashed + silent), False
+    if crashed:
+        return crashed, True
+    if absent and anyone_waits and elsewhere:
+        # ranks seen in another collective are as unexplained as the silent ones (one side
+        # skipped or added a call, or the silent hold both): all named, and the waiting too
+        # where the silent could make theirs the smaller side
+        waiting = [r for r, s in states.items() if s.state == WAITING]
+        side = waiting if len(elsewhere) + len(absent) >= len(waiting) else []
+        return sorted([*absent, *elsewhere, *side]), False
     if absent and anyone_waits:
         return absent, False
     return elsewhere, False

@@ -533,6 +533,19 @@ def _never_joined(f: Finding) -> str:
     layout = [int(r) for r in f.facts.get("layout_candidates", [])]
     if layout:  # they are the unknown members' possible ranks, said with them below
         culprits = [r for r in culprits if r not in layout]
+    # named beside the silent ranks, each said below: the ranks in another collective (and
+    # the waiting, where theirs may be the wrong side), the ranks no input shows
+    unseen = list(f.facts.get("unseen", []))
+    away = {
+        int(r): str(op)
+        for r, op in dict(f.facts.get("elsewhere", {})).items()
+        if int(r) in culprits
+    }
+    wrong_side = [int(r) for r in f.facts.get("or_sides", [])] if away else []
+    also_unseen = [r for r in unseen if r in culprits] if set(culprits) - set(unseen) else []
+    culprits = [
+        r for r in culprits if r not in away and r not in wrong_side and r not in also_unseen
+    ]
     blamed = who(culprits) if culprits else ""
     if procs:
         pids = _processes_text(procs)
@@ -540,7 +553,6 @@ def _never_joined(f: Finding) -> str:
     if unknown:
         members = f"group rank{'s' if len(unknown) > 1 else ''} {rank_ranges(unknown, 6)}"
         blamed = f"{blamed} and {members}" if blamed else members
-    unseen = list(f.facts.get("unseen", []))
     if "torn_down" in f.facts and (not blamed or unseen):
         torn = list(f.facts["torn_down"])
         alive = (
@@ -630,6 +642,31 @@ def _never_joined(f: Finding) -> str:
             f"{head}, or all of them wait inside it (a stuck collective) and the "
             f"watchdogs of {who(culprits)} had not fired when the job came down: "
             f"{'; '.join(parts)}; which is undecidable, all are named (from the logs)"
+        )
+    doubts = []
+    victims = [int(r) for r in f.facts.get("or_victims", [])]
+    if victims:
+        doubts.append(
+            f"an error exit without its traceback is also how a rank that waited for another "
+            f"ends (its collective raised), so {who(victims)} may be "
+            f"{verb(victims, 'a victim', 'victims')} of the silent"
+        )
+    if away:
+        ops: dict[str, list[int]] = {}
+        for r, op in sorted(away.items()):
+            ops.setdefault(op or "another collective", []).append(r)
+        there = " and ".join(f"{who(rs)} in {op}" for op, rs in ops.items())
+        doubts.append(
+            f"{there} waited elsewhere: one side skipped or added a call"
+            + (f" (and {who(wrong_side)} may be that side)" if wrong_side else "")
+            + ", or the silent hold both"
+        )
+    if also_unseen:
+        doubts.append(f"{who(also_unseen)}, which no input shows, may be absent as well")
+    if doubts:
+        return (
+            f"{head}: {'; '.join(parts)}; but {'; '.join(doubts)}: which is undecidable, all "
+            "are named (from the logs)"
         )
     return f"{head}: {'; '.join(parts)} (from the logs)"
 
