@@ -220,6 +220,37 @@ def test_gloos_dumps_under_detail_with_no_fault_in_the_logs_give_no_finding(
     assert data["root_cause"] is None
 
 
+def test_gloos_dumps_under_detail_are_not_matched_when_the_log_saying_so_is_lost(
+    tmp_path: Path,
+) -> None:
+    """The job log that states the debug level is gone; the dumps show the wrapper's checks
+    themselves (all_gather entries under the stack of an all_reduce): still unmatched, and
+    the py-spy stacks name the stuck rank, not an order cycle of the mixed seqs."""
+    want = truth("detail_with_dumps")["culprit"]
+    folder = copied("detail_with_dumps", tmp_path / "evidence")
+    shutil.rmtree(folder / "logs")
+    code, data, _text = report(folder)
+    assert (code, data["root_cause"]["kind"], data["root_cause"]["culprit_ranks"]) == (
+        1,
+        "missing_ranks",
+        [want["rank"]],
+    )
+
+
+def test_gloos_dumps_under_detail_alone_are_never_ok(tmp_path: Path) -> None:
+    """Only the dumps, and the world's size given: they cannot be matched and nothing shows
+    how the job ended, so the job is unknown (exit 4), not healthy."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for dump in (EVIDENCE / "detail_with_dumps" / "evidence").glob("trace_*"):
+        shutil.copy(dump, folder / dump.name)
+    runner = CliRunner()
+    result = runner.invoke(cli, [str(folder), "--world-size", "3", "--format", "json"])
+    data = json.loads(result.stdout)
+    assert (result.exit_code, data["verdict"], data["root_cause"]) == (4, "unknown", None)
+    assert "TORCH_DISTRIBUTED_DEBUG=DETAIL" in " ".join(data["unseen"]["why"])
+
+
 def test_detail_lines_name_the_rank_that_never_entered_the_collective_the_others_did() -> None:
     """Cancelled before any timeout, no dump, no stack: DETAIL's `Running collective` lines
     alone show which rank never entered the collective the others are in."""
@@ -355,3 +386,48 @@ def test_untied_dumps_without_a_pid_are_named_by_host_and_place_never_pid_none(
     assert "pid None" not in said and "--pid None" not in json.dumps(data)
     assert "2 processes on gpu7" in said
     assert "a process on gpu7 (its stack at slurm-77.out:1)" in said.replace("\n  ", " ")
+
+
+def test_a_rank_whose_dump_was_lost_is_no_culprit_where_its_log_shows_it_waiting(
+    tmp_path: Path,
+) -> None:
+    """Rank 0's dump is gone; its log shows it timing out in its collective: a victim whose
+    dump was lost, and rank 1, which the logs show never joining, holds the job."""
+    want = truth("even_split_alive")["culprit"]
+    folder = copied("even_split_alive", tmp_path / "evidence")
+    (folder / "dumps" / "gpu-st-p4d-24xlarge-85.cluster.internal" / "trace_0").unlink()
+    assert decided(folder)[:3] == (1, [want["rank"]], False)
+
+
+def test_a_missing_dump_that_ranks_only_may_wait_for_names_them_too(tmp_path: Path) -> None:
+    """One gloo dump alone: rank 1's last call records no completion, so rank 1 may wait
+    for rank 0, which left no dump, or may have completed it and stopped elsewhere."""
+    dump = next((EVIDENCE / "even_split_alive" / "evidence" / "dumps").rglob("trace_1"))
+    shutil.copy(dump, tmp_path / "trace_1")
+    code, data, _text = report(tmp_path)
+    root = data["root_cause"]
+    assert (code, root["kind"], root["culprit_ranks"], root["evidence"]["undecidable"]) == (
+        1,
+        "missing_dump",
+        [0, 1],
+        True,
+    )
+    assert "rank 0 left no dump" in root["detail"]
+
+
+def test_a_missing_dump_is_its_ranks_alone_where_the_logs_show_the_others_waiting(
+    tmp_path: Path,
+) -> None:
+    """The raising rank's dump is gone, and the other rank's log shows it timing out in its
+    collective: the wait the dump could not confirm is confirmed, the missing rank named."""
+    want = truth("even_split_failed")["culprit"]
+    folder = copied("even_split_failed", tmp_path / "evidence")
+    (folder / "dumps" / "gpu-st-p4d-24xlarge-254.cluster.internal" / "trace_1").unlink()
+    code, data, _text = report(folder)
+    root = data["root_cause"]
+    assert (code, root["kind"], root["culprit_ranks"], root["evidence"]["undecidable"]) == (
+        1,
+        "missing_dump",
+        [want["rank"]],
+        False,
+    )

@@ -429,19 +429,26 @@ def test_pipeline_raise_reports_rank_1_without_a_dump(folder: str) -> None:
 
 
 @pytest.mark.parametrize("folder", twins("pipeline_raise_4rank"))
-def test_pipeline_raise_blames_rank_1_where_its_dp_peer_rank_0_waits(folder: str) -> None:
+def test_pipeline_raise_names_rank_1_with_its_dp_peer_that_alone_may_wait_for_it(
+    folder: str,
+) -> None:
+    """Rank 0 alone may wait for rank 1 in mesh_dp#5: gloo records no completion, and a
+    gloo job dumps only where its own code asks, so rank 0 may as well have completed the
+    call and stopped elsewhere while rank 1 simply wrote no dump. One rank's word decides
+    nothing: both are named, undecidable (the logs, when given, settle it)."""
     root = root_of(folder)
-    assert (root["kind"], root["culprit_ranks"], root["waiting_ranks"]) == (
+    assert (root["kind"], root["culprit_ranks"], root["evidence"]["undecidable"]) == (
         "missing_dump",
-        [1],
-        [0],
+        [0, 1],
+        True,
     )
     assert place(root) == ("3", "mesh_dp", 5, "all_reduce")
+    assert "rank 1 left no dump" in root["detail"]
 
 
 @pytest.mark.parametrize("folder", twins("pipeline_raise_4rank"))
-def test_pipeline_raise_never_blames_ranks_0_or_2(folder: str) -> None:
-    assert blamed(folder).isdisjoint({0, 2}), report(folder)[1]["findings"]
+def test_pipeline_raise_never_blames_rank_2_that_waits_in_the_other_stage(folder: str) -> None:
+    assert 2 not in blamed(folder), report(folder)[1]["findings"]
 
 
 # truncated_beside_fault_4rank: rank 3 ran out of data; rank 1's dumps were cut in half.

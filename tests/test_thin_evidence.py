@@ -100,7 +100,10 @@ def test_an_unreadable_dump_is_never_a_cause_beside_a_real_size_mismatch(tmp_pat
 
 
 def test_a_dump_cut_to_500_bytes_is_blamed_only_where_ranks_wait_for_it(tmp_path: Path) -> None:
-    """cascade_4rank: rank 2 waits in pair23#3 for rank 3, ranks 0-1 in default_pg#3 for 2."""
+    """cascade_4rank: rank 2 waits in pair23#3 for rank 3, ranks 0-1 in default_pg#3 for 2.
+    Rank 2 alone may wait for rank 3 (gloo records no completion): it may as well have
+    completed pair23#3 and stopped elsewhere, holding ranks 0-1; one rank's word decides
+    nothing, so both are named, undecidable, in pair23, and no other cause names rank 3."""
     job = copy_fixture("cascade_4rank", tmp_path)
     cut(job / "trace_3", 500)
     status, rep, _err = frtrace_json(job)
@@ -108,11 +111,13 @@ def test_a_dump_cut_to_500_bytes_is_blamed_only_where_ranks_wait_for_it(tmp_path
     assert status == 1
     assert (root["kind"], root["culprit_ranks"], root["pg_desc"]) == (
         "missing_dump",
-        [3],
+        [2, 3],
         "pair23",
     )
+    assert root["evidence"]["undecidable"] is True
     assert "the dump of rank 3 is unreadable" in root["detail"]
-    assert all(2 not in f["culprit_ranks"] for f in rep["findings"] if not f["secondary"])
+    others = [f for f in rep["findings"][1:] if not f["secondary"]]
+    assert all(3 not in f["culprit_ranks"] for f in others)
 
 
 # --- what cannot be told ----------------------------------------------------------------------
@@ -125,20 +130,23 @@ def test_one_dump_of_a_hung_job_whose_world_nothing_states_exits_4(tmp_path: Pat
     assert any("world size" in why for why in rep["unseen"]["why"])
 
 
-def test_one_dump_of_a_hung_two_rank_job_names_the_other_rank_as_maybe_awaited(
+def test_one_dump_of_a_hung_two_rank_job_names_both_ranks_undecidable(
     tmp_path: Path,
 ) -> None:
     """The world is stated (gloo's list [0, 1]) and rank 1 left no file: rank 0 may wait for
-    it in its last collective; gloo records no states that could say it completed."""
+    it in its last collective, or may have completed it and stopped elsewhere (gloo records
+    no states, and writes a dump only where the job asks): one rank's word decides nothing."""
     status, rep, _err = frtrace_json(copy_fixture("tutorial", tmp_path, keep=[0]))
     root = rep["root_cause"]
     assert (status, rep["verdict"]) == (1, "findings")
     assert (root["kind"], root["culprit_ranks"], root["evidence"]["maybe"]) == (
         "missing_dump",
-        [1],
+        [0, 1],
         True,
     )
+    assert root["evidence"]["undecidable"] is True
     assert "rank 0 may wait in" in root["detail"]
+    assert "one rank's word decides nothing" in root["detail"]
     assert (rep["unseen"]["world_size"], rep["unseen"]["no_file"]) == (2, [1])
 
 

@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar, cast
+
+import numpy as np
 
 from frtrace.analysis.collectives import analyze_collectives
 from frtrace.analysis.consistency import check_one_job
 from frtrace.analysis.context import Context, build_context, is_default_group
 from frtrace.analysis.findings import MISMATCH_KINDS, STUCK_AFTER_MS, Finding, Kind, Note, Reason
+from frtrace.analysis.logs import (
+    ELSEWHERE,
+    WAITING,
+    EndingGap,
+    ending_gap,
+    log_findings,
+    rank_states,
+    settle_even_split,
+)
 from frtrace.analysis.logs import FAILED as FAILED_STATES
-from frtrace.analysis.logs import EndingGap, ending_gap, log_findings, settle_even_split
 from frtrace.analysis.p2p import analyze_p2p
 from frtrace.analysis.snapshots import SnapshotComparison, compare_snapshots
 from frtrace.analysis.timing import StragglerReport, classify, lag_stats, stragglers
@@ -43,6 +53,9 @@ class Analysis:
     progress: SnapshotComparison | None = None  # set by `since`: what moved since an older snapshot
     # What the job's logs and py-spy stacks say of each rank; without dumps it decides.
     evidence: Evidence | None = None
+    # The dumps cannot be matched (gloo under DETAIL: `_unnamed_groups`) and no log saw a
+    # fault: the logs alone then say whether the job is seen whole.
+    unmatched: bool = False
 
     def since(self, older: Trace) -> Analysis:
         """This analysis with what advanced since an older snapshot of the same job."""
@@ -73,7 +86,11 @@ class Analysis:
             ranks = sorted(self.evidence.ranks)
             size = max(len(self.evidence.workers), len(ranks), self.evidence.world_size or 0)
             return Unseen(size, self.evidence.world_size is not None, [], [], gap)
-        return unseen(self.ctx.trace)
+        seen = unseen(self.ctx.trace)
+        if self.unmatched and (self.evidence is None or ending_gap(self.evidence)):
+            world = self.ctx.trace.world
+            return replace(seen or Unseen(world.size, world.stated, [], []), unmatched=True)
+        return seen
 
     @property
     def undetermined(self) -> bool:
@@ -96,6 +113,7 @@ class Analysis:
             self.stragglers,
             self.progress,
             self.evidence,
+            self.unmatched,
         )
 
 
@@ -110,6 +128,7 @@ class Unseen:
     no_file: list[int]
     unreadable: list[int]
     logs: EndingGap | None = None  # no dump: what the logs do not show of the job's end
+    unmatched: bool = False  # the dumps cannot be matched, nor the logs show the end
 
 
 def unseen(trace: Trace) -> Unseen | None:
@@ -501,11 +520,48 @@ def analyze(
     for f in findings:
         if not f.secondary:
             classify(ctx, f, waits.blocked)
-    if evidence is not None:
+    unmatched = False
+    if evidence is None and len(trace.file_table) and _wrapper_checks(trace):
+        unmatched = _unnamed_groups(trace)  # no log to decide what the dumps cannot
+        if unmatched:
+            findings, root_cause = [], None
+    elif evidence is not None:
         waiting = {r for r, b in waits.blocked.items() if not b.maybe}
         findings, root_cause = _with_logs(trace, evidence, findings, root_cause, waiting)
+        unmatched = root_cause is None and _folded(trace, evidence)
     return Analysis(
-        ctx, findings, root_cause, waits.blocked, notes, stragglers=late.result(), evidence=evidence
+        ctx,
+        findings,
+        root_cause,
+        waits.blocked,
+        notes,
+        stragglers=late.result(),
+        evidence=evidence,
+        unmatched=unmatched,
+    )
+
+
+def _confirm_waits(root: Finding, evidence: Evidence) -> None:
+    """A missing dump that ranks only may wait for (gloo records no completion: named with
+    them, undecidable) is theirs alone where the logs show each of those ranks waiting in a
+    collective itself (its timeout's or lost peer's error)."""
+    if not root.facts.get("maybe") or not root.waiting_ranks:
+        return
+    states, _main = rank_states(evidence)
+    if all(r in states and states[r].state in (WAITING, ELSEWHERE) for r in root.waiting_ranks):
+        root.culprit_ranks = sorted(root.facts.get("no_dump", root.culprit_ranks))
+        root.undecidable = False
+        root.facts["maybe"] = False
+        root.facts["waits_logged"] = list(root.waiting_ranks)
+
+
+def _folded(trace: Trace, evidence: Evidence) -> bool:
+    """Whether the dumps cannot be matched across ranks: gloo under
+    TORCH_DISTRIBUTED_DEBUG=DETAIL, as the logs say or as the dumps show themselves."""
+    return (
+        len(trace.file_table) > 0
+        and (evidence.debug_detail or _wrapper_checks(trace))
+        and _unnamed_groups(trace)
     )
 
 
@@ -524,12 +580,14 @@ def _with_logs(
     matched (gloo under DETAIL), the logs decide. Otherwise the dumps decide and the logs add
     their evidence. `waiting`: the ranks the matched dumps show waiting in a collective."""
     dumped = len(trace.file_table) > 0
-    folded = dumped and evidence.debug_detail and _unnamed_groups(trace)
+    folded = _folded(trace, evidence)
     if dumped and not folded:  # matched, the dumps say who waits: that ties stacks left
         tie_by_waits(evidence, waiting, trace.ranks)
     if dumped and root is not None and root.kind != Kind.MISSING_DUMP and not folded:
         settle_even_split(root, evidence)  # where the logs tell the two sides apart
         return findings, root
+    if dumped and root is not None and not folded:
+        _confirm_waits(root, evidence)
     found = log_findings(evidence)
     if not dumped:
         return found, found[0] if found else None
@@ -540,8 +598,16 @@ def _with_logs(
     if root is not None and not folded:  # missing_dump: unless the logs show a rank's own fault
         own = found[0].facts.get("culprits", {})
         failed = {int(r) for r, facts in own.items() if facts.get("state") in FAILED_STATES}
-        if not failed or failed == set(root.culprit_ranks):  # the logs add no name
-            return findings, root
+        # or show the ranks that left no dump waiting in a collective themselves (their
+        # timeout's or lost peer's error): victims there, their dumps only lost
+        gone = list(root.facts.get("no_dump", root.culprit_ranks))
+        states, _main = rank_states(evidence)
+        waited = bool(gone) and all(
+            r in states and states[r].state in (WAITING, ELSEWHERE) for r in gone
+        )
+        named = bool(set(found[0].culprit_ranks) - set(gone))
+        if not (waited and named) and (not failed or failed == set(root.culprit_ranks)):
+            return findings, root  # the logs add no name
     for f in findings:
         f.secondary = True
     return [found[0], *findings], found[0]
@@ -554,6 +620,33 @@ def _unnamed_groups(trace: Trace) -> bool:
     same empty name, so their sequence numbers cannot be matched across ranks."""
     names = trace.group_table["pg_name"]
     return len(trace.table) > 0 and all(str(n) == "" for n in names)
+
+
+# ProcessGroupWrapper::runCollectiveChecks (torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp)
+# runs CollectiveFingerPrint::verify, an allgather of the call's fingerprint on its helper gloo
+# group, before each call: the recorder files it as `all_gather` under the stack of the call it
+# checks (seen in real torch 2.13 gloo dumps: all_gather entries under all_reduce, broadcast,
+# barrier). The job's own all_gathers are made by these functions of distributed_c10d.py.
+_GATHERS = frozenset(
+    {"all_gather", "all_gather_into_tensor", "all_gather_object", "all_gather_coalesced"}
+)
+_C10D = "distributed_c10d.py"
+
+
+def _wrapper_checks(trace: Trace) -> bool:
+    """Whether the dumps hold ProcessGroupWrapper's checks: an entry recorded as all_gather
+    whose own stack shows another collective of distributed_c10d.py being called."""
+    table = trace.table
+    gather = table.code("op", "all_gather")
+    if gather < 0:
+        return False
+    ids = np.unique(table.cols["stack_id"][table.cols["op"] == gather])
+    for sid in ids.tolist():
+        frames = trace.stacks[sid] if 0 <= sid < len(trace.stacks) else ()
+        api = next((f[0] for f in frames if str(f[1]).endswith(_C10D)), None)
+        if api is not None and api not in _GATHERS:
+            return True
+    return False
 
 
 class Background(Generic[T]):

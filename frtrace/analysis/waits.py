@@ -638,7 +638,10 @@ def _root_finding(
         return _cycle_finding(ctx, root, waiters, blocked, _cycle_hops(ctx, root, waiters))
     if root.kind == "nodump":
         maybe = all(blocked[r].maybe for n in root.nodes for r in waiters[n])
-        return nodump_finding(ctx, node, root.ranks, here, blocked, len(root.nodes), maybe)
+        words = len({r for n in root.nodes for r in waiters[n]})
+        return nodump_finding(
+            ctx, node, root.ranks, here, blocked, len(root.nodes), maybe, lone=words < 2
+        )
     if root.kind == "idle" and kind == "c":
         coll = ctx.view.coll
         rows = coll.take((coll["pg"] == pg) & (coll["seq"] == seq))
@@ -694,15 +697,23 @@ def nodump_finding(
     blocked: dict[int, Blocked],
     places: int = 1,
     maybe: bool = False,
+    lone: bool = False,
 ) -> Finding:
     """Ranks `here` wait at `node` for `ranks`, which left no usable dump (`places`: how many
-    places ranks wait for them in; `maybe`: no rank is known to wait, some may)."""
+    places ranks wait for them in; `maybe`: no rank is known to wait, some may). Where one
+    rank alone may wait (`lone`; gloo records no completion, and a gloo job dumps only where
+    its own code asks, so a rank without a dump may just not have written one), that rank may
+    as well have completed the call and stopped outside collectives: one rank's word decides
+    nothing, and it is named too, undecidable."""
+    doubt = maybe and lone
+    blamed = sorted({*ranks, *here}) if doubt else ranks
     return ctx.finding(
         Kind.MISSING_DUMP,
         node.pg,
         **_seq_ids(node, blocked[here[0]]),
         op=blocked[here[0]].op,
-        culprit_ranks=ranks,
+        culprit_ranks=blamed,
+        undecidable=doubt,
         waiting_ranks=here,
         expected_ranks=_members(ctx, node),
         reason=Reason.NO_DUMP,

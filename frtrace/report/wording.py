@@ -355,7 +355,7 @@ def _p2p_pair(f: Finding) -> str:
 
 def _no_dump(f: Finding) -> str:
     place = _blocking_place(f)
-    ranks = f.culprit_ranks
+    ranks = list(f.facts.get("no_dump", f.culprit_ranks))
     unreadable = list(f.facts.get("unreadable", []))
     gone = [r for r in ranks if r not in unreadable]
     what = []
@@ -382,7 +382,12 @@ def _no_dump(f: Finding) -> str:
         )
     )
     lines = f"{waits} for {who(ranks)}{also}; {', and '.join(what)}: {hint}"
-    if f.facts.get("maybe"):
+    if f.facts.get("maybe") and f.undecidable:  # one rank's word
+        lines += (
+            f"; no states tell whether {who(waiting)} completed there instead and stopped "
+            "elsewhere, and one rank's word decides nothing (undecidable)"
+        )
+    elif f.facts.get("maybe"):
         lines += "; no states tell whether the waiting ranks completed there instead"
     return lines
 
@@ -1093,6 +1098,13 @@ def unseen_lines(unseen: object) -> list[str]:
     gap = getattr(unseen, "logs", None)
     if gap is not None:
         return [logs_gap_line(gap)]
+    if getattr(unseen, "unmatched", False):
+        lines.append(
+            "the dumps were written under TORCH_DISTRIBUTED_DEBUG=DETAIL, whose own checks "
+            "gloo records beside the job's calls in groups of the same empty name: they cannot "
+            "be matched across ranks, and no log given shows how the job ended (give the "
+            "job's logs)"
+        )
     size = int(getattr(unseen, "world_size", 0))
     if not getattr(unseen, "world_stated", True):
         lines.append(
