@@ -177,22 +177,44 @@ _TORCHRUN = (
 )
 
 
-def test_the_one_process_no_line_names_is_the_one_rank_no_line_names(tmp_path: Path) -> None:
+def _two_nodes_one_unnamed(tmp_path: Path, stated_world: int | None) -> Finding | None:
     """Two nodes of one worker each, py-spy'd with every python process (the torchrun agents
     too): rank 1 timed out; the other node's worker printed nothing with its rank and sits
-    in get_batch. Two workers, so it is rank 0 (the agents and the DataLoader worker beside
-    it are no workers)."""
+    in get_batch (the agents and the DataLoader worker beside it are no workers)."""
     (tmp_path / "pyspy_compute-5-49.txt").write_text(
         _TORCHRUN.format(pid=12892) + _pyspy(12911, _WAITING)
     )
     (tmp_path / "pyspy_compute-5-78.txt").write_text(
         _TORCHRUN.format(pid=12896) + _pyspy(12912, _STUCK) + _pyspy(12990, _LOADER_WORKER)
     )
-    (tmp_path / "trace-compute-5-49.out").write_text(_timed_out_node(1, "compute-5-49", 12911))
+    roster = _roster("compute-5-49", [1], stated_world) if stated_world else ""
+    (tmp_path / "trace-compute-5-49.out").write_text(
+        roster + _timed_out_node(1, "compute-5-49", 12911)
+    )
     (tmp_path / "trace-compute-5-78.out").write_text(_silent_node(12912))
-    root = frtrace.analyze(frtrace.load(tmp_path)).root_cause
+    return frtrace.analyze(frtrace.load(tmp_path)).root_cause
+
+
+def test_the_one_process_no_line_names_is_the_one_rank_no_line_names_in_a_stated_world(
+    tmp_path: Path,
+) -> None:
+    """The agents' roster states a world of two: the unnamed process is rank 0."""
+    root = _two_nodes_one_unnamed(tmp_path, stated_world=2)
     assert root is not None
     assert (root.culprit_ranks, root.culprit_processes) == ([0], [])
+
+
+def test_the_one_process_no_line_names_keeps_its_host_and_pid_while_the_world_is_untold(
+    tmp_path: Path,
+) -> None:
+    """No line states the world: a third node whose log and stacks were both lost would hold
+    rank 0 or 2, so the stuck process is named by its host and pid, not taken for rank 0."""
+    root = _two_nodes_one_unnamed(tmp_path, stated_world=None)
+    assert root is not None
+    assert (root.culprit_ranks, [(p.host, p.pid) for p in root.culprit_processes]) == (
+        [],
+        [("compute-5-78", 12912)],
+    )
 
 
 def test_a_node_whose_log_was_lost_still_counts_its_worker_from_its_stacks(
@@ -1486,12 +1508,32 @@ def test_a_templated_role_names_the_host_of_the_rank(tmp_path: Path) -> None:
 def test_a_rank_named_on_the_writers_own_node_is_its_local_rank(tmp_path: Path) -> None:
     text = (
         "[node17:1]:Initializing rank 3/4 on node17\n"
-        "[node17:0]:waiting for rank 2 on node18\n"
+        "[node17:0]:waiting for rank 0 on node18\n"
         "[node17:0]:hello\n"
     )
     ev = gather([parse_log(_log(tmp_path, "node17.log", text))], [])
     assert (ev.ranks[3].host, ev.ranks[3].local_rank) == ("node17", 1)
-    assert 2 not in ev.ranks  # a rank named on another node is not the writer
+    assert 0 not in ev.ranks  # a rank named on another node is not the writer
+
+
+def test_a_nodes_other_local_ranks_follow_the_one_its_lines_tie(tmp_path: Path) -> None:
+    """torchrun numbers a node's workers from its first rank on: local rank 1 is rank 3, so
+    local rank 0, which never states its rank, is rank 2 (no world size needed)."""
+    text = "[node17:1]:Initializing rank 3/4 on node17\n[node17:0]:hello\n"
+    ev = gather([parse_log(_log(tmp_path, "node17.log", text))], [])
+    assert (ev.ranks[2].host, ev.ranks[2].local_rank) == ("node17", 0)
+
+
+def test_a_nodes_local_ranks_that_disagree_on_its_first_rank_tie_no_other(tmp_path: Path) -> None:
+    """Local rank 1 says rank 3 and local rank 2 says rank 7: no one numbering holds, so
+    local rank 0 is given no rank."""
+    text = (
+        "[node17:1]:Initializing rank 3/8 on node17\n"
+        "[node17:2]:Initializing rank 7/8 on node17\n"
+        "[node17:0]:hello\n"
+    )
+    ev = gather([parse_log(_log(tmp_path, "node17.log", text))], [])
+    assert 2 not in ev.ranks and 5 not in ev.ranks
 
 
 def test_a_collective_waiting_in_c10d_is_told_from_native_frames_alone(tmp_path: Path) -> None:
@@ -2772,3 +2814,12 @@ def test_an_error_exit_beside_a_silent_rank_is_a_finding_though_nobody_waits(
     text = _ended(1, "nodeB", 301, 1, first=True) + _ended(0, "nodeA", 300, -15)
     (finding,) = log_findings(gather([parse_log(_log(tmp_path, "job.log", text))], []))
     assert (finding.culprit_ranks, finding.undecidable) == ([0, 1], True)
+
+
+def test_the_one_process_no_line_names_keeps_its_host_and_pid_in_a_larger_stated_world(
+    tmp_path: Path,
+) -> None:
+    """The roster states three ranks, two nodes are seen: ranks 0 and 2 are both unnamed."""
+    root = _two_nodes_one_unnamed(tmp_path, stated_world=3)
+    assert root is not None
+    assert root.culprit_ranks != [0] and [p.pid for p in root.culprit_processes] == [12912]

@@ -768,6 +768,22 @@ def _infer_last_slot(
     named |= {log.file_rank for log in logs if log.file_rank is not None}
     if not named:
         return
+    # torchrun gives each node's workers contiguous global ranks, its base plus the local
+    # rank (torch/distributed/elastic/agent/server/api.py, SimpleElasticAgent.
+    # _assign_worker_ranks): one pair a node's lines tie gives the rest of its local ranks
+    bases: dict[Key, set[int]] = defaultdict(set)
+    for (n, local), rank in join.slots.items():
+        bases[n].add(rank - local)
+    for n, local in unmatched:
+        base = bases.get(n, set())
+        if len(base) == 1 and (rank := next(iter(base)) + local) not in named and rank >= 0:
+            join.slots[(n, local)] = rank
+            named.add(rank)
+            ev.notes.append(
+                f"rank {rank} is taken to be {nodes.host(n) or 'a node'}'s local rank {local}: "
+                "torchrun numbers a node's workers from its first rank on"
+            )
+    unmatched = [(n, local) for n, local in unmatched if (n, local) not in join.slots]
     workers = {
         (_stack_node(nodes, file.input.path, proc), proc.pid)
         for file in stacks
@@ -775,6 +791,13 @@ def _infer_last_slot(
         if is_worker(proc) and proc.pid is not None
     }
     world = max(max(named) + 1, len(seen | set(join.slots)), len(workers))
+    # only a world some line states is whole: otherwise a node whose log and stacks were
+    # both lost holds ranks above the highest seen as well, and the unnamed process may be
+    # any of them (never guess a rank: its host and pid name it)
+    stated = [r.world_size for log in logs for _s, r in log.rosters if r.world_size]
+    stated += [n for log in logs for n, _c, _i in log.comms]
+    if not stated or max(stated) != world:
+        return
     # ranks run from 0: the one rank below `world` never named, found without listing the
     # world (its size comes from untrusted lines)
     if len(unmatched) == 1 and len(named) == world - 1 and min(named) >= 0:
