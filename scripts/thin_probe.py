@@ -17,7 +17,10 @@ where the whole was not; ``decided`` where the whole was undecidable or unknown;
 ``undecidable`` where the whole was unknown. A decided answer that names another culprit is
 listed as *changed* (not a breach by itself: the dropped file may have held the proof), and
 counted apart. The oracle is frtrace's own answer on more evidence, never its reasoning:
-this probes the rule, not the culprits (``scripts/score_evidence.py`` judges those).
+this probes the rule. Beside it, each decided thinned answer is checked against the job's
+own truth (``expected.json``): a decided answer naming another culprit than the job's (its
+rank, the ranks of a stuck group, or its pid where no rank is named), or any finding on a
+healthy job, is *decided wrong*: less evidence should leave it undecidable or unknown.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ class Probe:
     whole: Answer
     breaches: list[dict[str, Any]] = field(default_factory=list)
     changed: list[dict[str, Any]] = field(default_factory=list)
+    wrong: list[dict[str, Any]] = field(default_factory=list)  # decided, not the job's culprit
     runs: int = 0
 
 
@@ -88,6 +92,20 @@ def more_confident(thin: Answer, whole: Answer) -> bool:
     return RANK[thin.confidence] > RANK[whole.confidence]
 
 
+def decided_wrong(thin: Answer, truth: dict[str, Any]) -> bool:
+    """A decided answer that names another culprit than the job recorded."""
+    if thin.confidence != "decided":
+        return False
+    culprit = truth.get("culprit")
+    if culprit is None:  # a healthy job: any finding is wrong
+        return True
+    ranks = set(culprit.get("ranks") or [culprit["rank"]])
+    if thin.culprits:
+        loose = bool(truth.get("style", {}).get("undecidable_from_logs"))
+        return set(thin.culprits) != ranks and not (loose and ranks <= set(thin.culprits))
+    return culprit.get("pid") not in thin.processes
+
+
 def thinned(evidence: Path, dropped: Path, into: Path) -> Path:
     """A copy of `evidence` (hard links) without `dropped`."""
     out = into / "evidence"
@@ -114,6 +132,8 @@ def probe(scenario: Path, scratch: Path) -> Probe:
         thin = answer(thinned(evidence, dropped, scratch))
         result.runs += 1
         name = str(dropped.relative_to(evidence))
+        if decided_wrong(thin, truth):
+            result.wrong.append({"dropped": name, "said": thin.said})
         if more_confident(thin, result.whole):
             result.breaches.append({"dropped": name, "said": thin.said, "as": thin.confidence})
         elif thin.confidence == result.whole.confidence == "decided" and (
@@ -151,10 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     runs = sum(p.runs for p in probes)
     breached = sum(1 for p in probes if p.breaches)
     changed = sum(1 for p in probes if p.changed)
+    wrong = sum(1 for p in probes if p.wrong)
     print(
         f"total: {len(probes)} jobs, {runs} thinned runs; {breached} jobs with a thinned "
         f"answer more confident than the whole ({sum(len(p.breaches) for p in probes)} "
-        f"runs); {changed} jobs with a decided answer that changed culprit"
+        f"runs); {changed} jobs with a decided answer that changed culprit; {wrong} jobs "
+        f"with a thinned answer decided wrong ({sum(len(p.wrong) for p in probes)} runs)"
     )
     if args.json:
         args.json.write_text(json.dumps([asdict(p) for p in probes], indent=1) + "\n")
