@@ -90,6 +90,27 @@ FIXTURES: dict[str, tuple[int, dict[str, object], str]] = {
         },
         "a healthy job at `LOGLEVEL=INFO`: every agent logs that its workers finished: OK",
     ),
+    "healthy_dumps_info": (
+        17,
+        {
+            "fault": "healthy", "layout": "per_node", "launcher": "role_host", "pyspy": "none",
+            "dumps": True, "survives": "all", "detail": False, "loglevel": "info",
+            "nodes": 2, "nproc": 2,
+        },
+        "a healthy job with gloo dumps at `LOGLEVEL=INFO`: every rank's last call is not known "
+        "to have completed (gloo records no states); the agents' lines show the job ended",
+    ),
+    "faulthandler_dumps": (
+        19,
+        {
+            "fault": "blocked_queue", "layout": "per_node", "launcher": "no_tee",
+            "pyspy": "faulthandler", "dumps": True, "dumps_when": "on_request",
+            "cancelled": True, "cancel_mode": "term_agents", "survives": "all",
+            "detail": False, "nodes": 2, "nproc": 3, "trainer_lines": "none",
+        },
+        "cancelled, each node's faulthandler stacks in its one log (no pids), gloo dumps taken "
+        "on request: the ranks the dumps show waiting, the stuck process's live stack",
+    ),
     "detail_entered": (
         21,
         {

@@ -431,3 +431,62 @@ def test_a_missing_dump_is_its_ranks_alone_where_the_logs_show_the_others_waitin
         [want["rank"]],
         False,
     )
+
+
+def test_a_healthy_job_with_gloo_dumps_and_the_agents_end_is_ok() -> None:
+    code, data, _text = report(EVIDENCE / "healthy_dumps_info" / "evidence")
+    assert (code, data["verdict"]) == (0, "ok")
+
+
+def test_a_lost_dump_of_a_healthy_job_whose_logs_show_its_end_is_no_finding(
+    tmp_path: Path,
+) -> None:
+    """Rank 3's dump is gone: the others' last calls are not known to have completed (gloo),
+    but the agents' lines show every worker exited 0, so nothing held the job; the lost dump
+    leaves it unseen (exit 4), never a culprit."""
+    folder = copied("healthy_dumps_info", tmp_path / "evidence")
+    (folder / "trace_3").unlink()
+    code, data, _text = report(folder)
+    assert (code, data["root_cause"]) == (4, None)
+
+
+def test_a_lost_dump_of_gloo_dumps_alone_is_named_undecidable(tmp_path: Path) -> None:
+    """The same without the logs: ranks 0-2 may wait for rank 3, or the job ended (a job that
+    ended cleanly looks the same in gloo's dumps): rank 3 is named, undecidable."""
+    folder = copied("healthy_dumps_info", tmp_path / "evidence")
+    for path in [folder / "trace_3", *folder.glob("*.log")]:
+        path.unlink()
+    code, data, _text = report(folder)
+    root = data["root_cause"]
+    assert (code, root["kind"], root["culprit_ranks"], root["evidence"]["undecidable"]) == (
+        1,
+        "missing_dump",
+        [3],
+        True,
+    )
+    assert "a job that ended cleanly looks the same" in root["detail"]
+
+
+def test_faulthandler_stacks_beside_gloo_dumps_name_the_stuck_rank_and_its_function() -> None:
+    want = truth("faulthandler_dumps")["culprit"]
+    code, data, _text = report(EVIDENCE / "faulthandler_dumps" / "evidence")
+    root = data["root_cause"]
+    assert (code, root["culprit_ranks"]) == (1, [want["rank"]])
+    assert want["function"] in shown(root)
+
+
+def test_a_lost_dump_beside_a_live_stack_stuck_outside_collectives_is_no_culprit(
+    tmp_path: Path,
+) -> None:
+    """Rank 0's dump is gone, so rank 1's last call may wait for it; but the faulthandler
+    stacks show a process of rank 0's host stuck outside collectives (its pid and rank
+    untold): that process is the culprit, shown with its own stack, not its neighbours'."""
+    want = truth("faulthandler_dumps")["culprit"]
+    folder = copied("faulthandler_dumps", tmp_path / "evidence")
+    (folder / "trace_0").unlink()
+    code, data, _text = report(folder)
+    root = data["root_cause"]
+    assert (code, root["culprit_ranks"]) == (1, [])
+    assert [p["host"] for p in root["culprit_processes"]] == [want["host"]]
+    (proc,) = root["culprit_evidence"]
+    assert want["function"] in json.dumps(proc["evidence"])

@@ -555,6 +555,17 @@ def _confirm_waits(root: Finding, evidence: Evidence) -> None:
         root.facts["waits_logged"] = list(root.waiting_ranks)
 
 
+def _ended_cleanly(root: Finding | None, evidence: Evidence) -> bool:
+    """A missing dump that ranks only may wait for, in a job whose logs show every worker
+    exited 0 (`ending_gap`): their last calls completed, and no rank held the job."""
+    return (
+        root is not None
+        and root.kind == Kind.MISSING_DUMP
+        and bool(root.facts.get("maybe"))
+        and ending_gap(evidence) is None
+    )
+
+
 def _folded(trace: Trace, evidence: Evidence) -> bool:
     """Whether the dumps cannot be matched across ranks: gloo under
     TORCH_DISTRIBUTED_DEBUG=DETAIL, as the logs say or as the dumps show themselves."""
@@ -589,6 +600,8 @@ def _with_logs(
     if dumped and root is not None and not folded:
         _confirm_waits(root, evidence)
     found = log_findings(evidence)
+    if dumped and not folded and not found and _ended_cleanly(root, evidence):
+        return [], None  # the dump was lost, not the rank: the world stays unseen (exit 4)
     if not dumped:
         return found, found[0] if found else None
     if folded and not found:  # unmatched seqs are no fault; the logs saw none
@@ -606,7 +619,14 @@ def _with_logs(
             r in states and states[r].state in (WAITING, ELSEWHERE) for r in gone
         )
         named = bool(set(found[0].culprit_ranks) - set(gone))
-        if not (waited and named) and (not failed or failed == set(root.culprit_ranks)):
+        # or a live stack stuck outside collectives whose rank is untold: its own trouble
+        stuck = bool(found[0].culprit_processes) and not found[0].culprit_ranks
+        stuck = stuck and not found[0].undecidable
+        if (
+            not (waited and named)
+            and not stuck
+            and (not failed or failed == set(root.culprit_ranks))
+        ):
             return findings, root  # the logs add no name
     for f in findings:
         f.secondary = True

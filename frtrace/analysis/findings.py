@@ -180,10 +180,12 @@ class Hop:
 @dataclass(frozen=True)
 class ProcessRef:
     """A process the evidence names without its rank (no log or label ties its pid to one):
-    the host it ran on and its pid."""
+    the host it ran on and its pid, and where its stack was read (file, line): a stack with
+    no pid (faulthandler's) is told from its host's others only by that."""
 
     host: str
     pid: int | None
+    at: tuple[str, int] | None = None
 
 
 @dataclass

@@ -1756,7 +1756,10 @@ def state_findings(ev: Evidence) -> list[Finding]:
             issued_by=waiting if kind == Kind.MISSING_RANKS else [],
             not_issued_by=blamed if kind == Kind.MISSING_RANKS else [],
             undecidable=undecidable,
-            culprit_processes=[ProcessRef(p.proc.host, p.proc.pid) for p in stuck],
+            culprit_processes=[
+                ProcessRef(p.proc.host, p.proc.pid, (p.proc.where.file, p.proc.where.line))
+                for p in stuck
+            ],
         )
 
     if torn is not None and not culprits and not stuck:  # the rank that died is in no input

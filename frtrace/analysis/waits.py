@@ -704,7 +704,10 @@ def nodump_finding(
     rank alone may wait (`lone`; gloo records no completion, and a gloo job dumps only where
     its own code asks, so a rank without a dump may just not have written one), that rank may
     as well have completed the call and stopped outside collectives: one rank's word decides
-    nothing, and it is named too, undecidable."""
+    nothing, and it is named too, undecidable. Where several may wait, the finding is
+    undecidable still: every rank of a job that ended cleanly looks the same in gloo's
+    dumps (its last call not known to have completed), so whether they wait at all is
+    unknown; the logs, when given, tell (frtrace.analysis.analyze._with_logs)."""
     doubt = maybe and lone
     blamed = sorted({*ranks, *here}) if doubt else ranks
     return ctx.finding(
@@ -713,7 +716,7 @@ def nodump_finding(
         **_seq_ids(node, blocked[here[0]]),
         op=blocked[here[0]].op,
         culprit_ranks=blamed,
-        undecidable=doubt,
+        undecidable=maybe,
         waiting_ranks=here,
         expected_ranks=_members(ctx, node),
         reason=Reason.NO_DUMP,

@@ -148,7 +148,17 @@ def process_of(analysis: Analysis, ref: ProcessRef) -> ProcessStack | None:
     ev = analysis.evidence
     if ev is None:
         return None
-    return next((p for p in ev.unmatched if p.pid == ref.pid and p.host == ref.host), None)
+    at = ref.at
+    return next(
+        (
+            p
+            for p in ev.unmatched
+            if p.pid == ref.pid
+            and p.host == ref.host
+            and (at is None or (p.where.file, p.where.line) == at)
+        ),
+        None,
+    )
 
 
 def process_rows(analysis: Analysis, ref: ProcessRef, frames: int | None) -> list[tuple[str, str]]:

@@ -382,10 +382,16 @@ def _no_dump(f: Finding) -> str:
         )
     )
     lines = f"{waits} for {who(ranks)}{also}; {', and '.join(what)}: {hint}"
-    if f.facts.get("maybe") and f.undecidable:  # one rank's word
+    lone = len(waiting) == 1 and set(waiting) <= set(f.culprit_ranks)
+    if f.facts.get("maybe") and lone:  # one rank's word
         lines += (
             f"; no states tell whether {who(waiting)} completed there instead and stopped "
             "elsewhere, and one rank's word decides nothing (undecidable)"
+        )
+    elif f.facts.get("maybe") and f.undecidable:
+        lines += (
+            "; no states tell whether the waiting ranks completed there instead (a job that "
+            "ended cleanly looks the same in gloo's dumps): undecidable; give the job's logs"
         )
     elif f.facts.get("maybe"):
         lines += "; no states tell whether the waiting ranks completed there instead"
