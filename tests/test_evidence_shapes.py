@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES
-from log_builders import nccl_dump_signal_line, nccl_watchdog_lines
+from log_builders import nccl_dump_signal_line, nccl_warn_line, nccl_watchdog_lines
 
 import frtrace
 from frtrace.analysis.findings import Finding, Kind
@@ -2823,3 +2823,39 @@ def test_the_one_process_no_line_names_keeps_its_host_and_pid_in_a_larger_stated
     root = _two_nodes_one_unnamed(tmp_path, stated_world=3)
     assert root is not None
     assert root.culprit_ranks != [0] and [p.pid for p in root.culprit_processes] == [12912]
+
+
+# --- NCCL's host:pid ---------------------------------------------------------------------------
+
+
+def _localhost_summary_and_warn(tmp_path: Path, extra: str = "") -> Evidence:
+    """One job-wide file without labels: torchelastic's summary says `localhost` for ranks 2
+    and 5, and NCCL's WARN line names the host of pid 777."""
+    text = (
+        _ended(2, "localhost", 777, -6, first=True)
+        + _ended(5, "localhost", 780, -15)
+        + nccl_warn_line("dgx14", 777, "NET/IB : Got completion from peer 10.1.1.7<43090>")
+        + "\n"
+        + extra
+    )
+    return gather([parse_log(_log(tmp_path, "slurm-1.out", text))], [])
+
+
+def test_nccls_host_of_a_pid_places_the_rank_a_localhost_summary_gives_that_pid(
+    tmp_path: Path,
+) -> None:
+    ev = _localhost_summary_and_warn(tmp_path)
+    assert ev.ranks[2].host == "dgx14"
+    assert [w.pid for w in ev.ranks[2].warnings] == [777]
+    assert not ev.ranks[5].host
+
+
+def test_a_pid_two_summary_entries_share_ties_no_host(tmp_path: Path) -> None:
+    ev = _localhost_summary_and_warn(tmp_path, _ended(9, "localhost", 777, -15))
+    assert not ev.ranks[2].host and not ev.ranks[9].host
+
+
+def test_a_pid_nccl_names_on_two_hosts_ties_no_host(tmp_path: Path) -> None:
+    other = nccl_warn_line("dgx15", 777, "NET/IB : Got completion from peer 10.1.1.8<43091>")
+    ev = _localhost_summary_and_warn(tmp_path, other + "\n")
+    assert not ev.ranks[2].host

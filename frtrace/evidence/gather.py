@@ -455,6 +455,7 @@ def _build_slots(logs: list[ParsedLog], stacks: list[ParsedStacks], join: _Join)
             said, said_local = stated_ranks(proc)
             if said is not None and said_local is not None:
                 slots[(where, said_local)] = said
+    _nccl_hosts_of_pids(logs, join)
     # NCCL's communicator of the most ranks is the world's (the default group's): a rank in
     # it is the process's global rank (nccl src/init.cc logs each communicator it joins)
     world = max((n for log in logs for n, _c, _i in log.comms), default=0)
@@ -480,6 +481,40 @@ def _build_slots(logs: list[ParsedLog], stacks: list[ParsedStacks], join: _Join)
             failed = slots.get((node, event.local_rank)) if node is not None else None
             if node is not None and failed is not None:
                 pids[(node, event.pid)] = failed
+
+
+def _nccl_hosts_of_pids(logs: list[ParsedLog], join: _Join) -> None:
+    """A summary entry whose host is no use (`localhost`), on a node no other line names,
+    gives its rank a pid; NCCL's own lines name the host each pid runs on (`host:pid:tid`,
+    nccl src/debug.cc, ncclDebugLogV). Where exactly one summary entry has that pid and NCCL
+    names exactly one host for it, the rank runs there. pids repeat across hosts: two entries
+    with one pid, or one pid on two hosts, tie nothing."""
+    nodes = join.nodes
+    ranks_of: dict[int, set[int]] = defaultdict(set)
+    untied: dict[int, int] = {}  # pid -> rank, where the entry's node is unknown
+    for log in logs:
+        for speaker, exited in log.exits:
+            if exited.pid is None or exited.rank is None:
+                continue
+            ranks_of[exited.pid].add(exited.rank)
+            node = _exit_node(nodes, log, speaker, exited)
+            if node is None or not nodes.host(node):
+                untied[exited.pid] = exited.rank
+    if not untied:
+        return
+    hosts_of: dict[int, set[str]] = defaultdict(set)
+    for log in logs:
+        for _speaker, warned in log.warnings:
+            hosts_of[warned.pid].add(short_host(warned.host))
+        for address in log.addresses:
+            hosts_of[address.pid].add(short_host(address.host))
+        for _n, comm, _i in log.comms:
+            if comm.pid is not None:
+                hosts_of[comm.pid].add(short_host(comm.host))
+    for pid, rank in untied.items():
+        hosts = hosts_of.get(pid, set())
+        if len(ranks_of[pid]) == 1 and len(hosts) == 1:
+            join.pids.setdefault((nodes.find(("host", hosts.pop())), pid), rank)
 
 
 def _stack_node(nodes: _Nodes, path: str, proc: ProcessStack) -> Key:
