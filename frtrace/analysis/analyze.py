@@ -646,9 +646,18 @@ def _unnamed_groups(trace: Trace) -> bool:
 # runs CollectiveFingerPrint::verify, an allgather of the call's fingerprint on its helper gloo
 # group, before each call: the recorder files it as `all_gather` under the stack of the call it
 # checks (seen in real torch 2.13 gloo dumps: all_gather entries under all_reduce, broadcast,
-# barrier). The job's own all_gathers are made by these functions of distributed_c10d.py.
+# barrier). The job's own all_gathers are made by these functions of distributed_c10d.py
+# (torch 2.13's, each that records an all_gather).
 _GATHERS = frozenset(
-    {"all_gather", "all_gather_into_tensor", "all_gather_object", "all_gather_coalesced"}
+    {
+        "all_gather",
+        "all_gather_single",
+        "all_gather_into_tensor",
+        "_all_gather_base",
+        "all_gather_object",
+        "all_gather_coalesced",
+        "gather_object",
+    }
 )
 _C10D = "distributed_c10d.py"
 
