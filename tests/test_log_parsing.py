@@ -325,3 +325,32 @@ def test_every_ranks_host_is_in_the_json_report() -> None:
     _code, data = json_report(LOGS / "stuck")
     truth = json.loads((LOGS / "stuck" / "expected.json").read_text())
     assert data["inputs"]["hosts"] == truth["hosts"]
+
+
+def test_a_rank_that_wrote_no_line_of_its_own_is_no_surer_absent_than_inside(
+    tmp_path: Path,
+) -> None:
+    """As above, but rank 3's own lines are all lost: only its agent's summary entry names it
+    (ended by SIGTERM). The others' watchdogs alone speak for it, so it may as well have
+    waited inside the collective with them: undecidable, the waiting named too."""
+    folder = tmp_path / "job"
+    nccl_job(folder)
+    kept = [ln for ln in (folder / "nodeB.log").read_text().splitlines() if "nodeB:1" not in ln]
+    summary = [
+        "Failures:",
+        "[1]:",
+        "  time      : 2024-11-27_10:20:00",
+        "  host      : nodeB",
+        "  rank      : 3 (local_rank: 1)",
+        "  exitcode  : -15 (pid: 4103)  (SIGTERM)",
+        "  error_file: <N/A>",
+        "  traceback : Signal 15 (SIGTERM) received by PID 4103",
+    ]
+    _write(folder / "nodeB.log", kept + summary)
+    code, data = json_report(folder)
+    root = data["root_cause"]
+    assert (code, root["culprit_ranks"], root["evidence"]["undecidable"]) == (
+        1,
+        [0, 1, 2, 3],
+        True,
+    )

@@ -1001,7 +1001,10 @@ def group_findings(ev: Evidence) -> list[Finding]:
         root.facts["culprits"] = {
             k: v for k, v in root.facts.get("culprits", {}).items() if int(k) in chosen
         }
-        root.undecidable = len(chosen) > 1
+        # an absentee that wrote no line of its own (its log lost) is no surer absent than
+        # inside: only the others' watchdogs speak for it
+        unseen_only = all(not _wrote(ev, r) for r in chosen)
+        root.undecidable = len(chosen) > 1 or unseen_only
         if root.undecidable and root.waiting_ranks and not best[0]:
             # several members showed no trouble of their own: they never joined it, or the
             # whole group waits inside it and their watchdogs had not fired when the job came
@@ -1818,6 +1821,17 @@ def state_findings(ev: Evidence) -> list[Finding]:
         facts["or_victims"] = victims  # an error exit may be a victim's, of a silent rank
     undecidable = split or (len(culprits) + len(stuck) > 1 and not failed)
     return [finding(Kind.MISSING_RANKS, Reason.NEVER_JOINED, culprits, undecidable)]
+
+
+def _wrote(ev: Evidence, rank: int) -> bool:
+    """Whether any input holds a line the rank wrote itself (a group's init line, a wait, an
+    error, a stack, a line of its own): a summary entry about it is its agent's."""
+    rev = ev.ranks.get(rank)
+    if rev is None:
+        return False
+    return bool(rev.last_lines or rev.waits or rev.groups or rev.raised or rev.entered) or (
+        rev.stack is not None
+    )
 
 
 def _state(states: dict[int, RankState], rank: int) -> str | None:
