@@ -1876,8 +1876,11 @@ def _culprits(
     states: dict[int, RankState], elsewhere: list[int], anyone_waits: bool
 ) -> tuple[list[int], bool]:
     """The ranks to blame, and whether they failed by themselves: the absent ranks with
-    evidence of their own failure; else, while others wait, every absent rank (torn down
-    or never joined); else the ranks waiting in another collective."""
+    evidence of their own failure whose cause is shown; else those whose only evidence is an
+    error exit, named with the silent ones beside them (a victim exits so too); else, while
+    others wait, every absent rank (torn down or never joined), with the ranks waiting in
+    another collective (and the waiting, where theirs may be the smaller side); else the
+    ranks waiting in another collective."""
     absent = [r for r, s in states.items() if s.state not in (WAITING, ELSEWHERE)]
     shown = [r for r in absent if states[r].state in SHOWN_FAILED]
     if shown:
