@@ -17,6 +17,7 @@ from frtrace.analysis.logs import (
     ELSEWHERE,
     WAITING,
     EndingGap,
+    RankState,
     ending_gap,
     log_findings,
     rank_states,
@@ -520,15 +521,15 @@ def analyze(
     for f in findings:
         if not f.secondary:
             classify(ctx, f, waits.blocked)
-    unmatched = False
-    if evidence is None and len(trace.file_table) and _wrapper_checks(trace):
-        unmatched = _unnamed_groups(trace)  # no log to decide what the dumps cannot
-        if unmatched:
+    folded = _folded(trace, evidence)
+    if evidence is None:
+        unmatched = folded  # no log to decide what the dumps cannot
+        if folded:
             findings, root_cause = [], None
-    elif evidence is not None:
+    else:
         waiting = {r for r, b in waits.blocked.items() if not b.maybe}
-        findings, root_cause = _with_logs(trace, evidence, findings, root_cause, waiting)
-        unmatched = root_cause is None and _folded(trace, evidence)
+        findings, root_cause = _with_logs(trace, evidence, findings, root_cause, waiting, folded)
+        unmatched = root_cause is None and folded
     return Analysis(
         ctx,
         findings,
@@ -541,14 +542,18 @@ def analyze(
     )
 
 
-def _confirm_waits(root: Finding, evidence: Evidence) -> None:
+def _waiting_in_logs(states: dict[int, RankState], ranks: list[int]) -> bool:
+    """Whether the logs show each of `ranks` waiting in a collective itself (its timeout's
+    or lost peer's error)."""
+    return all(r in states and states[r].state in (WAITING, ELSEWHERE) for r in ranks)
+
+
+def _confirm_waits(root: Finding, states: dict[int, RankState]) -> None:
     """A missing dump that ranks only may wait for (gloo records no completion: named with
-    them, undecidable) is theirs alone where the logs show each of those ranks waiting in a
-    collective itself (its timeout's or lost peer's error)."""
+    them, undecidable) is theirs alone where the logs show each of those ranks waiting."""
     if not root.facts.get("maybe") or not root.waiting_ranks:
         return
-    states, _main = rank_states(evidence)
-    if all(r in states and states[r].state in (WAITING, ELSEWHERE) for r in root.waiting_ranks):
+    if _waiting_in_logs(states, root.waiting_ranks):
         root.culprit_ranks = sorted(root.facts.get("no_dump", root.culprit_ranks))
         root.undecidable = False
         root.facts["maybe"] = False
@@ -566,13 +571,13 @@ def _ended_cleanly(root: Finding | None, evidence: Evidence) -> bool:
     )
 
 
-def _folded(trace: Trace, evidence: Evidence) -> bool:
+def _folded(trace: Trace, evidence: Evidence | None) -> bool:
     """Whether the dumps cannot be matched across ranks: gloo under
     TORCH_DISTRIBUTED_DEBUG=DETAIL, as the logs say or as the dumps show themselves."""
+    detail = evidence is not None and evidence.debug_detail
+    # the cheap group check first: the entries are scanned only where it holds
     return (
-        len(trace.file_table) > 0
-        and (evidence.debug_detail or _wrapper_checks(trace))
-        and _unnamed_groups(trace)
+        len(trace.file_table) > 0 and _unnamed_groups(trace) and (detail or _wrapper_checks(trace))
     )
 
 
@@ -582,6 +587,7 @@ def _with_logs(
     findings: list[Finding],
     root: Finding | None,
     waiting: set[int],
+    folded: bool,
 ) -> tuple[list[Finding], Finding | None]:
     """The findings once the logs and stacks are heard. Without a dump, or with dumps that
     show no fault, they decide. Where the dumps only say who left none (`missing_dump`), the
@@ -589,16 +595,19 @@ def _with_logs(
     stack outside collectives) are the cause, when they are not those very ranks, and the
     dumpless ranks its consequence: they were torn down after it. Where the dumps cannot be
     matched (gloo under DETAIL), the logs decide. Otherwise the dumps decide and the logs add
-    their evidence. `waiting`: the ranks the matched dumps show waiting in a collective."""
+    their evidence. `waiting`: the ranks the matched dumps show waiting in a collective;
+    `folded`: the dumps cannot be matched (`_folded`)."""
     dumped = len(trace.file_table) > 0
-    folded = _folded(trace, evidence)
     if dumped and not folded:  # matched, the dumps say who waits: that ties stacks left
         tie_by_waits(evidence, waiting, trace.ranks)
     if dumped and root is not None and root.kind != Kind.MISSING_DUMP and not folded:
         settle_even_split(root, evidence)  # where the logs tell the two sides apart
         return findings, root
-    if dumped and root is not None and not folded:
-        _confirm_waits(root, evidence)
+    # a missing dump the logs may settle (the only root cause left here with dumps matched)
+    settles = dumped and root is not None and not folded
+    states = rank_states(evidence)[0] if settles else {}
+    if settles and root is not None:
+        _confirm_waits(root, states)
     found = log_findings(evidence)
     if dumped and not folded and not found and _ended_cleanly(root, evidence):
         return [], None  # the dump was lost, not the rank: the world stays unseen (exit 4)
@@ -614,10 +623,7 @@ def _with_logs(
         # or show the ranks that left no dump waiting in a collective themselves (their
         # timeout's or lost peer's error): victims there, their dumps only lost
         gone = list(root.facts.get("no_dump", root.culprit_ranks))
-        states, _main = rank_states(evidence)
-        waited = bool(gone) and all(
-            r in states and states[r].state in (WAITING, ELSEWHERE) for r in gone
-        )
+        waited = bool(gone) and _waiting_in_logs(states, gone)
         named = bool(set(found[0].culprit_ranks) - set(gone))
         # or a live stack stuck outside collectives whose rank is untold: its own trouble
         stuck = bool(found[0].culprit_processes) and not found[0].culprit_ranks

@@ -576,9 +576,7 @@ def gather(
             closed = join.pids.get((agent, event.pid))
             if closed is not None:
                 ev.rank(closed).closed = event.signal
-    worlds = [r.world_size for log in logs for _s, r in log.rosters if r.world_size]
-    worlds += [n for log in logs for n, _c, _i in log.comms]
-    ev.world_size = max(worlds) if worlds else None
+    ev.world_size = _stated_world(logs)
     _communicators(ev, join, logs)
     _match_stacks(ev, join, stacks)
     ev.agent_workers = _unranked_workers(ev, join, named)
@@ -772,6 +770,14 @@ def _file_log(ev: Evidence, join: _Join, log: ParsedLog) -> None:
             placed.local_rank = placed.local_rank if placed.local_rank is not None else local
 
 
+def _stated_world(logs: list[ParsedLog]) -> int | None:
+    """The world's size as a line states it: the agents' roster (`global_world_sizes`) or
+    NCCL's communicator of the most ranks; None where none does."""
+    worlds = [r.world_size for log in logs for _s, r in log.rosters if r.world_size]
+    worlds += [n for log in logs for n, _c, _i in log.comms]
+    return max(worlds) if worlds else None
+
+
 def _infer_last_slot(
     logs: list[ParsedLog],
     join: _Join,
@@ -829,9 +835,7 @@ def _infer_last_slot(
     # only a world some line states is whole: otherwise a node whose log and stacks were
     # both lost holds ranks above the highest seen as well, and the unnamed process may be
     # any of them (never guess a rank: its host and pid name it)
-    stated = [r.world_size for log in logs for _s, r in log.rosters if r.world_size]
-    stated += [n for log in logs for n, _c, _i in log.comms]
-    if not stated or max(stated) != world:
+    if _stated_world(logs) != world:
         return
     # ranks run from 0: the one rank below `world` never named, found without listing the
     # world (its size comes from untrusted lines)
